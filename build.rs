@@ -1,0 +1,30 @@
+//! Records the build facts that `version` and `/api/version` report (spec: query §6.10).
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn main() {
+    let rev = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "0000000000000000000000000000000000000000".into());
+    let branch = git(&["rev-parse", "--abbrev-ref", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let modified = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()).unwrap_or(false);
+    let time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let user = std::env::var("USER").unwrap_or_else(|_| "rtsd".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    println!("cargo:rustc-env=RTSD_GIT_REV={rev}");
+    println!("cargo:rustc-env=RTSD_GIT_BRANCH={branch}");
+    println!("cargo:rustc-env=RTSD_REPO_STATUS={}", if modified { "MODIFIED" } else { "MINT" });
+    println!("cargo:rustc-env=RTSD_BUILD_TIME={time}");
+    println!("cargo:rustc-env=RTSD_BUILD_USER={user}");
+    println!("cargo:rustc-env=RTSD_BUILD_HOST={host}");
+    println!("cargo:rustc-env=RTSD_BUILD_DIR={dir}");
+    // Only a new commit changes the facts worth rebuilding for; editing sources must not rerun this script.
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/refs/heads");
+}

@@ -1,0 +1,331 @@
+//! Configuration: OpenTSDB-style properties (`tsd.*`, rtsd's own `rtsd.*`) plus command-line flags, resolved into
+//! one [`Config`] value at start-up (spec: ingest §6).
+//!
+//! Properties come from, in increasing priority: OpenTSDB 2.4's defaults, then either the file named by `--config`
+//! or, without one, the default configuration shipped inside the binary (`rtsd.conf` at the repository root), then
+//! flags. Every effective property is kept, so `/api/config` can show them all.
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use rtsd_protocol::codec::SaltConfig;
+use rtsd_protocol::point::Rules;
+
+/// The configuration rtsd ships: what `rtsd serve` uses when no `--config` is given.
+pub const SHIPPED_CONFIG: &str = include_str!("../rtsd.conf");
+
+/// OpenTSDB 2.4's defaults for the properties rtsd reads, plus rtsd's own (spec: ingest §6). Listed once here so
+/// `/api/config` shows them and the README table can be checked against them.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("tsd.core.auto_create_metrics", "false"),
+    ("tsd.core.auto_create_tagks", "true"),
+    ("tsd.core.auto_create_tagvs", "true"),
+    ("tsd.core.connections.limit", "0"),
+    ("tsd.core.enable_api", "true"),
+    ("tsd.core.enable_ui", "true"),
+    ("tsd.core.socket.timeout", "0"),
+    ("tsd.core.stats_with_port", "false"),
+    ("tsd.core.tag.allow_specialchars", ""),
+    ("tsd.http.request.max_chunk", "4096"),
+    ("tsd.http.show_stack_trace", "true"),
+    ("tsd.mode", "rw"),
+    ("tsd.network.bind", "0.0.0.0"),
+    ("tsd.network.port", "4242"),
+    // OpenTSDB enables `diediedie` by default; a daemon that any client can stop with one word is a hazard, so
+    // rtsd ships it off and honours the property both ways.
+    ("tsd.no_diediedie", "true"),
+    ("tsd.rpc.telnet.return_errors", "true"),
+    ("tsd.stats.canonical", "false"),
+    ("tsd.storage.fix_duplicates", "false"),
+    ("tsd.storage.hbase.data_table", "tsdb"),
+    ("tsd.storage.hbase.uid_table", "tsdb-uid"),
+    ("tsd.storage.max_tags", "8"),
+    ("tsd.storage.salt.buckets", "20"),
+    ("tsd.storage.salt.width", "0"),
+    ("tsd.storage.uid.width.metric", "3"),
+    ("tsd.storage.uid.width.tagk", "3"),
+    ("tsd.storage.uid.width.tagv", "3"),
+    ("tsd.uid.lru.enable", "false"),
+    ("tsd.uid.lru.id.size", "5000000"),
+    ("tsd.uid.lru.name.size", "5000000"),
+    ("rtsd.data_dir", "./rtsd-data"),
+    ("rtsd.http.max_body_bytes", "67108864"),
+    ("rtsd.uid.cache_capacity", "1000000"),
+];
+
+/// Why the configuration can't be used; the daemon prints it and exits non-zero.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid value for {key}: {value:?}: {why}")]
+    Invalid { key: String, value: String, why: String },
+}
+
+/// `tsd.mode`: which half of the API this daemon serves (spec: ingest §1.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    ReadWrite,
+    ReadOnly,
+    WriteOnly,
+}
+
+impl Mode {
+    pub fn writes(self) -> bool {
+        self != Mode::ReadOnly
+    }
+}
+
+/// The effective configuration of one daemon.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Every effective property, defaults included (what `/api/config` shows).
+    pub properties: BTreeMap<String, String>,
+    pub bind: IpAddr,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub mode: Mode,
+    pub diediedie: bool,
+    pub auto_create: [bool; 3],
+    pub rules: Rules,
+    pub uid_widths: [usize; 3],
+    pub salt: SaltConfig,
+    pub fix_duplicates: bool,
+    pub connections_limit: usize,
+    /// Idle timeout in seconds; 0 disables it (OpenTSDB 2.4's default).
+    pub socket_timeout_secs: u64,
+    pub return_errors: bool,
+    pub enable_api: bool,
+    pub stats_canonical: bool,
+    pub stats_with_port: bool,
+    pub uid_cache_capacity: usize,
+    pub max_body_bytes: usize,
+}
+
+/// Overrides from the command line; `None` leaves the property as the file says.
+#[derive(Debug, Default, Clone)]
+pub struct Flags {
+    pub config: Option<PathBuf>,
+    pub port: Option<u16>,
+    pub bind: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    /// Extra `key=value` properties (`--set`), applied last.
+    pub set: Vec<(String, String)>,
+}
+
+impl Config {
+    /// Resolves defaults, the config file (or the shipped one) and flags.
+    pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
+        let mut properties: BTreeMap<String, String> =
+            DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let text = match &flags.config {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Read { path: path.clone(), source })?,
+            None => SHIPPED_CONFIG.to_string(),
+        };
+        properties.extend(parse_properties(&text));
+        if let Some(port) = flags.port {
+            properties.insert("tsd.network.port".into(), port.to_string());
+        }
+        if let Some(bind) = &flags.bind {
+            properties.insert("tsd.network.bind".into(), bind.clone());
+        }
+        if let Some(dir) = &flags.data_dir {
+            properties.insert("rtsd.data_dir".into(), dir.display().to_string());
+        }
+        for (k, v) in &flags.set {
+            properties.insert(k.clone(), v.clone());
+        }
+        Config::from_properties(properties)
+    }
+
+    /// Validates and types a full property map.
+    pub fn from_properties(properties: BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        let p = Props(&properties);
+        let max_tags = p.number::<usize>("tsd.storage.max_tags")?;
+        if max_tags < 1 {
+            return Err(p.invalid("tsd.storage.max_tags", "tsd.storage.max_tags must be greater than 0"));
+        }
+        let width = |key: &str| -> Result<usize, ConfigError> {
+            let w = p.number::<usize>(key)?;
+            if !(1..=8).contains(&w) {
+                return Err(p.invalid(key, "UID widths must be between 1 and 8 bytes"));
+            }
+            Ok(w)
+        };
+        let salt_width = p.number::<usize>("tsd.storage.salt.width")?;
+        if salt_width > 8 {
+            return Err(p.invalid("tsd.storage.salt.width", "salt width must be between 0 and 8"));
+        }
+        let salt_buckets = p.number::<u32>("tsd.storage.salt.buckets")?;
+        if salt_buckets < 1 {
+            return Err(p.invalid("tsd.storage.salt.buckets", "salt buckets must be at least 1"));
+        }
+        let mode = match p.get("tsd.mode").to_ascii_lowercase().as_str() {
+            "ro" => Mode::ReadOnly,
+            "wo" => Mode::WriteOnly,
+            _ => Mode::ReadWrite,
+        };
+        // OpenTSDB sizes its name and id caches separately; rtsd keeps one bounded cache per direction and kind,
+        // sized by the LRU properties when they are enabled.
+        let uid_cache_capacity = if p.boolean("tsd.uid.lru.enable") {
+            p.number::<usize>("tsd.uid.lru.name.size")?.max(1)
+        } else {
+            p.number::<usize>("rtsd.uid.cache_capacity")?.max(1)
+        };
+        let bind_text = p.get("tsd.network.bind");
+        let bind = bind_text
+            .parse::<IpAddr>()
+            .map_err(|e| p.invalid("tsd.network.bind", &e.to_string()))?;
+        Ok(Config {
+            bind,
+            port: p.number("tsd.network.port")?,
+            data_dir: PathBuf::from(p.get("rtsd.data_dir")),
+            mode,
+            diediedie: !p.boolean("tsd.no_diediedie"),
+            auto_create: [
+                p.boolean("tsd.core.auto_create_metrics"),
+                p.boolean("tsd.core.auto_create_tagks"),
+                p.boolean("tsd.core.auto_create_tagvs"),
+            ],
+            rules: Rules { max_tags, allow_specialchars: p.get("tsd.core.tag.allow_specialchars").chars().collect() },
+            uid_widths: [
+                width("tsd.storage.uid.width.metric")?,
+                width("tsd.storage.uid.width.tagk")?,
+                width("tsd.storage.uid.width.tagv")?,
+            ],
+            salt: SaltConfig { width: salt_width, buckets: salt_buckets },
+            fix_duplicates: p.boolean("tsd.storage.fix_duplicates"),
+            connections_limit: p.number("tsd.core.connections.limit")?,
+            socket_timeout_secs: p.number("tsd.core.socket.timeout")?,
+            return_errors: p.boolean("tsd.rpc.telnet.return_errors"),
+            // Compared literally in OpenTSDB: `TRUE` or `1` disable the API (spec: ingest §6).
+            enable_api: p.get("tsd.core.enable_api") == "true",
+            stats_canonical: p.boolean("tsd.stats.canonical"),
+            stats_with_port: p.boolean("tsd.core.stats_with_port"),
+            uid_cache_capacity,
+            max_body_bytes: p.number("rtsd.http.max_body_bytes")?,
+            properties,
+        })
+    }
+
+    /// A configuration for tests: the shipped defaults with a data directory and any overrides.
+    pub fn for_data_dir(dir: &Path, overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), ..Flags::default() };
+        flags.set = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::load(&flags)
+    }
+}
+
+/// Typed reads of the property map, with errors naming the property.
+struct Props<'a>(&'a BTreeMap<String, String>);
+
+impl Props<'_> {
+    fn get(&self, key: &str) -> &str {
+        self.0.get(key).map(|v| v.trim()).unwrap_or("")
+    }
+
+    /// OpenTSDB's boolean rule: true iff the trimmed, upper-cased value is `1`, `TRUE` or `YES`.
+    fn boolean(&self, key: &str) -> bool {
+        matches!(self.get(key).to_ascii_uppercase().as_str(), "1" | "TRUE" | "YES")
+    }
+
+    fn number<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.get(key).parse::<T>().map_err(|e| self.invalid(key, &e.to_string()))
+    }
+
+    fn invalid(&self, key: &str, why: &str) -> ConfigError {
+        ConfigError::Invalid { key: key.to_string(), value: self.get(key).to_string(), why: why.to_string() }
+    }
+}
+
+/// Parses Java `.properties` text as OpenTSDB's config files use it: `key = value` or `key: value` or `key value`,
+/// `#` and `!` comments, backslash line continuations. Later keys override earlier ones.
+pub fn parse_properties(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut logical = String::new();
+    for raw in text.lines() {
+        let line = raw.trim_start();
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
+            continue;
+        }
+        // An odd number of trailing backslashes continues the line.
+        let trailing = line.chars().rev().take_while(|&c| c == '\\').count();
+        if trailing % 2 == 1 {
+            logical.push_str(&line[..line.len() - 1]);
+            continue;
+        }
+        logical.push_str(line);
+        let entry = std::mem::take(&mut logical);
+        let sep = entry.find(|c: char| c == '=' || c == ':' || c.is_whitespace()).unwrap_or(entry.len());
+        let key = entry[..sep].trim().to_string();
+        let mut value = entry[sep..].trim_start();
+        if let Some(rest) = value.strip_prefix(['=', ':']) {
+            value = rest.trim_start();
+        }
+        if !key.is_empty() {
+            out.push((key, value.trim_end().to_string()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_syntax() {
+        let text = "# comment\n! also\n tsd.network.port = 4243\nkey:value\nspaced value here\ncont = a\\\n  b\nempty=\n";
+        let parsed = parse_properties(text);
+        assert_eq!(
+            parsed,
+            vec![
+                ("tsd.network.port".to_string(), "4243".to_string()),
+                ("key".to_string(), "value".to_string()),
+                ("spaced".to_string(), "value here".to_string()),
+                ("cont".to_string(), "ab".to_string()),
+                ("empty".to_string(), "".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn shipped_config_enables_auto_create_metrics_and_opentsdb_default_does_not() {
+        // spec: ingest §6: OpenTSDB's default is false; rtsd's shipped file turns it on.
+        let dir = Path::new("/nonexistent");
+        let shipped = Config::for_data_dir(dir, &[]).unwrap();
+        assert!(shipped.auto_create[0]);
+        let opentsdb = Config::for_data_dir(dir, &[("tsd.core.auto_create_metrics", "false")]).unwrap();
+        assert!(!opentsdb.auto_create[0]);
+        assert_eq!(shipped.port, 4242);
+        assert_eq!(shipped.rules.max_tags, 8);
+        assert_eq!(shipped.uid_widths, [3, 3, 3]);
+    }
+
+    #[test]
+    fn booleans_follow_opentsdb() {
+        // spec: ingest §6: true iff `1`, `TRUE` or `YES`; enable_api must be exactly `true`.
+        let dir = Path::new("/x");
+        for (v, expect) in [("1", true), ("yes", true), (" TRUE ", true), ("on", false), ("0", false)] {
+            let c = Config::for_data_dir(dir, &[("tsd.storage.fix_duplicates", v)]).unwrap();
+            assert_eq!(c.fix_duplicates, expect, "{v:?}");
+        }
+        let c = Config::for_data_dir(dir, &[("tsd.core.enable_api", "TRUE")]).unwrap();
+        assert!(!c.enable_api);
+    }
+
+    #[test]
+    fn invalid_values_are_refused() {
+        let dir = Path::new("/x");
+        let e = Config::for_data_dir(dir, &[("tsd.storage.max_tags", "0")]).unwrap_err();
+        assert_eq!(e.to_string(), "invalid value for tsd.storage.max_tags: \"0\": tsd.storage.max_tags must be greater than 0");
+        assert!(Config::for_data_dir(dir, &[("tsd.storage.uid.width.tagv", "9")]).is_err());
+        assert!(Config::for_data_dir(dir, &[("tsd.storage.salt.buckets", "0")]).is_err());
+        assert!(Config::for_data_dir(dir, &[("tsd.network.port", "http")]).is_err());
+        assert_eq!(Config::for_data_dir(dir, &[("tsd.mode", "RO")]).unwrap().mode, Mode::ReadOnly);
+    }
+}

@@ -1,0 +1,94 @@
+//! Starting and stopping the daemon: open the store, bind the port, serve until a signal or `diediedie`, then
+//! drain connections and flush RocksDB so a restart replays nothing.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::server::{self, Tsd};
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open data directory {dir}: {source}")]
+    Store { dir: String, source: StoreError },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+/// A daemon that is serving.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub tsd: Arc<Tsd>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Asks the daemon to stop (as SIGTERM does).
+    pub fn shutdown(&self) {
+        self.tsd.shutdown.cancel();
+    }
+
+    /// Waits until every connection is closed and the store is flushed.
+    pub async fn stopped(self) {
+        let _ = self.task.await;
+        if let Err(e) = self.tsd.store.flush() {
+            tracing::error!(error = %e, "flush at shutdown failed; the write-ahead log still holds every point");
+        }
+    }
+}
+
+/// Opens the store and starts serving on the configured port.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    let metrics = Arc::new(Metrics::new());
+    let store = Store::open(&config, metrics.clone())
+        .map_err(|source| StartError::Store { dir: config.data_dir.display().to_string(), source })?;
+    let listener = server::bind(&config)
+        .await
+        .map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
+    let tsd = Arc::new(Tsd {
+        config,
+        store,
+        metrics,
+        shutdown: CancellationToken::new(),
+        started: Instant::now(),
+        port: addr.port(),
+    });
+    let task = tokio::spawn(server::serve(listener, tsd.clone()));
+    Ok(Running { addr, tsd, task })
+}
+
+/// Runs until SIGINT, SIGTERM or `diediedie`.
+pub async fn run(config: Config) -> Result<(), StartError> {
+    let data_dir = config.data_dir.display().to_string();
+    let running = start(config).await?;
+    tracing::info!(addr = %running.addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
+    let token = running.tsd.shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested");
+        token.cancel();
+    });
+    running.stopped().await;
+    tracing::info!("rtsd stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

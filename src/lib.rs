@@ -1,0 +1,19 @@
+//! rtsd: a time-series daemon that speaks OpenTSDB 2.4's protocols and stores OpenTSDB's layout in RocksDB.
+//!
+//! The daemon's pieces, in the order data flows through them:
+//! * [`config`]: properties file + flags -> one [`config::Config`].
+//! * [`server`]: the shared port (telnet lines and HTTP), connection handling, graceful shutdown.
+//! * [`store`]: RocksDB in OpenTSDB's layout: UIDs, rows, the write path, scans.
+//! * [`metrics`]: Prometheus `/metrics` and OpenTSDB's `stats`.
+//! * [`scan`]: `rtsd scan`, stored points printed in OpenTSDB's import format.
+//!
+//! Parsing and byte layouts live in the `rtsd-protocol` crate, which does no I/O.
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod metrics;
+pub mod scan;
+pub mod server;
+pub mod store;
+pub mod timefmt;
+pub mod version;

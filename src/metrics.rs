@@ -1,0 +1,350 @@
+//! rtsd's own counters: Prometheus text on `/metrics`, and the same numbers as OpenTSDB's `stats` lines
+//! (telnet `stats`, `/api/stats`, spec: ingest §1.5.1). One set of counters feeds both views.
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use rtsd_protocol::point::{ErrorCategory, UidKind};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabel {
+    pub protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CategoryLabel {
+    pub category: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabel {
+    pub r#type: &'static str,
+}
+
+/// Which door a point or request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Telnet,
+    Http,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Telnet => "telnet",
+            Protocol::Http => "http",
+        }
+    }
+}
+
+/// Every counter rtsd keeps.
+pub struct Metrics {
+    registry: Registry,
+    pub datapoints_added: Family<ProtocolLabel, Counter>,
+    pub put_errors: Family<CategoryLabel, Counter>,
+    pub connections_open: Gauge,
+    pub connections: Family<TypeLabel, Counter>,
+    pub connection_exceptions: Family<TypeLabel, Counter>,
+    pub rpcs_received: Family<TypeLabel, Counter>,
+    pub uid_cache_hits: Family<KindLabel, Counter>,
+    pub uid_cache_misses: Family<KindLabel, Counter>,
+    pub uids_assigned: Family<KindLabel, Counter>,
+    pub uid_rejected_assignments: Family<KindLabel, Counter>,
+    pub rocksdb_write_seconds: Histogram,
+    pub compaction_duplicates: Family<TypeLabel, Counter>,
+    pub http_requests: Family<TypeLabel, Counter>,
+    /// Points refused by the put path, OpenTSDB's `rpc.errors type=socket_writes_blocked` aside.
+    writes_blocked: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("rtsd");
+        let m = Metrics {
+            datapoints_added: Family::default(),
+            put_errors: Family::default(),
+            connections_open: Gauge::default(),
+            connections: Family::default(),
+            connection_exceptions: Family::default(),
+            rpcs_received: Family::default(),
+            uid_cache_hits: Family::default(),
+            uid_cache_misses: Family::default(),
+            uids_assigned: Family::default(),
+            uid_rejected_assignments: Family::default(),
+            rocksdb_write_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
+            compaction_duplicates: Family::default(),
+            http_requests: Family::default(),
+            writes_blocked: AtomicU64::new(0),
+            registry: Registry::default(),
+        };
+        registry.register("datapoints_added", "Data points accepted and written, by protocol", m.datapoints_added.clone());
+        registry.register("put_errors", "Data points refused, by OpenTSDB error category", m.put_errors.clone());
+        registry.register("connections_open", "Client connections open now", m.connections_open.clone());
+        registry.register("connections", "Client connections accepted (telnet, http) or rejected", m.connections.clone());
+        registry.register(
+            "connection_exceptions",
+            "Connections closed because of a protocol error (closed) or an unexpected one (unknown)",
+            m.connection_exceptions.clone(),
+        );
+        registry.register("rpcs_received", "Telnet commands and HTTP requests received", m.rpcs_received.clone());
+        registry.register("uid_cache_hits", "Name to UID lookups answered from memory", m.uid_cache_hits.clone());
+        registry.register("uid_cache_misses", "Name to UID lookups that read RocksDB", m.uid_cache_misses.clone());
+        registry.register("uids_assigned", "New UIDs assigned", m.uids_assigned.clone());
+        registry.register(
+            "uid_rejected_assignments",
+            "UID assignments refused because every id of the width is taken",
+            m.uid_rejected_assignments.clone(),
+        );
+        registry.register(
+            "rocksdb_write_seconds",
+            "Latency of one atomic RocksDB write of a batch of points",
+            m.rocksdb_write_seconds.clone(),
+        );
+        registry.register(
+            "compaction_duplicates",
+            "Points at an already stored instant met while compacting a row (identical or variant)",
+            m.compaction_duplicates.clone(),
+        );
+        registry.register("http_requests", "HTTP requests by response status class", m.http_requests.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// The Prometheus text exposition of every counter.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn point_added(&self, protocol: Protocol, n: u64) {
+        self.datapoints_added.get_or_create(&ProtocolLabel { protocol: protocol.as_str() }).inc_by(n);
+    }
+
+    pub fn put_error(&self, category: ErrorCategory) {
+        self.put_errors.get_or_create(&CategoryLabel { category: category.as_str() }).inc();
+    }
+
+    pub fn rpc(&self, kind: &'static str) {
+        self.rpcs_received.get_or_create(&TypeLabel { r#type: kind }).inc();
+    }
+
+    pub fn connection(&self, kind: &'static str) {
+        self.connections.get_or_create(&TypeLabel { r#type: kind }).inc();
+    }
+
+    pub fn connection_exception(&self, kind: &'static str) {
+        self.connection_exceptions.get_or_create(&TypeLabel { r#type: kind }).inc();
+    }
+
+    pub fn uid_cache_hit(&self, kind: UidKind) {
+        self.uid_cache_hits.get_or_create(&KindLabel { kind: kind.as_str() }).inc();
+    }
+
+    pub fn uid_cache_miss(&self, kind: UidKind) {
+        self.uid_cache_misses.get_or_create(&KindLabel { kind: kind.as_str() }).inc();
+    }
+
+    pub fn uid_assigned(&self, kind: UidKind) {
+        self.uids_assigned.get_or_create(&KindLabel { kind: kind.as_str() }).inc();
+    }
+
+    pub fn uid_rejected(&self, kind: UidKind) {
+        self.uid_rejected_assignments.get_or_create(&KindLabel { kind: kind.as_str() }).inc();
+    }
+
+    pub fn compaction_duplicates(&self, identical: u32, variant: u32) {
+        if identical > 0 {
+            self.compaction_duplicates.get_or_create(&TypeLabel { r#type: "identical" }).inc_by(identical as u64);
+        }
+        if variant > 0 {
+            self.compaction_duplicates.get_or_create(&TypeLabel { r#type: "variant" }).inc_by(variant as u64);
+        }
+    }
+
+    pub fn http_response(&self, status: u16) {
+        let class = match status {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        self.http_requests.get_or_create(&TypeLabel { r#type: class }).inc();
+    }
+
+    pub fn write_blocked(&self) {
+        self.writes_blocked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn by_type(family: &Family<TypeLabel, Counter>, kind: &'static str) -> u64 {
+        family.get_or_create(&TypeLabel { r#type: kind }).get()
+    }
+
+    fn by_kind(family: &Family<KindLabel, Counter>, kind: UidKind) -> u64 {
+        family.get_or_create(&KindLabel { kind: kind.as_str() }).get()
+    }
+
+    /// OpenTSDB's stats that exist in rtsd, in OpenTSDB's emission order (spec: ingest §1.5.1). `uid_stats` gives
+    /// per kind (cache size, ids used, ids available).
+    pub fn opentsdb_stats(&self, uid_stats: impl Fn(UidKind) -> (u64, u64, u64)) -> Vec<Stat> {
+        let mut out = Vec::new();
+        let mut stat = |name: &'static str, value: u64, tag: Option<(&'static str, &'static str)>| {
+            out.push(Stat { name, value, tag });
+        };
+        let open = self.connections_open.get().max(0) as u64;
+        let conns = &self.connections;
+        stat("connectionmgr.connections", open, Some(("type", "open")));
+        stat("connectionmgr.connections", Self::by_type(conns, "rejected"), Some(("type", "rejected")));
+        let total = Self::by_type(conns, "telnet") + Self::by_type(conns, "http");
+        stat("connectionmgr.connections", total, Some(("type", "total")));
+        for t in ["closed", "reset", "timeout", "unknown"] {
+            stat("connectionmgr.exceptions", Self::by_type(&self.connection_exceptions, t), Some(("type", t)));
+        }
+        stat("rpc.received", Self::by_type(&self.rpcs_received, "telnet"), Some(("type", "telnet")));
+        stat("rpc.received", Self::by_type(&self.rpcs_received, "http"), Some(("type", "http")));
+        stat("rpc.received", Self::by_type(&self.rpcs_received, "put"), Some(("type", "put")));
+        for category in ErrorCategory::ALL {
+            let n = self.put_errors.get_or_create(&CategoryLabel { category: category.as_str() }).get();
+            stat("rpc.errors", n, Some(("type", category.as_str())));
+        }
+        stat("rpc.errors", self.writes_blocked.load(Ordering::Relaxed), Some(("type", "socket_writes_blocked")));
+        for kind in UidKind::ALL {
+            let (size, used, available) = uid_stats(kind);
+            let tag = Some(("kind", kind.as_str()));
+            stat("uid.cache-hit", Self::by_kind(&self.uid_cache_hits, kind), tag);
+            stat("uid.cache-miss", Self::by_kind(&self.uid_cache_misses, kind), tag);
+            stat("uid.cache-size", size, tag);
+            stat("uid.random-collisions", 0, tag);
+            stat("uid.rejected-assignments", Self::by_kind(&self.uid_rejected_assignments, kind), tag);
+            stat("uid.ids-used", used, tag);
+            stat("uid.ids-available", available, tag);
+        }
+        let added: u64 = ["telnet", "http"]
+            .iter()
+            .map(|p| self.datapoints_added.get_or_create(&ProtocolLabel { protocol: p }).get())
+            .sum();
+        stat("datapoints.added", added, Some(("type", "all")));
+        stat("compaction.duplicates", Self::by_type(&self.compaction_duplicates, "identical"), Some(("type", "identical")));
+        stat("compaction.duplicates", Self::by_type(&self.compaction_duplicates, "variant"), Some(("type", "variant")));
+        out
+    }
+}
+
+/// One OpenTSDB stat: `tsd.<name> <time> <value> [<tag>] host=<host>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub name: &'static str,
+    pub value: u64,
+    pub tag: Option<(&'static str, &'static str)>,
+}
+
+/// The tags every stat line carries: `host=` (or `fqdn=` with `tsd.stats.canonical`) and optionally `port=`.
+pub fn stat_host_tags(canonical: bool, with_port: Option<u16>) -> Vec<(String, String)> {
+    let host = hostname();
+    let mut tags = vec![(if canonical { "fqdn" } else { "host" }.to_string(), host)];
+    if let Some(port) = with_port {
+        tags.push(("port".to_string(), port.to_string()));
+    }
+    tags
+}
+
+/// The machine's host name, as OpenTSDB puts it on stats.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Telnet `stats` text (spec: ingest §1.5.1).
+pub fn render_stats_text(stats: &[Stat], now: u64, host_tags: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for s in stats {
+        out.push_str("tsd.");
+        out.push_str(s.name);
+        out.push_str(&format!(" {now} {}", s.value));
+        if let Some((k, v)) = s.tag {
+            out.push_str(&format!(" {k}={v}"));
+        }
+        for (k, v) in host_tags {
+            out.push_str(&format!(" {k}={v}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `/api/stats` JSON: `[{"metric":"tsd.x","timestamp":t,"value":"n","tags":{...}}]` (spec: query §6.14).
+pub fn render_stats_json(stats: &[Stat], now: u64, host_tags: &[(String, String)]) -> String {
+    let items: Vec<serde_json::Value> = stats
+        .iter()
+        .map(|s| {
+            let mut tags = serde_json::Map::new();
+            if let Some((k, v)) = s.tag {
+                tags.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+            }
+            for (k, v) in host_tags {
+                tags.insert(k.clone(), serde_json::Value::String(v.clone()));
+            }
+            serde_json::json!({
+                "metric": format!("tsd.{}", s.name),
+                "timestamp": now,
+                "value": s.value.to_string(),
+                "tags": tags,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_lines_have_opentsdbs_shape() {
+        // spec: ingest §1.5.1: `tsd.<name> <unix_seconds> <integer> [<tag>] host=<hostname>`
+        let m = Metrics::new();
+        m.point_added(Protocol::Telnet, 3);
+        m.point_added(Protocol::Http, 2);
+        m.put_error(ErrorCategory::InvalidValues);
+        let stats = m.opentsdb_stats(|_| (1, 2, 3));
+        let tags = vec![("host".to_string(), "web01".to_string())];
+        let text = render_stats_text(&stats, 1479600574, &tags);
+        assert!(text.starts_with("tsd.connectionmgr.connections 1479600574 0 type=open host=web01\n"), "{text}");
+        assert!(text.contains("\ntsd.rpc.errors 1479600574 1 type=invalid_values host=web01\n"));
+        assert!(text.contains("\ntsd.datapoints.added 1479600574 5 type=all host=web01\n"));
+        assert!(text.contains("\ntsd.uid.ids-used 1479600574 2 kind=tagk host=web01\n"));
+        let json: serde_json::Value = serde_json::from_str(&render_stats_json(&stats, 1, &tags)).unwrap();
+        assert_eq!(
+            json[0],
+            serde_json::json!({"metric":"tsd.connectionmgr.connections","timestamp":1,"value":"0","tags":{"type":"open","host":"web01"}})
+        );
+    }
+
+    #[test]
+    fn prometheus_text_names_the_counters() {
+        let m = Metrics::new();
+        m.point_added(Protocol::Telnet, 7);
+        let text = m.encode();
+        assert!(text.contains("rtsd_datapoints_added_total{protocol=\"telnet\"} 7\n"), "{text}");
+        assert!(text.contains("# TYPE rtsd_rocksdb_write_seconds histogram"));
+    }
+}

@@ -1,0 +1,430 @@
+//! HTTP on the shared port: routing as OpenTSDB does it, `/api/put`, and the endpoints that exist so far
+//! (spec: ingest §3, query §0).
+//!
+//! Bodies may be chunked or compressed (gzip, deflate); requests may use absolute-form targets; `Host` is never
+//! checked (netdata sends `Host: tcp:127.0.0.1:4242`). Keep-alive connections stay open until the client closes
+//! them.
+use std::borrow::Cow;
+use std::convert::Infallible;
+use std::io::Read;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rtsd_protocol::http_json;
+use rtsd_protocol::json_put::{self, BodyPoint, PutDetail};
+use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
+use tokio::net::TcpStream;
+
+use super::Tsd;
+use crate::metrics::Protocol;
+use crate::store::AddError;
+
+const JSON: &str = "application/json; charset=UTF-8";
+
+pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
+    let io = TokioIo::new(stream);
+    let service_tsd = tsd.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let tsd = service_tsd.clone();
+        async move { Ok::<_, Infallible>(handle(req, &tsd).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // OpenTSDB sends no Date header; idle keep-alive connections stay open as long as the client wants.
+    builder.keep_alive(true).auto_date_header(false).header_read_timeout(None);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+                tsd.metrics.connection_exception("closed");
+            }
+        }
+        _ = tsd.shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// A reply before transport details: status, body, content type.
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Bytes,
+    pub content_type: &'static str,
+}
+
+impl Reply {
+    pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Reply {
+        Reply { status, body: body.into(), content_type: JSON }
+    }
+
+    pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Reply {
+        Reply { status, body: body.into(), content_type: "text/plain; charset=UTF-8" }
+    }
+
+    /// OpenTSDB's error envelope (spec: ingest §3.7).
+    pub fn error(status: StatusCode, message: &str, details: Option<&str>) -> Reply {
+        Reply::json(status, http_json::error_envelope(status.as_u16(), message, details))
+    }
+
+    fn not_found() -> Reply {
+        Reply::error(StatusCode::NOT_FOUND, "Endpoint not found", None)
+    }
+
+    fn method_not_allowed(method: &Method) -> Reply {
+        Reply::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed",
+            Some(&format!("The HTTP method [{method}] is not permitted for this endpoint")),
+        )
+    }
+}
+
+/// A request as handlers see it: method, route segments, query parameters, decoded body.
+pub struct ApiRequest {
+    pub method: Method,
+    pub params: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl ApiRequest {
+    /// Presence-based flags, as OpenTSDB tests them (`?summary=false` still turns summary on).
+    pub fn has(&self, name: &str) -> bool {
+        self.params.iter().any(|(k, _)| k == name)
+    }
+
+    /// The last occurrence of a parameter (OpenTSDB's `getQueryStringParam`).
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+async fn handle(req: Request<Incoming>, tsd: &Tsd) -> Response<Full<Bytes>> {
+    tsd.metrics.rpc("http");
+    let reply = route(req, tsd).await;
+    tsd.metrics.http_response(reply.status.as_u16());
+    let mut response = Response::new(Full::new(reply.body));
+    *response.status_mut() = reply.status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    response
+}
+
+async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let params = parse_query(req.uri().query().unwrap_or(""));
+    // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
+    let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(|s| s.to_ascii_lowercase()).collect();
+    let body = match read_body(req, tsd.config.max_body_bytes).await {
+        Ok(body) => body,
+        Err(reply) => return reply,
+    };
+    let request = ApiRequest { method, params, body };
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let reply = match segs.as_slice() {
+        ["metrics"] => Reply::text(StatusCode::OK, tsd.metrics.encode()),
+        ["api", rest @ ..] => api(rest, &request, tsd),
+        ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
+        ["stats"] => Reply::text(StatusCode::OK, tsd.stats_text()),
+        _ => Reply::not_found(),
+    };
+    match request.param("jsonp") {
+        Some(callback) if reply.content_type == JSON && !reply.body.is_empty() => Reply {
+            body: http_json::jsonp(callback, &String::from_utf8_lossy(&reply.body)).into(),
+            ..reply
+        },
+        _ => reply,
+    }
+}
+
+/// `/api/...` routes, with OpenTSDB's API version handling (spec: query §0.1).
+fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
+    if !tsd.config.enable_api {
+        return Reply::not_found();
+    }
+    let mut segments = segments;
+    if let Some(first) = segments.first() {
+        if let Some(version) = first.strip_prefix('v').filter(|v| v.starts_with(|c: char| c.is_ascii_digit())) {
+            match version.parse::<u32>() {
+                Ok(1) => segments = &segments[1..],
+                Ok(v) => {
+                    return Reply::error(
+                        StatusCode::NOT_IMPLEMENTED,
+                        "Requested API version is greater than the max implemented",
+                        Some(&format!("API version [{v}] is greater than the max [1]")),
+                    )
+                }
+                Err(_) => return Reply::error(StatusCode::BAD_REQUEST, "Invalid API version format supplied", None),
+            }
+        }
+    }
+    let writes = tsd.config.mode.writes();
+    match segments.first().copied() {
+        Some("put") if writes => put(req, tsd),
+        Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
+        Some("stats") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json())),
+        Some("config") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
+        Some("dropcaches") => {
+            // GET or DELETE only; POST is refused despite the docs (spec: query §6.15).
+            if req.method == Method::GET || req.method == Method::DELETE {
+                tsd.store.uids().drop_caches();
+                Reply::json(StatusCode::OK, r#"{"message":"Caches dropped","status":"200"}"#)
+            } else {
+                Reply::method_not_allowed(&req.method)
+            }
+        }
+        _ => Reply::not_found(),
+    }
+}
+
+fn get_or_post(req: &ApiRequest, f: impl FnOnce() -> Reply) -> Reply {
+    if req.method == Method::GET || req.method == Method::POST {
+        f()
+    } else {
+        Reply::method_not_allowed(&req.method)
+    }
+}
+
+/// `/api/config`: every effective property, sorted, passwords masked (spec: query §6.11).
+fn config_json(tsd: &Tsd) -> String {
+    let mut map = serde_json::Map::new();
+    for (k, v) in &tsd.config.properties {
+        let value = if k.to_ascii_uppercase().contains("PASS") { "********".to_string() } else { v.clone() };
+        map.insert(k.clone(), serde_json::Value::String(value));
+    }
+    serde_json::Value::Object(map).to_string()
+}
+
+/// `POST /api/put` (spec: ingest §3).
+fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    if req.method != Method::POST {
+        return Reply::method_not_allowed(&req.method);
+    }
+    tsd.metrics.rpc("put");
+    let points = match json_put::parse_put_body(&req.body) {
+        Ok(points) => points,
+        Err(e) => {
+            let details = e.details();
+            return Reply::error(StatusCode::BAD_REQUEST, &e.to_string(), details.as_deref());
+        }
+    };
+    if points.is_empty() {
+        return Reply::error(StatusCode::BAD_REQUEST, "No datapoints found in content", None);
+    }
+    let show_details = req.has("details");
+    let show_summary = req.has("summary");
+    let sync = req.has("sync");
+    let timeouts = match req.param("sync_timeout") {
+        None => None,
+        Some(v) => match v.parse::<i32>() {
+            Ok(_) => Some(0),
+            Err(_) => return Reply::error(StatusCode::BAD_REQUEST, &format!("Invalid sync_timeout: {v}"), None),
+        },
+    };
+
+    let store = &tsd.store;
+    let mut batch = store.new_batch();
+    let mut errors: Vec<PutDetail> = Vec::new();
+    let mut success = 0u64;
+    let mut failed = 0u64;
+    for body_point in points {
+        match add_http_point(&body_point, tsd, &mut batch) {
+            Ok(()) => success += 1,
+            Err((category, message)) => {
+                failed += 1;
+                if let Some(category) = category {
+                    tsd.metrics.put_error(category);
+                }
+                tracing::debug!(error = %message, "put point refused");
+                if show_details {
+                    errors.push(PutDetail { point: body_point, error: message });
+                }
+            }
+        }
+    }
+    // The batch is one atomic write: either every accepted point is in the WAL or none is, and then the client
+    // hears a 500 and can resend (spec: ingest §3.5 leaves storage failures without `sync` invisible; rtsd writes
+    // synchronously, so it can and does tell).
+    if let Err(e) = store.commit(&mut batch, sync) {
+        tracing::error!(error = %e, "put write failed");
+        tsd.metrics.put_error(ErrorCategory::HbaseErrors);
+        return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("Storage exception: {e}"), None);
+    }
+    tsd.metrics.point_added(Protocol::Http, success);
+
+    if !show_summary && !show_details {
+        if failed > 0 {
+            return Reply::error(
+                StatusCode::BAD_REQUEST,
+                "One or more data points had errors",
+                Some("Please see the TSD logs or append \"details\" to the put request"),
+            );
+        }
+        return Reply::json(StatusCode::NO_CONTENT, Bytes::new());
+    }
+    let status = if failed > 0 { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+    let details = if show_details { Some(errors.as_slice()) } else { None };
+    Reply::json(status, json_put::summary_json(success, failed, timeouts, details))
+}
+
+/// Validates one `/api/put` element in OpenTSDB's order (spec: ingest §3.4) and adds it to the batch. The error
+/// is the `details` text and the stats category it counts under.
+fn add_http_point(
+    body_point: &BodyPoint,
+    tsd: &Tsd,
+    batch: &mut crate::store::PointBatch,
+) -> Result<(), (Option<ErrorCategory>, String)> {
+    let illegal = |m: &str| (Some(ErrorCategory::IllegalArguments), m.to_string());
+    let p = match body_point {
+        BodyPoint::Null => return Err(illegal("Unexpected null datapoint encountered in set.")),
+        BodyPoint::Point(p) => p,
+    };
+    let metric = match p.metric.as_deref() {
+        Some(m) if !m.is_empty() => m,
+        _ => return Err(illegal("Metric name was empty")),
+    };
+    if p.timestamp <= 0 {
+        return Err(illegal("Invalid timestamp"));
+    }
+    let value = match p.value.as_deref() {
+        Some(v) if !v.is_empty() => v,
+        _ => return Err(illegal("Empty value")),
+    };
+    let pairs = match &p.tags {
+        Some(tags) if !tags.is_empty() => tags,
+        _ => return Err(illegal("Missing tags")),
+    };
+    let value = point::parse_value(value).map_err(|_| {
+        (Some(ErrorCategory::InvalidValues), "Unable to parse value to a number".to_string())
+    })?;
+    let mut tags = Tags::new();
+    for (k, v) in pairs {
+        point::insert_tag(&mut tags, Cow::Borrowed(k.as_str()), Cow::Borrowed(v.as_str()))
+            .map_err(|e| (Some(e.category()), e.http_detail()))?;
+    }
+    let dp = DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags };
+    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
+    match tsd.store.add_point(batch, &dp) {
+        Ok(()) => Ok(()),
+        Err(AddError::Put(e)) => Err((Some(e.category()), e.http_detail())),
+        Err(AddError::Internal(msg)) => {
+            tracing::error!(error = %msg, "Unexpected exception while adding an HTTP data point");
+            Err((None, "Unexpected exception".to_string()))
+        }
+    }
+}
+
+/// Reads the whole body (chunked or not) up to `limit` bytes and inflates gzip/deflate encodings.
+async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply> {
+    let encoding = req
+        .headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let collected = Limited::new(req.into_body(), limit).collect().await;
+    let raw = match collected {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                return Err(Reply::error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("Request body exceeds the limit of {limit} bytes"),
+                    Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
+                ));
+            }
+            return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e.to_string())));
+        }
+    };
+    if raw.is_empty() {
+        // A GET that advertises gzip but carries nothing (opentsdb-py's /api/version).
+        return Ok(raw);
+    }
+    let mut inflated = Vec::new();
+    let result = match encoding.as_deref() {
+        Some("gzip") | Some("x-gzip") => {
+            flate2::read::MultiGzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
+        }
+        Some("deflate") | Some("x-deflate") => {
+            // HTTP's "deflate" is zlib-wrapped; some clients send raw deflate. Try zlib first.
+            let zlib = flate2::read::ZlibDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated);
+            if zlib.is_err() {
+                inflated.clear();
+                flate2::read::DeflateDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
+            } else {
+                zlib
+            }
+        }
+        _ => return Ok(raw),
+    };
+    match result {
+        Ok(_) if inflated.len() > limit => Err(Reply::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("Request body exceeds the limit of {limit} bytes"),
+            Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
+        )),
+        Ok(_) => Ok(Bytes::from(inflated)),
+        Err(e) => Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to decompress the request body", Some(&e.to_string()))),
+    }
+}
+
+/// Decodes a query string as Netty's `QueryStringDecoder` does: `+` is a space, `%xx` escapes.
+pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_decode_like_netty() {
+        assert_eq!(
+            parse_query("details&summary=false&m=sum:a%7Bhost=x%7D&q=a+b&bad=%zz&end=%4"),
+            vec![
+                ("details".to_string(), "".to_string()),
+                ("summary".to_string(), "false".to_string()),
+                ("m".to_string(), "sum:a{host=x}".to_string()),
+                ("q".to_string(), "a b".to_string()),
+                ("bad".to_string(), "%zz".to_string()),
+                ("end".to_string(), "%4".to_string()),
+            ]
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The listener: one TCP port that serves both OpenTSDB protocols (spec: ingest §1.1).
+//!
+//! Each connection's first byte decides its protocol for life, as in OpenTSDB: an ASCII capital letter (an HTTP
+//! method) makes it HTTP, anything else the telnet-style line protocol. The byte is only peeked, so the chosen
+//! handler reads the stream from its start. A connection that closes before sending a byte is simply dropped
+//! (port probes, potsdb's `check_host`).
+pub mod http;
+pub mod telnet;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+/// Everything a connection handler needs: the daemon's shared state.
+pub struct Tsd {
+    pub config: Config,
+    pub store: Store,
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when the daemon shuts down (signal or `diediedie`).
+    pub shutdown: CancellationToken,
+    pub started: Instant,
+    /// The port actually bound (differs from the config when it asked for port 0).
+    pub port: u16,
+}
+
+impl Tsd {
+    fn stats(&self) -> (Vec<crate::metrics::Stat>, u64, Vec<(String, String)>) {
+        let uids = self.store.uids();
+        let stats = self.metrics.opentsdb_stats(|kind| {
+            let t = uids.table(kind);
+            (t.cache_size() as u64, t.ids_used(), t.ids_available())
+        });
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let port = self.config.stats_with_port.then_some(self.port);
+        (stats, now, crate::metrics::stat_host_tags(self.config.stats_canonical, port))
+    }
+
+    /// OpenTSDB's `stats` lines (telnet `stats`, `/stats`).
+    pub fn stats_text(&self) -> String {
+        let (stats, now, tags) = self.stats();
+        crate::metrics::render_stats_text(&stats, now, &tags)
+    }
+
+    /// `/api/stats`.
+    pub fn stats_json(&self) -> String {
+        let (stats, now, tags) = self.stats();
+        crate::metrics::render_stats_json(&stats, now, &tags)
+    }
+}
+
+/// Binds the listener. Separate from [`serve`] so callers learn the bound address first.
+pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
+    let addr = SocketAddr::new(config.bind, config.port);
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Accepts connections until shutdown, then waits for open connections to finish their current work.
+pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
+    let tracker = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = tsd.shutdown.cancelled() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Out of file descriptors and the like: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let limit = tsd.config.connections_limit;
+        if limit > 0 && tsd.metrics.connections_open.get() >= limit as i64 {
+            // Over the cap the connection is closed at once, nothing written (spec: ingest §1.3).
+            tsd.metrics.connection("rejected");
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let tsd = tsd.clone();
+        tracker.spawn(async move {
+            // A guard, so the gauge is right even if a handler panics (tokio contains the panic to its task).
+            let _open = OpenConnection::new(&tsd.metrics);
+            handle_connection(stream, peer, &tsd).await;
+        });
+    }
+    drop(listener);
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// Counts a connection as open for as long as it lives.
+struct OpenConnection<'a>(&'a crate::metrics::Metrics);
+
+impl<'a> OpenConnection<'a> {
+    fn new(metrics: &'a crate::metrics::Metrics) -> Self {
+        metrics.connections_open.inc();
+        OpenConnection(metrics)
+    }
+}
+
+impl Drop for OpenConnection<'_> {
+    fn drop(&mut self) {
+        self.0.connections_open.dec();
+    }
+}
+
+async fn handle_connection(stream: TcpStream, peer: SocketAddr, tsd: &Arc<Tsd>) {
+    let mut first = [0u8; 1];
+    let sniffed = tokio::select! {
+        n = stream.peek(&mut first) => n,
+        _ = tsd.shutdown.cancelled() => return,
+    };
+    match sniffed {
+        Ok(0) | Err(_) => {}
+        Ok(_) if first[0].is_ascii_uppercase() => {
+            tsd.metrics.connection("http");
+            http::serve_connection(stream, tsd.clone()).await;
+        }
+        Ok(_) => {
+            tsd.metrics.connection("telnet");
+            tracing::debug!(%peer, "telnet connection");
+            telnet::serve_connection(stream, tsd.clone()).await;
+        }
+    }
+}

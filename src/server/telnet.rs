@@ -1,0 +1,221 @@
+//! A telnet-style connection: lines in, OpenTSDB's replies out (spec: ingest §1.2-§1.7).
+//!
+//! All complete lines of one read are handled together: their points go into one RocksDB batch, committed
+//! before the read ends and before any non-`put` command is answered. So when a client gets the reply to, say,
+//! `version`, every `put` it sent before is in the write-ahead log: a cheap durability barrier for clients that
+//! want one. Successful puts get no reply; errors get OpenTSDB's exact line and the connection stays open.
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use rtsd_protocol::point::ErrorCategory;
+use rtsd_protocol::telnet::{self, Command, MAX_LINE};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::Tsd;
+use crate::metrics::Protocol;
+use crate::store::{AddError, PointBatch};
+
+/// What the connection should do after a chunk of lines.
+enum Next {
+    Continue,
+    Close,
+}
+
+pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut out: Vec<u8> = Vec::new();
+    let idle = tsd.config.socket_timeout_secs;
+    loop {
+        let read = async {
+            if idle > 0 {
+                match tokio::time::timeout(Duration::from_secs(idle), stream.read_buf(&mut buf)).await {
+                    Ok(r) => r.map(Some),
+                    Err(_) => Ok(None),
+                }
+            } else {
+                stream.read_buf(&mut buf).await.map(Some)
+            }
+        };
+        let n = tokio::select! {
+            r = read => r,
+            _ = tsd.shutdown.cancelled() => break,
+        };
+        match n {
+            Ok(Some(0)) => break,
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                tsd.metrics.connection_exception("timeout");
+                break;
+            }
+            Err(e) => {
+                let kind = if e.kind() == std::io::ErrorKind::ConnectionReset { "reset" } else { "unknown" };
+                tsd.metrics.connection_exception(kind);
+                break;
+            }
+        }
+        // Parsing and the RocksDB write are short, synchronous work; keep them off the async scheduler's toes.
+        let (consumed, next) = tokio::task::block_in_place(|| handle_lines(&buf, &tsd, &mut out));
+        let _ = buf.split_to(consumed);
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                tsd.metrics.write_blocked();
+                break;
+            }
+            out.clear();
+        }
+        if matches!(next, Next::Close) {
+            break;
+        }
+        if buf.len() > MAX_LINE {
+            // OpenTSDB's frame decoder gives up on a line this long and closes without a reply (spec: ingest §1.2).
+            tsd.metrics.connection_exception("closed");
+            tracing::info!(buffered = buf.len(), "closing telnet connection: frame length exceeds {MAX_LINE}");
+            break;
+        }
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// Handles every complete line in `buf`; returns the bytes consumed.
+fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>) -> (usize, Next) {
+    let mut session = Session { tsd, batch: tsd.store.new_batch(), out };
+    let mut pos = 0;
+    let mut next = Next::Continue;
+    while let Some((line, used)) = telnet::next_line(&buf[pos..]) {
+        pos += used;
+        tsd.metrics.rpc("telnet");
+        if let Next::Close = session.command(line) {
+            next = Next::Close;
+            break;
+        }
+    }
+    session.commit();
+    (pos, next)
+}
+
+struct Session<'a> {
+    tsd: &'a Tsd,
+    batch: PointBatch,
+    out: &'a mut Vec<u8>,
+}
+
+impl Session<'_> {
+    fn command(&mut self, line: &[u8]) -> Next {
+        let writes = self.tsd.config.mode.writes();
+        match telnet::parse_command(line) {
+            Command::Put(words) if writes => self.put(&words),
+            Command::Rollup(words) if writes => self.reply(&rollup_not_configured(&words)),
+            Command::Histogram(_) if writes => self.reply(
+                "histogram: illegal argument: Histogram storage has not been enabled. Check the \
+                 'tsd.core.histograms.config' configuration.\n",
+            ),
+            Command::Version => {
+                self.commit();
+                self.reply(&crate::version::telnet_reply());
+            }
+            Command::Help => {
+                self.commit();
+                self.reply(&telnet::help_reply(enabled_commands(self.tsd)));
+            }
+            Command::Stats => {
+                self.commit();
+                let text = self.tsd.stats_text();
+                self.reply(&text);
+            }
+            Command::DropCaches => {
+                self.commit();
+                self.tsd.store.uids().drop_caches();
+                self.reply("Caches dropped.\n");
+            }
+            Command::Exit => {
+                self.commit();
+                return Next::Close;
+            }
+            Command::DieDieDie if self.tsd.config.diediedie => {
+                self.commit();
+                self.reply("Cleaning up and exiting now.\n");
+                tracing::warn!("diediedie received: shutting down");
+                self.tsd.shutdown.cancel();
+                return Next::Close;
+            }
+            _ => {
+                // Disabled commands (`put` in read-only mode, `diediedie` unless enabled) are unknown words.
+                let word = line.split(|&b| b == b' ').next().unwrap_or_default();
+                self.reply(&telnet::unknown_command_reply(word));
+            }
+        }
+        Next::Continue
+    }
+
+    fn put(&mut self, words: &[&[u8]]) {
+        let metrics = &self.tsd.metrics;
+        metrics.rpc("put");
+        let point = match telnet::parse_put(words, &self.tsd.config.rules) {
+            Ok(p) => p,
+            Err(e) => {
+                metrics.put_error(e.category());
+                self.reply(&format!("put: {e}\n"));
+                return;
+            }
+        };
+        match self.tsd.store.add_point(&mut self.batch, &point) {
+            Ok(()) => {}
+            Err(AddError::Put(e)) => {
+                metrics.put_error(e.category());
+                self.reply(&format!("put: {e}\n"));
+            }
+            Err(AddError::Internal(msg)) => {
+                // OpenTSDB logs unexpected exceptions and writes nothing back (spec: ingest §1.3, §1.6).
+                tracing::error!(error = %msg, "Unexpected exception caught while serving put");
+            }
+        }
+    }
+
+    /// Writes pending points; a storage failure is reported per point as OpenTSDB does when
+    /// `tsd.rpc.telnet.return_errors` is on (spec: ingest §1.6).
+    fn commit(&mut self) {
+        let pending = self.batch.len();
+        match self.tsd.store.commit(&mut self.batch, false) {
+            Ok(n) => self.tsd.metrics.point_added(Protocol::Telnet, n),
+            Err(e) => {
+                tracing::error!(error = %e, points = pending, "write failed");
+                for _ in 0..pending {
+                    self.tsd.metrics.put_error(ErrorCategory::HbaseErrors);
+                    if self.tsd.config.return_errors {
+                        self.reply(&format!("put: HBase error: {e}\n"));
+                    }
+                }
+                self.batch = self.tsd.store.new_batch();
+            }
+        }
+    }
+
+    fn reply(&mut self, text: &str) {
+        self.out.extend_from_slice(text.as_bytes());
+    }
+}
+
+/// The commands this daemon answers, in OpenTSDB's registration order (spec: ingest §1.4).
+fn enabled_commands(tsd: &Tsd) -> Vec<&'static str> {
+    let mut commands = vec!["stats", "dropcaches", "version", "exit", "help"];
+    if tsd.config.mode.writes() {
+        commands.extend(["put", "rollup", "histogram"]);
+    }
+    if tsd.config.diediedie {
+        commands.push("diediedie");
+    }
+    commands
+}
+
+/// The `rollup` command's errors while rollups are not configured (spec: ingest §1.7).
+fn rollup_not_configured(words: &[&[u8]]) -> String {
+    if words.len() < 6 {
+        return format!("rollup: illegal argument: not enough arguments (need least 7, got {})\n", words.len() - 1);
+    }
+    if words[1].is_empty() {
+        return "rollup: illegal argument: Missing interval or aggregator\n".to_string();
+    }
+    "rollup: illegal argument: No rollup or aggregations were configured\n".to_string()
+}

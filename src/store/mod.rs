@@ -1,0 +1,538 @@
+//! RocksDB storage in OpenTSDB's layout (spec: ingest §4).
+//!
+//! Each HBase table family is a RocksDB column family named `<table>:<family>`:
+//! * `tsdb:t` holds data rows. One RocksDB key is one HBase row key (salt, metric UID, base hour, sorted tag UID
+//!   pairs) and its value is that row's columns (qualifier, value) in `codec`'s row encoding. Points are written
+//!   as RocksDB merge operands; the merge operator (`codec::merge_row`) applies HBase's overwrite rule and
+//!   OpenTSDB's compaction, so rows are compacted by RocksDB's own background work instead of OpenTSDB's hourly
+//!   read-rewrite-delete storm (spec: ingest §7 item 3).
+//! * `tsdb-uid:id` and `tsdb-uid:name` hold the UID maps. A cell `(row, qualifier)` is the key
+//!   `qualifier 0x00 row`, so each kind's names are contiguous and sorted (see [`cells`]).
+//! * `rtsd:meta` records the layout a data directory was created with, so a config that would misread it is
+//!   refused at start-up.
+pub mod uid;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rocksdb::{
+    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, MergeOperands, Options, WriteBatch, WriteOptions, DB,
+};
+use rtsd_protocol::codec::{self, SaltConfig};
+use rtsd_protocol::point::{DataPoint, PutError, UidKind};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use uid::{Uid, UidError, Uids};
+
+pub const CF_DATA: &str = "tsdb:t";
+pub const CF_UID_ID: &str = "tsdb-uid:id";
+pub const CF_UID_NAME: &str = "tsdb-uid:name";
+pub const CF_META: &str = "rtsd:meta";
+const COLUMN_FAMILIES: [&str; 4] = [CF_DATA, CF_UID_ID, CF_UID_NAME, CF_META];
+
+/// A storage failure: RocksDB refused, or bytes on disk make no sense.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("RocksDB error: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Layout(String),
+}
+
+/// Why one point could not be added to a batch.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// The client's fault, reported in OpenTSDB's words (unknown metric / tag with auto-creation off).
+    #[error(transparent)]
+    Put(#[from] PutError),
+    /// Ours: UIDs exhausted or storage failing. OpenTSDB logs these and sends no telnet reply (spec: ingest §1.3).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<UidError> for AddError {
+    fn from(e: UidError) -> Self {
+        match e {
+            UidError::NoSuchName { kind, name } => AddError::Put(PutError::UnknownName { kind, name }),
+            other => AddError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// The layout facts that must not change once data is written (spec: ingest §4.2, §4.10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub uid_widths: [usize; 3],
+    pub salt: SaltConfig,
+}
+
+impl Layout {
+    fn describe(&self) -> String {
+        format!(
+            "uid.width.metric={} uid.width.tagk={} uid.width.tagv={} salt.width={} salt.buckets={}",
+            self.uid_widths[0], self.uid_widths[1], self.uid_widths[2], self.salt.width, self.salt.buckets
+        )
+    }
+
+    /// Bytes of a row key before the tags: salt, metric UID, base time.
+    pub fn tags_offset(&self) -> usize {
+        self.salt.width + self.uid_widths[0] + 4
+    }
+}
+
+/// The open data directory.
+pub struct Store {
+    db: Arc<DB>,
+    layout: Layout,
+    auto_create: [bool; 3],
+    uids: Uids,
+    metrics: Arc<Metrics>,
+}
+
+/// Points on their way into one atomic RocksDB write.
+pub struct PointBatch {
+    batch: WriteBatch,
+    points: u64,
+    column: Vec<u8>,
+}
+
+impl PointBatch {
+    pub fn len(&self) -> u64 {
+        self.points
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points == 0
+    }
+}
+
+/// One stored row, decoded far enough to name its series.
+#[derive(Debug)]
+pub struct RowRef<'a> {
+    pub key: &'a [u8],
+    pub metric: &'a [u8],
+    pub base_time: u32,
+    /// (tagk UID, tagv UID) pairs in row-key order.
+    pub tags: Vec<(&'a [u8], &'a [u8])>,
+    pub value: &'a [u8],
+}
+
+impl Store {
+    /// Opens (or creates) the data directory. Fails if it was created with another layout.
+    pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt.clone() };
+        Store::open_path(&config.data_dir, layout, config.auto_create, config.fix_duplicates, config.uid_cache_capacity, metrics, false)
+    }
+
+    /// Opens a data directory for reading while a daemon may be writing to it (`rtsd scan`).
+    pub fn open_read_only(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt.clone() };
+        Store::open_path(&config.data_dir, layout, [false; 3], config.fix_duplicates, config.uid_cache_capacity, metrics, true)
+    }
+
+    fn open_path(
+        path: &Path,
+        layout: Layout,
+        auto_create: [bool; 3],
+        fix_duplicates: bool,
+        cache_capacity: usize,
+        metrics: Arc<Metrics>,
+        read_only: bool,
+    ) -> Result<Store, StoreError> {
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.increase_parallelism(2);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_keep_log_file_num(5);
+
+        let merge_metrics = metrics.clone();
+        let full_merge = move |_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| {
+            Some(merge_data_row(existing, operands, fix_duplicates, &merge_metrics))
+        };
+        let mut data_opts = Options::default();
+        data_opts.set_merge_operator("opentsdb-row-v1", full_merge, concat_operands);
+        data_opts.set_compression_per_level(&[
+            DBCompressionType::None,
+            DBCompressionType::Lz4,
+            DBCompressionType::Lz4,
+            DBCompressionType::Lz4,
+            DBCompressionType::Zstd,
+            DBCompressionType::Zstd,
+            DBCompressionType::Zstd,
+        ]);
+        data_opts.set_bottommost_compression_type(DBCompressionType::Zstd);
+        data_opts.set_write_buffer_size(64 << 20);
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        data_opts.set_block_based_table_factory(&table);
+
+        let cfs = COLUMN_FAMILIES.iter().map(|name| {
+            let opts = if *name == CF_DATA { data_opts.clone() } else { Options::default() };
+            ColumnFamilyDescriptor::new(*name, opts)
+        });
+        let db = if read_only {
+            let mut opts = db_opts;
+            opts.create_if_missing(false);
+            let names: Vec<&str> = COLUMN_FAMILIES.to_vec();
+            let descriptors: Vec<ColumnFamilyDescriptor> = cfs.collect();
+            let _ = names;
+            DB::open_cf_descriptors_read_only(&opts, path, descriptors, false)?
+        } else {
+            DB::open_cf_descriptors(&db_opts, path, cfs)?
+        };
+        let db = Arc::new(db);
+        check_layout(&db, &layout, read_only)?;
+        let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
+        Ok(Store { db, layout, auto_create, uids, metrics })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn uids(&self) -> &Uids {
+        &self.uids
+    }
+
+    pub fn new_batch(&self) -> PointBatch {
+        PointBatch { batch: WriteBatch::default(), points: 0, column: Vec::with_capacity(16) }
+    }
+
+    /// Resolves a validated point's UIDs (assigning new ones as configured) and adds its cell to `batch`.
+    pub fn add_point(&self, batch: &mut PointBatch, point: &DataPoint<'_>) -> Result<(), AddError> {
+        // UID lookup order as OpenTSDB: metric first, then each tag key and value (spec: ingest §2.6).
+        let metric = self.uids.get_or_create(UidKind::Metric, &point.metric, self.auto_create[0])?;
+        let mut tags: smallvec::SmallVec<[(Uid, Uid); 8]> = smallvec::SmallVec::new();
+        for (k, v) in &point.tags {
+            let k = self.uids.get_or_create(UidKind::TagKey, k, self.auto_create[1])?;
+            let v = self.uids.get_or_create(UidKind::TagValue, v, self.auto_create[2])?;
+            tags.push((k, v));
+        }
+        let pairs: smallvec::SmallVec<[(&[u8], &[u8]); 8]> =
+            tags.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        let key = codec::row_key(&self.layout.salt, metric.as_bytes(), codec::base_time(point.timestamp), &pairs);
+        let qualifier = codec::build_qualifier(point.timestamp, point.value.flags());
+        batch.column.clear();
+        codec::push_column(&mut batch.column, &qualifier, &point.value.encode());
+        batch.batch.merge_cf(self.cf(CF_DATA), &key, &batch.column);
+        batch.points += 1;
+        Ok(())
+    }
+
+    /// Writes a batch atomically. When this returns Ok the points are in RocksDB's write-ahead log (fsynced too
+    /// when `sync`): a crash of the process cannot lose them.
+    pub fn commit(&self, batch: &mut PointBatch, sync: bool) -> Result<u64, StoreError> {
+        let points = batch.points;
+        if points == 0 {
+            return Ok(0);
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        let started = Instant::now();
+        let result = self.db.write_opt(std::mem::take(&mut batch.batch), &opts);
+        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        batch.points = 0;
+        result?;
+        Ok(points)
+    }
+
+    /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in
+    /// key order per salt bucket. `f` returns false to stop.
+    pub fn for_each_row(
+        &self,
+        metric: &[u8],
+        start_hour: u32,
+        end_hour: u32,
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let salt = &self.layout.salt;
+        let buckets = if salt.width == 0 { 1 } else { salt.buckets };
+        for bucket in 0..buckets {
+            let mut start = Vec::with_capacity(salt.width + metric.len() + 4);
+            if salt.width > 0 {
+                start.extend_from_slice(&(bucket as u64).to_be_bytes()[8 - salt.width..]);
+            }
+            start.extend_from_slice(metric);
+            let prefix_len = start.len();
+            start.extend_from_slice(&start_hour.to_be_bytes());
+            let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+            iter.seek(&start);
+            while iter.valid() {
+                let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
+                if key.len() < prefix_len + 4 || key[..prefix_len] != start[..prefix_len] {
+                    break;
+                }
+                let base = u32::from_be_bytes([key[prefix_len], key[prefix_len + 1], key[prefix_len + 2], key[prefix_len + 3]]);
+                if base > end_hour {
+                    break;
+                }
+                if let Some(row) = self.decode_row(key, value) {
+                    if !f(row)? {
+                        return Ok(());
+                    }
+                }
+                iter.next();
+            }
+            iter.status()?;
+        }
+        Ok(())
+    }
+
+    /// Splits a row key into metric, base time and tag pairs; None for a key of the wrong shape.
+    pub fn decode_row<'a>(&self, key: &'a [u8], value: &'a [u8]) -> Option<RowRef<'a>> {
+        let l = &self.layout;
+        let offset = l.tags_offset();
+        let pair = l.uid_widths[1] + l.uid_widths[2];
+        if key.len() < offset || (key.len() - offset) % pair != 0 {
+            return None;
+        }
+        let metric = &key[l.salt.width..l.salt.width + l.uid_widths[0]];
+        let base_time = u32::from_be_bytes(key[offset - 4..offset].try_into().ok()?);
+        let tags = key[offset..]
+            .chunks_exact(pair)
+            .map(|c| (&c[..l.uid_widths[1]], &c[l.uid_widths[1]..]))
+            .collect();
+        Some(RowRef { key, metric, base_time, tags, value })
+    }
+
+    /// Makes everything written so far durable on disk (graceful shutdown).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush_wal(true)?;
+        for name in COLUMN_FAMILIES {
+            self.db.flush_cf(self.cf(name))?;
+        }
+        Ok(())
+    }
+
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        // The families are created at open, so the handle always exists.
+        self.db.cf_handle(name).expect("column family created at open")
+    }
+}
+
+/// The full merge of a data row. If the stored bytes can't be decoded, the columns are kept concatenated as they
+/// are rather than failing the read: nothing written is ever dropped by a merge.
+fn merge_data_row(existing: Option<&[u8]>, operands: &MergeOperands, fix_duplicates: bool, metrics: &Metrics) -> Vec<u8> {
+    let ops: Vec<&[u8]> = operands.iter().collect();
+    match codec::merge_row(existing, &ops, fix_duplicates) {
+        Ok(merged) => {
+            metrics.compaction_duplicates(merged.identical_duplicates, merged.variant_duplicates);
+            merged.row
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "row could not be compacted; keeping its columns as written");
+            let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+            for op in ops {
+                out.extend_from_slice(op);
+            }
+            out
+        }
+    }
+}
+
+/// Partial merge: operands are lists of columns, so concatenating them in order preserves "later wins".
+fn concat_operands(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+    for op in operands.iter() {
+        out.extend_from_slice(op);
+    }
+    Some(out)
+}
+
+fn check_layout(db: &DB, layout: &Layout, read_only: bool) -> Result<(), StoreError> {
+    let want = layout.describe();
+    let cf = db.cf_handle(CF_META).expect("column family created at open");
+    match db.get_cf(cf, b"layout")? {
+        Some(have) if have == want.as_bytes() => Ok(()),
+        Some(have) => Err(StoreError::Layout(format!(
+            "data directory was created with {} but the configuration says {want}; these settings cannot change \
+             once data is written",
+            String::from_utf8_lossy(&have)
+        ))),
+        None if read_only => Ok(()),
+        None => Ok(db.put_cf(cf, b"layout", want.as_bytes())?),
+    }
+}
+
+/// `tsdb-uid` cells: HBase `(row, qualifier)` stored at the RocksDB key `qualifier 0x00 row`.
+pub mod cells {
+    use rocksdb::{WriteBatch, DB};
+
+    use super::StoreError;
+
+    pub fn key(qualifier: &[u8], row: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(qualifier.len() + 1 + row.len());
+        k.extend_from_slice(qualifier);
+        k.push(0);
+        k.extend_from_slice(row);
+        k
+    }
+
+    pub fn get(db: &DB, cf: &str, qualifier: &[u8], row: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let handle = db.cf_handle(cf).expect("column family created at open");
+        Ok(db.get_cf(handle, key(qualifier, row))?)
+    }
+
+    pub fn put(db: &DB, batch: &mut WriteBatch, cf: &str, qualifier: &[u8], row: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let handle = db.cf_handle(cf).expect("column family created at open");
+        batch.put_cf(handle, key(qualifier, row), value);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use rtsd_protocol::codec::Value;
+    use rtsd_protocol::point::Tags;
+
+    use super::*;
+
+    fn open(dir: &Path, overrides: &[(&str, &str)]) -> Store {
+        let config = Config::for_data_dir(dir, overrides).unwrap();
+        Store::open(&config, Arc::new(Metrics::new())).unwrap()
+    }
+
+    fn point<'a>(metric: &'a str, ts: i64, value: Value, tags: &[(&'a str, &'a str)]) -> DataPoint<'a> {
+        let tags: Tags<'a> = tags.iter().map(|(k, v)| (Cow::Borrowed(*k), Cow::Borrowed(*v))).collect();
+        DataPoint { metric: Cow::Borrowed(metric), timestamp: ts, value, tags }
+    }
+
+    fn write(store: &Store, points: &[DataPoint<'_>]) {
+        let mut batch = store.new_batch();
+        for p in points {
+            store.add_point(&mut batch, p).unwrap();
+        }
+        store.commit(&mut batch, false).unwrap();
+    }
+
+    /// Every row of a metric as (key, columns).
+    fn rows(store: &Store, metric: &str) -> Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
+        let uid = store.uids().get(UidKind::Metric, metric).unwrap().unwrap();
+        let mut out = Vec::new();
+        store
+            .for_each_row(uid.as_bytes(), 0, u32::MAX, |row| {
+                let cols = codec::columns(row.value).map(|c| c.map(|c| (c.qualifier.to_vec(), c.value.to_vec())));
+                out.push((row.key.to_vec(), cols.collect::<Result<Vec<_>, _>>().unwrap()));
+                Ok(true)
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn uids_are_assigned_in_order_and_rows_match_opentsdb() {
+        // spec: ingest §5.4 W1 with the UIDs of BaseTsdbTest: sys.cpu.user=1, host=1, web01=1
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        write(&store, &[point("sys.cpu.user", 1356998400, Value::Int(42), &[("host", "web01")])]);
+        let r = rows(&store, "sys.cpu.user");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].0, [0, 0, 1, 0x50, 0xE2, 0x27, 0x00, 0, 0, 1, 0, 0, 1]);
+        assert_eq!(r[0].1, vec![(vec![0x00, 0x00], vec![0x2A])]);
+    }
+
+    #[test]
+    fn derived_vector_sorts_tags_by_uid_and_stores_float_widths() {
+        // spec: ingest §5.4 derived vector: owner=web02 host=web01 with host=1, owner=3 (after a tagk `x` = 2)
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        write(
+            &store,
+            &[
+                point("sys.cpu.user", 1356998400, Value::Int(1), &[("host", "web01")]),
+                point("sys.cpu.system", 1356998400, Value::Int(1), &[("x", "web02")]),
+                point("sys.cpu.user", 1356998460, Value::Float(42.5), &[("owner", "web02"), ("host", "web01")]),
+            ],
+        );
+        let r = rows(&store, "sys.cpu.user");
+        let key = [0, 0, 1, 0x50, 0xE2, 0x27, 0x00, 0, 0, 1, 0, 0, 1, 0, 0, 3, 0, 0, 2];
+        let row = r.iter().find(|(k, _)| k[..] == key[..]).expect("row with both tags");
+        assert_eq!(row.1, vec![(vec![0x03, 0xCB], vec![0x42, 0x2A, 0x00, 0x00])]);
+    }
+
+    #[test]
+    fn points_of_a_row_are_compacted_into_one_column() {
+        // spec: ingest §4.6, §5.6 C1 shape: qualifiers concatenated, values concatenated, meta byte 0
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let p = |ts, v| point("m", ts, Value::Int(v), &[("host", "a")]);
+        write(&store, &[p(1356998403, 4)]);
+        write(&store, &[p(1356998401, 5)]);
+        write(&store, &[p(1356998403, 6)]); // same qualifier: overwrites (W8)
+        let r = rows(&store, "m");
+        assert_eq!(r[0].1, vec![(vec![0x00, 0x10, 0x00, 0x30], vec![5, 6, 0])]);
+    }
+
+    #[test]
+    fn unknown_names_are_refused_without_auto_create() {
+        // spec: ingest §2.6 rows 15-16
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[("tsd.core.auto_create_metrics", "false")]);
+        let mut batch = store.new_batch();
+        let e = store.add_point(&mut batch, &point("new.metric", 1479496160, Value::Int(1), &[("host", "web01")]));
+        assert_eq!(e.unwrap_err().to_string(), "unknown metric: No such name for 'metrics': 'new.metric'");
+        assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn uid_counters_survive_reopen_and_continue() {
+        // spec: ingest §4.10: the max-id row continues; ids are never handed out twice
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path(), &[]);
+            write(&store, &[point("a", 1356998400, Value::Int(1), &[("host", "x")])]);
+        }
+        let store = open(dir.path(), &[]);
+        assert_eq!(store.uids().table(UidKind::Metric).ids_used(), 1);
+        write(&store, &[point("b", 1356998400, Value::Int(1), &[("host", "x")])]);
+        assert_eq!(store.uids().get(UidKind::Metric, "a").unwrap().unwrap().as_bytes(), &[0, 0, 1]);
+        assert_eq!(store.uids().get(UidKind::Metric, "b").unwrap().unwrap().as_bytes(), &[0, 0, 2]);
+        assert_eq!(store.uids().name_of(UidKind::Metric, &[0, 0, 2]).unwrap().as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn concurrent_first_use_assigns_one_uid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path(), &[]));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    (0..50)
+                        .map(|i| store.uids().get_or_create(UidKind::TagValue, &format!("v{i}"), true).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let results: Vec<Vec<Uid>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(results.iter().all(|r| *r == results[0]));
+        assert_eq!(store.uids().table(UidKind::TagValue).ids_used(), 50);
+    }
+
+    #[test]
+    fn a_data_dir_refuses_a_different_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path(), &[]));
+        let config = Config::for_data_dir(dir.path(), &[("tsd.storage.uid.width.metric", "4")]).unwrap();
+        let e = Store::open(&config, Arc::new(Metrics::new())).err().unwrap();
+        assert!(e.to_string().contains("cannot change once data is written"), "{e}");
+    }
+
+    #[test]
+    fn salted_rows_carry_the_bucket() {
+        // spec: ingest §5.7 S1: key 00 00 01 50 E2 27 00 00 00 01 00 00 01 salts to 08 with 20 buckets
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[("tsd.storage.salt.width", "1")]);
+        write(&store, &[point("sys.cpu.user", 1356998400, Value::Int(42), &[("host", "web01")])]);
+        let r = rows(&store, "sys.cpu.user");
+        assert_eq!(r[0].0, [8, 0, 0, 1, 0x50, 0xE2, 0x27, 0x00, 0, 0, 1, 0, 0, 1]);
+    }
+}

@@ -1,0 +1,238 @@
+//! The `tsdb-uid` table: names of metrics, tag keys and tag values mapped to fixed-width ids (spec: ingest §4.10).
+//!
+//! Each kind keeps its max-id counter, forward map (name -> id) and reverse map (id -> name) in RocksDB, written
+//! together in one atomic batch, so a crash can never leave an id handed out twice or a name half-mapped. Hot
+//! names are answered from bounded in-memory caches and never touch RocksDB.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use quick_cache::sync::Cache;
+use rocksdb::{WriteBatch, DB};
+use rtsd_protocol::codec;
+use rtsd_protocol::point::UidKind;
+
+use super::{cells, StoreError, CF_UID_ID, CF_UID_NAME};
+use crate::metrics::Metrics;
+
+/// A UID: `width` big-endian bytes (1..8), on the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Uid {
+    bytes: [u8; 8],
+    len: u8,
+}
+
+impl Uid {
+    pub fn from_slice(b: &[u8]) -> Option<Uid> {
+        if b.is_empty() || b.len() > 8 {
+            return None;
+        }
+        let mut bytes = [0u8; 8];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(Uid { bytes, len: b.len() as u8 })
+    }
+
+    fn from_id(id: u64, width: usize) -> Uid {
+        let be = id.to_be_bytes();
+        let mut bytes = [0u8; 8];
+        bytes[..width].copy_from_slice(&be[8 - width..]);
+        Uid { bytes, len: width as u8 }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// Why a name has no UID to give.
+#[derive(Debug, thiserror::Error)]
+pub enum UidError {
+    /// The name is unknown and auto-creation is off for its kind (`NoSuchUniqueName`).
+    #[error("No such name for '{kind}': '{name}'")]
+    NoSuchName { kind: UidKind, name: String },
+    /// Every id of the width is taken (OpenTSDB's exact text).
+    #[error("All Unique IDs for {kind} on {width} bytes are already assigned!")]
+    Exhausted { kind: UidKind, width: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One kind's UID table with its caches.
+pub struct UidTable {
+    kind: UidKind,
+    width: usize,
+    by_name: Cache<String, Uid>,
+    by_id: Cache<Uid, String>,
+    /// Highest id handed out; mirrors the counter row so assignment needs no read.
+    max_id: AtomicU64,
+    /// Serialises assignment (rare) so two connections naming a new metric at once get the same id.
+    assign: Mutex<()>,
+}
+
+impl UidTable {
+    fn open(db: &DB, kind: UidKind, width: usize, capacity: usize) -> Result<UidTable, StoreError> {
+        let max_id = match cells::get(db, CF_UID_ID, kind.as_str().as_bytes(), &[0])? {
+            Some(v) if v.len() == 8 => u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8])),
+            Some(v) => return Err(StoreError::Corrupt(format!("max-id row for {kind} holds {} bytes", v.len()))),
+            None => 0,
+        };
+        Ok(UidTable {
+            kind,
+            width,
+            by_name: Cache::new(capacity),
+            by_id: Cache::new(capacity),
+            max_id: AtomicU64::new(max_id),
+            assign: Mutex::new(()),
+        })
+    }
+
+    /// The number of ids handed out (OpenTSDB's `uid.ids-used`).
+    pub fn ids_used(&self) -> u64 {
+        self.max_id.load(Ordering::Relaxed)
+    }
+
+    /// The number of ids left on this width (`uid.ids-available`).
+    pub fn ids_available(&self) -> u64 {
+        codec::max_uid(self.width).saturating_sub(self.ids_used())
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn cache_size(&self) -> usize {
+        self.by_name.len()
+    }
+
+    fn lookup_stored(&self, db: &DB, name: &str) -> Result<Option<Uid>, StoreError> {
+        let stored = cells::get(db, CF_UID_ID, self.kind.as_str().as_bytes(), name.as_bytes())?;
+        match stored {
+            Some(bytes) => match Uid::from_slice(&bytes) {
+                Some(uid) if bytes.len() == self.width => Ok(Some(uid)),
+                _ => Err(StoreError::Corrupt(format!(
+                    "{} '{name}' maps to {} bytes, expected {}",
+                    self.kind,
+                    bytes.len(),
+                    self.width
+                ))),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// The UID of `name`, assigning one when `create` allows it.
+    fn get_or_create(&self, db: &DB, metrics: &Metrics, name: &str, create: bool) -> Result<Uid, UidError> {
+        if let Some(uid) = self.by_name.get(name) {
+            metrics.uid_cache_hit(self.kind);
+            return Ok(uid);
+        }
+        metrics.uid_cache_miss(self.kind);
+        if let Some(uid) = self.lookup_stored(db, name)? {
+            self.remember(name, uid);
+            return Ok(uid);
+        }
+        if !create {
+            return Err(UidError::NoSuchName { kind: self.kind, name: name.to_string() });
+        }
+        self.assign(db, metrics, name)
+    }
+
+    fn assign(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
+        let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Another connection may have assigned it while we waited for the lock.
+        if let Some(uid) = self.lookup_stored(db, name)? {
+            self.remember(name, uid);
+            return Ok(uid);
+        }
+        let id = self.max_id.load(Ordering::Acquire) + 1;
+        if id > codec::max_uid(self.width) {
+            metrics.uid_rejected(self.kind);
+            return Err(UidError::Exhausted { kind: self.kind, width: self.width });
+        }
+        let uid = Uid::from_id(id, self.width);
+        let kind = self.kind.as_str().as_bytes();
+        // Counter, reverse map and forward map in one atomic write: all three or none survive a crash.
+        let mut batch = WriteBatch::default();
+        cells::put(db, &mut batch, CF_UID_ID, kind, &[0], &id.to_be_bytes())?;
+        cells::put(db, &mut batch, CF_UID_NAME, kind, uid.as_bytes(), name.as_bytes())?;
+        cells::put(db, &mut batch, CF_UID_ID, kind, name.as_bytes(), uid.as_bytes())?;
+        db.write(batch).map_err(StoreError::from)?;
+        self.max_id.store(id, Ordering::Release);
+        metrics.uid_assigned(self.kind);
+        tracing::info!(kind = %self.kind, name, uid = %codec::uid_to_string(uid.as_bytes()), "assigned UID");
+        self.remember(name, uid);
+        Ok(uid)
+    }
+
+    /// The name of a UID, from cache or the reverse map.
+    fn name_of(&self, db: &DB, uid: &[u8]) -> Result<Option<String>, StoreError> {
+        let Some(key) = Uid::from_slice(uid) else { return Ok(None) };
+        if let Some(name) = self.by_id.get(&key) {
+            return Ok(Some(name));
+        }
+        let Some(bytes) = cells::get(db, CF_UID_NAME, self.kind.as_str().as_bytes(), uid)? else {
+            return Ok(None);
+        };
+        let name = String::from_utf8_lossy(&bytes).into_owned();
+        self.by_id.insert(key, name.clone());
+        Ok(Some(name))
+    }
+
+    fn remember(&self, name: &str, uid: Uid) {
+        self.by_name.insert(name.to_string(), uid);
+        self.by_id.insert(uid, name.to_string());
+    }
+
+    fn clear(&self) {
+        self.by_name.clear();
+        self.by_id.clear();
+    }
+}
+
+/// The three UID tables of one store.
+pub struct Uids {
+    db: Arc<DB>,
+    tables: [UidTable; 3],
+    metrics: Arc<Metrics>,
+}
+
+impl Uids {
+    pub(super) fn open(db: Arc<DB>, widths: [usize; 3], capacity: usize, metrics: Arc<Metrics>) -> Result<Uids, StoreError> {
+        let tables = [
+            UidTable::open(&db, UidKind::Metric, widths[0], capacity)?,
+            UidTable::open(&db, UidKind::TagKey, widths[1], capacity)?,
+            UidTable::open(&db, UidKind::TagValue, widths[2], capacity)?,
+        ];
+        Ok(Uids { db, tables, metrics })
+    }
+
+    pub fn table(&self, kind: UidKind) -> &UidTable {
+        &self.tables[kind.index()]
+    }
+
+    /// The UID of a name, assigned if `create`.
+    pub fn get_or_create(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid, UidError> {
+        self.table(kind).get_or_create(&self.db, &self.metrics, name, create)
+    }
+
+    /// The UID of a name if it has one.
+    pub fn get(&self, kind: UidKind, name: &str) -> Result<Option<Uid>, StoreError> {
+        match self.get_or_create(kind, name, false) {
+            Ok(uid) => Ok(Some(uid)),
+            Err(UidError::NoSuchName { .. }) => Ok(None),
+            Err(UidError::Store(e)) => Err(e),
+            Err(UidError::Exhausted { .. }) => Ok(None),
+        }
+    }
+
+    /// The name of a UID if it has one.
+    pub fn name_of(&self, kind: UidKind, uid: &[u8]) -> Result<Option<String>, StoreError> {
+        self.table(kind).name_of(&self.db, uid)
+    }
+
+    /// Forgets every cached mapping (`dropcaches`); the next lookups read RocksDB again.
+    pub fn drop_caches(&self) {
+        for t in &self.tables {
+            t.clear();
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The build facts behind telnet `version`, `/version` and `/api/version` (spec: ingest §1.5, query §6.10).
+//!
+//! rtsd answers as OpenTSDB 2.4.1, the protocol version it implements, so clients that branch on the version
+//! behave as with 2.4; rtsd's own version is added under `rtsd_version`.
+
+/// The OpenTSDB version whose protocols rtsd speaks.
+pub const OPENTSDB_VERSION: &str = "2.4.1";
+pub const RTSD_VERSION: &str = env!("CARGO_PKG_VERSION");
+const FULL_REVISION: &str = env!("RTSD_GIT_REV");
+const BRANCH: &str = env!("RTSD_GIT_BRANCH");
+const REPO_STATUS: &str = env!("RTSD_REPO_STATUS");
+const BUILD_TIME: &str = env!("RTSD_BUILD_TIME");
+const USER: &str = env!("RTSD_BUILD_USER");
+const HOST: &str = env!("RTSD_BUILD_HOST");
+const REPO: &str = env!("RTSD_BUILD_DIR");
+
+fn short_revision() -> &'static str {
+    &FULL_REVISION[..FULL_REVISION.len().min(7)]
+}
+
+/// The two lines OpenTSDB's `version` command writes.
+pub fn telnet_reply() -> String {
+    let built = BUILD_TIME.parse::<i64>().unwrap_or(0);
+    format!(
+        "net.opentsdb.tools {OPENTSDB_VERSION} built at revision {} ({REPO_STATUS})\nBuilt on {} +0000 by {USER}@{HOST}:{REPO}\n",
+        short_revision(),
+        crate::timefmt::format_utc(built),
+    )
+}
+
+/// `/api/version`: an object of string values.
+pub fn json() -> String {
+    serde_json::json!({
+        "version": OPENTSDB_VERSION,
+        "short_revision": short_revision(),
+        "full_revision": FULL_REVISION,
+        "timestamp": BUILD_TIME,
+        "repo_status": REPO_STATUS,
+        "user": USER,
+        "host": HOST,
+        "repo": REPO,
+        "branch": BRANCH,
+        "rtsd_version": RTSD_VERSION,
+    })
+    .to_string()
+}
