@@ -251,7 +251,8 @@ mod tests {
         let value = |v: &str| {
             let line = format!("put m 1356998460 {v} host=a");
             let words = split_words(line.as_bytes());
-            parse_put(&words, &Rules::default()).unwrap().value
+            let p = parse_put(&words, &Rules::default()).unwrap();
+            p.value
         };
         assert_eq!(value("42"), Value::Int(42));
         assert_eq!(value("-7"), Value::Int(-7));
