@@ -20,6 +20,7 @@
 //! ```
 
 pub mod codec;
+pub mod http_json;
 pub mod javafmt;
 pub mod json_put;
 pub mod number;
