@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod metrics;
+pub mod query;
 pub mod scan;
 pub mod server;
 pub mod store;
