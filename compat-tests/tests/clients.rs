@@ -1,0 +1,519 @@
+//! Real OpenTSDB clients against the real daemon: the Python clients from PyPI (in the venv made by
+//! `scripts/install-test-deps`), collectd's write_tsdb from Debian, and tcollector's wire behaviour replayed byte
+//! for byte from clients.md (tcollector is on no registry these machines reach).
+//!
+//! Each test starts its own daemon, runs the client, then asserts the exact stored points with `scan`. The
+//! telnet clients never get an acknowledgement, so their points are awaited with `scan_until`. A missing venv or
+//! collectd fails the test with instructions; nothing here passes silently.
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rtsd_compat_tests::{
+    collectd_binary, normalize, run_python_client, Daemon, COLLECTD_PLUGIN_DIR, COLLECTD_TYPES_DB,
+};
+
+const T: i64 = 1_700_000_000;
+const SCAN_START: &str = "1699990000";
+const SCAN_END: &str = "1700100000";
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+const ARRIVAL_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn scan(d: &Daemon, metric: &str) -> Vec<String> {
+    d.scan(&[SCAN_START, SCAN_END, "sum", metric])
+}
+
+fn scan_until(d: &Daemon, metric: &str, expected: &[String]) -> Vec<String> {
+    d.scan_until(
+        &[SCAN_START, SCAN_END, "sum", metric],
+        expected,
+        ARRIVAL_TIMEOUT,
+    )
+}
+
+fn json(text: &str) -> serde_json::Value {
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("driver output is not JSON ({e}): {text:?}"))
+}
+
+// spec: clients.md "potsdb 1.0.3": check_host probe connection, one `put %s %d %s %s\n` per point, never reads,
+// integral floats printed as ints, duplicates dropped by the client.
+#[test]
+fn potsdb() {
+    let d = Daemon::start();
+    let out = run_python_client(
+        "potsdb_driver.py",
+        &["127.0.0.1", &d.port().to_string(), &T.to_string()],
+        CLIENT_TIMEOUT,
+    );
+    // The lines potsdb says it queued: the wire format of clients.md.
+    let sent = json(&out);
+    assert_eq!(
+        sent,
+        serde_json::json!([
+            "put compat.potsdb.gauge 1700000000 42 run=r1 host=harness-potsdb\n",
+            "put compat.potsdb.gauge 1700000010 43.25 run=r1 host=harness-potsdb\n",
+            "put compat.potsdb.gauge 1700000020 7 run=r1 host=harness-potsdb\n",
+            "put compat.potsdb.float 1700000000 0.001 run=r1 dc=eu-1 host=harness-potsdb\n",
+            "put compat.potsdb.float 1700000010 -3.5 run=r1 dc=eu-1 host=harness-potsdb\n",
+            null
+        ])
+    );
+    let gauge = normalize([
+        "compat.potsdb.gauge 1700000000 42 run=r1 host=harness-potsdb",
+        "compat.potsdb.gauge 1700000010 43.25 run=r1 host=harness-potsdb",
+        "compat.potsdb.gauge 1700000020 7 run=r1 host=harness-potsdb",
+    ]);
+    assert_eq!(scan_until(&d, "compat.potsdb.gauge", &gauge), gauge);
+    let float = normalize([
+        "compat.potsdb.float 1700000000 0.001 run=r1 dc=eu-1 host=harness-potsdb",
+        "compat.potsdb.float 1700000010 -3.5 run=r1 dc=eu-1 host=harness-potsdb",
+    ]);
+    assert_eq!(scan_until(&d, "compat.potsdb.float", &float), float);
+}
+
+fn opentsdb_py(mode: &str) {
+    let d = Daemon::start();
+    let out = run_python_client(
+        "opentsdb_py_driver.py",
+        &["127.0.0.1", &d.port().to_string(), &T.to_string(), mode],
+        CLIENT_TIMEOUT,
+    );
+    let report = json(&out);
+    // HTTP: successes are counted from the `?details=true` reply body, so 5 here means rtsd's JSON was read.
+    // Telnet: a success is a returned sendall.
+    assert_eq!(
+        report["statuses"],
+        serde_json::json!({"success": 5, "failed": 0, "queued": 5}),
+        "{out}"
+    );
+    assert_eq!(report["alive"], true, "is_alive() ({mode})");
+    let metric = format!("compat.opentsdb_py.{mode}");
+    let tags = format!("host=harness-opentsdb-py variant={mode}");
+    let expected = normalize([
+        format!("{metric} 1700000000 42 {tags}"),
+        format!("{metric} 1700000010 43.5 {tags}"),
+        format!("{metric} 1700000020 -7 {tags}"),
+        format!("{metric} 1700000030 12.5 {tags}"),
+        format!("{metric} 1700000040 1.0E-5 {tags}"),
+    ]);
+    assert_eq!(scan_until(&d, &metric, &expected), expected);
+}
+
+// spec: clients.md "opentsdb-py 0.6.0": telnet mode, one put per sendall, check_tsdb_alive probe connection.
+#[test]
+fn opentsdb_py_telnet() {
+    opentsdb_py("telnet");
+}
+
+// spec: clients.md "opentsdb-py 0.6.0": HTTP (default), gzip body, no Content-Type, `?details=true` reply counted,
+// keep-alive session, bodyless GET /api/version with Content-Encoding: gzip, "value": "12.5" as a string.
+#[test]
+fn opentsdb_py_http_gzip() {
+    opentsdb_py("http_gzip");
+}
+
+// spec: clients.md "opentsdb-py 0.6.0" with http_compression=None.
+#[test]
+fn opentsdb_py_http_plain() {
+    opentsdb_py("http_plain");
+}
+
+// spec: clients.md "pyopentsdb 0.2.1": POST /api/put/ (trailing slash, no Content-Type), array or single object,
+// 204 → None, 400 → ArgumentError(error.message); GET /api/version/.
+#[test]
+fn pyopentsdb() {
+    let d = Daemon::start();
+    let out = run_python_client(
+        "pyopentsdb_driver.py",
+        &["127.0.0.1", &d.port().to_string(), &T.to_string()],
+        CLIENT_TIMEOUT,
+    );
+    assert_eq!(
+        json(&out),
+        serde_json::json!({
+            "put_array": null,
+            "put_object": null,
+            "put_ms": null,
+            "version": "2.4.1",
+            "put_bad": "ArgumentError: One or more data points had errors",
+            // Client bug recorded in clients.md: the flag is forwarded to requests and crashes the call.
+            "put_details": "UncaughtError",
+        })
+    );
+    let tags = "host=harness-pyopentsdb run=r1";
+    let expected = normalize([
+        format!("compat.pyopentsdb.gauge 1700000000 42 {tags}"),
+        format!("compat.pyopentsdb.gauge 1700000010 43.5 {tags}"),
+        format!("compat.pyopentsdb.gauge 1700000020 -7 {tags}"),
+        format!("compat.pyopentsdb.gauge 1700000000250 1 {tags}"),
+    ]);
+    assert_eq!(scan(&d, "compat.pyopentsdb.gauge"), expected);
+}
+
+// spec: clients.md "opentsdb-http-client 0.2.0": check_host GET /api/version, one POST /api/put per point with one
+// JSON object and Content-Type: application/json; 200/204 are success, anything else retried forever.
+#[test]
+fn opentsdb_http_client() {
+    let d = Daemon::start();
+    let out = run_python_client(
+        "opentsdb_http_client_driver.py",
+        &["127.0.0.1", &d.port().to_string(), &T.to_string()],
+        CLIENT_TIMEOUT,
+    );
+    assert_eq!(json(&out), serde_json::json!({"queued": 3}));
+    let tags = "host=harness-http-client run=r1";
+    assert_eq!(
+        scan(&d, "compat.http_client.gauge"),
+        normalize([
+            format!("compat.http_client.gauge 1700000000 42 {tags}"),
+            format!("compat.http_client.gauge 1700000010 43.5 {tags}"),
+            format!("compat.http_client.gauge 1700000020 7 {tags}"),
+        ])
+    );
+    assert_eq!(
+        scan(&d, "compat.http_client.sync"),
+        normalize([format!("compat.http_client.sync 1700000000 0.25 {tags}")])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// collectd write_tsdb
+
+/// A collectd process with its own config, socket and log in a temporary directory; killed on drop.
+struct Collectd {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Collectd {
+    fn start(port: u16) -> Collectd {
+        let bin = collectd_binary();
+        let dir = tempfile::Builder::new()
+            .prefix("rtsd-collectd-")
+            .tempdir()
+            .unwrap();
+        let d = dir.path().display();
+        // Two nodes: the default config (no HostTags: two blanks before \r\n) and one with HostTags. write_tsdb
+        // names its callbacks by host and port, so the second node reaches the same daemon as "localhost".
+        let conf = format!(
+            r#"Hostname "collectd-compat"
+FQDNLookup false
+BaseDir "{d}"
+PIDFile "{d}/collectd.pid"
+PluginDir "{COLLECTD_PLUGIN_DIR}"
+TypesDB "{COLLECTD_TYPES_DB}"
+Interval 1
+AutoLoadPlugin false
+LoadPlugin logfile
+<Plugin logfile>
+  LogLevel info
+  File "{d}/collectd.log"
+  Timestamp true
+</Plugin>
+LoadPlugin unixsock
+<Plugin unixsock>
+  SocketFile "{d}/collectd.sock"
+  SocketGroup "root"
+  SocketPerms "0600"
+</Plugin>
+<LoadPlugin write_tsdb>
+  FlushInterval 1
+</LoadPlugin>
+<Plugin write_tsdb>
+  <Node "default">
+    Host "127.0.0.1"
+    Port "{port}"
+  </Node>
+  <Node "hosttags">
+    Host "localhost"
+    Port "{port}"
+    HostTags "run=r1 env=harness"
+  </Node>
+</Plugin>
+"#
+        );
+        let conf_path = dir.path().join("collectd.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(bin)
+            .arg("-f")
+            .arg("-C")
+            .arg(&conf_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start collectd");
+        let c = Collectd { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !c.socket().exists() {
+            assert!(
+                Instant::now() < deadline,
+                "collectd's unixsock did not appear; log:\n{}",
+                c.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("collectd.sock")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("collectd.log")).unwrap_or_default()
+    }
+
+    /// Sends `PUTVAL` commands over collectd's unixsock and checks each is dispatched.
+    fn putval(&self, commands: &[&str]) {
+        let stream = UnixStream::connect(self.socket()).expect("connect to collectd's unixsock");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        for cmd in commands {
+            writer.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+            let mut reply = String::new();
+            reader.read_line(&mut reply).unwrap();
+            assert!(
+                reply.starts_with("0 "),
+                "collectd refused {cmd:?}: {reply:?}"
+            );
+        }
+    }
+
+    /// SIGTERM and wait: write_tsdb flushes its buffers at shutdown.
+    fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while matches!(self.child.try_wait(), Ok(None)) {
+            assert!(
+                Instant::now() < deadline,
+                "collectd did not stop; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.log()
+    }
+}
+
+impl Drop for Collectd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// spec: clients.md "collectd write_tsdb (Debian collectd-core 5.12.0)": `put <metric> <ts> <value> fqdn=<host>
+// <meta tags> <HostTags>\r\n`, two blanks when those are empty, `%.15g` gauges (1e-05), integer derives, NaN
+// gauges skipped, out-of-order points, one long-lived connection per node that never reads.
+#[test]
+fn collectd_write_tsdb() {
+    let d = Daemon::start();
+    let collectd = Collectd::start(d.port());
+    collectd.putval(&[
+        r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000000:42.5"#,
+        r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000020:1e-05"#,
+        // Older than the previous value: collectd's cache complains ("Value too old") but write_tsdb still sends it.
+        r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000010:-1.25"#,
+        r#"PUTVAL "collectd-compat/compat-a/derive-bytes" 1700000000:123456789"#,
+        r#"PUTVAL "collectd-compat/compat-a/gauge-missing" 1700000000:U"#,
+        r#"PUTVAL "collectd-compat/compat/if_octets-eth0" 1700000000:100:200"#,
+    ]);
+    let expect = |metric: &str, points: &[(&str, &str)]| {
+        let mut lines = Vec::new();
+        for (ts, v) in points {
+            lines.push(format!("{metric} {ts} {v} fqdn=collectd-compat"));
+            lines.push(format!(
+                "{metric} {ts} {v} fqdn=collectd-compat run=r1 env=harness"
+            ));
+        }
+        normalize(lines)
+    };
+    let temp = expect(
+        "compat.a.gauge.temp",
+        &[
+            ("1700000000", "42.5"),
+            ("1700000020", "1.0E-5"),
+            ("1700000010", "-1.25"),
+        ],
+    );
+    let bytes = expect("compat.a.derive.bytes", &[("1700000000", "123456789")]);
+    let rx = expect("compat.if_octets.eth0.rx", &[("1700000000", "100")]);
+    let tx = expect("compat.if_octets.eth0.tx", &[("1700000000", "200")]);
+    // FlushInterval 1: the points arrive while collectd keeps running and its connections stay open.
+    assert_eq!(
+        scan_until(&d, "compat.a.gauge.temp", &temp),
+        temp,
+        "collectd log:\n{}",
+        collectd.log()
+    );
+    assert_eq!(scan_until(&d, "compat.a.derive.bytes", &bytes), bytes);
+    assert_eq!(scan_until(&d, "compat.if_octets.eth0.rx", &rx), rx);
+    assert_eq!(scan_until(&d, "compat.if_octets.eth0.tx", &tx), tx);
+    // The NaN gauge is never sent.
+    assert!(d
+        .try_scan(&[SCAN_START, SCAN_END, "sum", "compat.a.gauge.missing"])
+        .is_err());
+
+    // More values on the same long-lived connections, then shutdown (which flushes).
+    collectd.putval(&[r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000030:0.001"#]);
+    let log = collectd.stop();
+    let mut temp2 = temp.clone();
+    temp2.extend(expect("compat.a.gauge.temp", &[("1700000030", "0.001")]));
+    let temp2 = normalize(temp2);
+    assert_eq!(
+        scan_until(&d, "compat.a.gauge.temp", &temp2),
+        temp2,
+        "collectd log:\n{log}"
+    );
+    // No write_tsdb failure (send failed, Connecting ... failed, errors) in collectd's log.
+    for line in log.lines().filter(|l| l.contains("write_tsdb")) {
+        let l = line.to_ascii_lowercase();
+        assert!(
+            !l.contains("fail") && !l.contains("error"),
+            "collectd logged {line:?}; log:\n{log}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// tcollector (replayed)
+
+/// tcollector's `verify_conn`: `version\n`, then one `recv(4096)` with a 15 s timeout that must be non-empty.
+fn tcollector_verify_conn(sock: &mut std::net::TcpStream) -> Vec<u8> {
+    sock.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    sock.write_all(b"version\n").unwrap();
+    let mut buf = [0u8; 4096];
+    let n = sock
+        .read(&mut buf)
+        .expect("tcollector would blacklist this host: no reply to `version` within 15 s");
+    assert!(
+        n > 0,
+        "tcollector would blacklist this host: empty reply to `version`"
+    );
+    buf[..n].to_vec()
+}
+
+// spec: clients.md "tcollector ... Telnet mode": version handshake, then one sendall of `put <line> <global tags>\n`
+// lines (self-stats with two blanks), never reading put replies (drained by the next `version`).
+#[test]
+fn tcollector_telnet_replay() {
+    let d = Daemon::start();
+    let mut sock = d.telnet();
+    let reply = tcollector_verify_conn(&mut sock);
+    assert!(
+        reply.starts_with(b"net.opentsdb.tools "),
+        "{:?}",
+        String::from_utf8_lossy(&reply)
+    );
+    // Read the rest of the two-line reply so the next recv starts clean (tcollector itself just drains it later).
+    let mut reply = reply;
+    while reply.iter().filter(|&&b| b == b'\n').count() < 2 {
+        let mut buf = [0u8; 4096];
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0);
+        reply.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(
+        reply.iter().filter(|&&b| b == b'\n').count(),
+        2,
+        "{:?}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    let batch = concat!(
+        "put tcollector.reader.lines_collected 1700000000 6  host=harness-tcollector run=r1\n",
+        "put tcollector.collector.lines_sent 1700000000 6 collector=harness_lines.sh host=harness-tcollector run=r1\n",
+        "put harness.tcollector.telnet.gauge 1700000000 42 iface=eth0 host=harness-tcollector run=r1\n",
+        "put harness.tcollector.telnet.gauge 1700000020 -3.25e2 iface=eth0 host=harness-tcollector run=r1\n",
+        "put harness.tcollector.telnet.ms 1700000000123 7 host=harness-tcollector run=r1\n",
+    );
+    sock.write_all(batch.as_bytes()).unwrap();
+    // The re-verify before a later send: its reply covers the batch (nothing but the version lines came back).
+    let reply = tcollector_verify_conn(&mut sock);
+    assert!(
+        reply.starts_with(b"net.opentsdb.tools "),
+        "unexpected reply after the batch: {:?}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    assert_eq!(
+        scan(&d, "tcollector.reader.lines_collected"),
+        normalize([
+            "tcollector.reader.lines_collected 1700000000 6 host=harness-tcollector run=r1"
+        ])
+    );
+    assert_eq!(
+        scan(&d, "tcollector.collector.lines_sent"),
+        normalize(["tcollector.collector.lines_sent 1700000000 6 collector=harness_lines.sh host=harness-tcollector run=r1"])
+    );
+    assert_eq!(
+        scan(&d, "harness.tcollector.telnet.gauge"),
+        normalize([
+            "harness.tcollector.telnet.gauge 1700000000 42 iface=eth0 host=harness-tcollector run=r1",
+            "harness.tcollector.telnet.gauge 1700000020 -325.0 iface=eth0 host=harness-tcollector run=r1",
+        ])
+    );
+    assert_eq!(
+        scan(&d, "harness.tcollector.telnet.ms"),
+        normalize(["harness.tcollector.telnet.ms 1700000000123 7 host=harness-tcollector run=r1"])
+    );
+}
+
+// spec: clients.md "tcollector ... HTTP mode (--http)": Python urllib, `Connection: close`, float values, int
+// timestamps (s and ms); any 2xx is success.
+#[test]
+fn tcollector_http_replay() {
+    let d = Daemon::start();
+    let body = r#"[{"metric": "harness.tcollector.http.gauge", "timestamp": 1700000000, "value": 42.0, "tags": {"host": "harness-tcollector", "run": "r1", "iface": "eth0"}}, {"metric": "harness.tcollector.http.gauge", "timestamp": 1700000020, "value": -325.0, "tags": {"host": "harness-tcollector", "run": "r1", "iface": "eth0"}}, {"metric": "harness.tcollector.http.ms", "timestamp": 1700000000123, "value": 7.0, "tags": {"host": "harness-tcollector", "run": "r1"}}]"#;
+    let mut conn = d.http_conn();
+    conn.send_raw(
+        format!(
+            "POST /api/put HTTP/1.1\r\nAccept-Encoding: identity\r\nContent-Length: {}\r\nHost: {}\r\nUser-Agent: Python-urllib/3.11\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{body}",
+            body.len(),
+            d.addr()
+        )
+        .as_bytes(),
+    );
+    let r = conn.read_response("POST");
+    assert!(
+        (200..300).contains(&r.status),
+        "tcollector needs a 2xx, got {} {:?}",
+        r.status,
+        r.text()
+    );
+    assert_eq!(r.status, 204);
+    assert!(
+        conn.is_closed(),
+        "`Connection: close` must close the connection after the reply"
+    );
+    assert_eq!(
+        scan(&d, "harness.tcollector.http.gauge"),
+        normalize([
+            "harness.tcollector.http.gauge 1700000000 42.0 host=harness-tcollector run=r1 iface=eth0",
+            "harness.tcollector.http.gauge 1700000020 -325.0 host=harness-tcollector run=r1 iface=eth0",
+        ])
+    );
+    assert_eq!(
+        scan(&d, "harness.tcollector.http.ms"),
+        normalize(["harness.tcollector.http.ms 1700000000123 7.0 host=harness-tcollector run=r1"])
+    );
+}
+
+/// The harness runs the binary Cargo built for this test target.
+#[test]
+fn harness_runs_the_binary_cargo_built() {
+    assert_eq!(
+        std::fs::canonicalize(rtsd_compat_tests::binary()).unwrap(),
+        std::fs::canonicalize(env!("CARGO_BIN_EXE_rtsd-compat")).unwrap()
+    );
+}
