@@ -104,6 +104,12 @@ fn unknown_commands_and_empty_lines() {
         replies_to(&mut s, "\r\n"),
         "unknown command: .  Try `help'.\n"
     );
+    // The first byte decides the protocol (§1.1): a lower-case HTTP method makes a telnet connection.
+    let mut lower = d.telnet();
+    assert_eq!(
+        replies_to(&mut lower, "get /api/version HTTP/1.1\r\n"),
+        "unknown command: get.  Try `help'.\n"
+    );
     // The connection is still usable.
     assert_eq!(
         replies_to(&mut s, "put telnet.after_unknown 1700000000 1 host=a\n"),
