@@ -694,6 +694,178 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Recording proxy
+
+/// A loopback TCP proxy in front of the daemon that records what clients send, connection by connection. Client
+/// tests point the real client at the proxy and then assert both what the client sent (the clients.md captures)
+/// and what rtsd stored. Half-closes are passed through; dropping the proxy stops accepting.
+pub struct Proxy {
+    addr: SocketAddr,
+    conns: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let conns: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let conns = conns.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(client) = client else { continue };
+                    let Ok(server) = TcpStream::connect(upstream) else {
+                        continue;
+                    };
+                    let record = Arc::new(Mutex::new(Vec::new()));
+                    conns
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(record.clone());
+                    let (c2, s2) = match (client.try_clone(), server.try_clone()) {
+                        (Ok(c), Ok(s)) => (c, s),
+                        _ => continue,
+                    };
+                    std::thread::spawn(move || pipe(client, server, Some(record)));
+                    std::thread::spawn(move || pipe(s2, c2, None));
+                }
+            });
+        }
+        Proxy { addr, conns, stop }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The bytes each accepted connection sent so far, in accept order.
+    pub fn connections(&self) -> Vec<Vec<u8>> {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns
+            .iter()
+            .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect()
+    }
+
+    /// Every HTTP request sent through the proxy, per connection.
+    pub fn http_requests(&self) -> Vec<Vec<RecordedRequest>> {
+        self.connections()
+            .iter()
+            .map(|c| parse_requests(c))
+            .collect()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, record: Option<Arc<Mutex<Vec<u8>>>>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some(r) = &record {
+            r.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(&buf[..n]);
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+/// One HTTP request as a client sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// The request target as sent (path and query).
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    /// The body as sent (not inflated, not de-chunked).
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Splits a client's byte stream into requests (bodies framed by Content-Length; chunked bodies run to the
+/// terminating `0\r\n\r\n`).
+pub fn parse_requests(mut bytes: &[u8]) -> Vec<RecordedRequest> {
+    let mut out = Vec::new();
+    while let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+        let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        bytes = &bytes[end + 4..];
+        let mut lines = head.split("\r\n");
+        let request_line = lines.next().unwrap_or_default();
+        let mut parts = request_line.split(' ');
+        let method = parts.next().unwrap_or_default().to_string();
+        let target = parts.next().unwrap_or_default().to_string();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        let mut req = RecordedRequest {
+            method,
+            target,
+            headers,
+            body: Vec::new(),
+        };
+        let len = if let Some(len) = req
+            .header("Content-Length")
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            len
+        } else if req.header("Transfer-Encoding").is_some() {
+            bytes
+                .windows(5)
+                .position(|w| w == b"0\r\n\r\n")
+                .map(|p| p + 5)
+                .unwrap_or(bytes.len())
+        } else {
+            0
+        };
+        let len = len.min(bytes.len());
+        req.body = bytes[..len].to_vec();
+        bytes = &bytes[len..];
+        out.push(req);
+    }
+    out
+}
+
+/// Inflates a gzip body.
+pub fn gunzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_end(&mut out)
+        .expect("gunzip");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // External clients
 
 const INSTALL_HINT: &str =

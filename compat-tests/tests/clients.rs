@@ -2,17 +2,21 @@
 //! `scripts/install-test-deps`), collectd's write_tsdb from Debian, and tcollector's wire behaviour replayed byte
 //! for byte from clients.md (tcollector is on no registry these machines reach).
 //!
-//! Each test starts its own daemon, runs the client, then asserts the exact stored points with `scan`. The
-//! telnet clients never get an acknowledgement, so their points are awaited with `scan_until`. A missing venv or
-//! collectd fails the test with instructions; nothing here passes silently.
+//! Each test starts its own daemon and puts a recording [`Proxy`] in front of it. The real client talks to the
+//! proxy; the test then asserts what the client sent (so each test provably exercises the clients.md behaviour
+//! it names: gzip, trailing slashes, probe connections, `\r\n` with two blanks, ...) and the exact points rtsd
+//! stored (`scan`). Telnet clients never get an acknowledgement, so their points are awaited with `scan_until`.
+//! A missing venv or collectd fails the test with instructions; nothing here passes silently.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rtsd_compat_tests::{
-    collectd_binary, normalize, run_python_client, Daemon, COLLECTD_PLUGIN_DIR, COLLECTD_TYPES_DB,
+    collectd_binary, gunzip, normalize, run_python_client, Daemon, Proxy, RecordedRequest,
+    COLLECTD_PLUGIN_DIR, COLLECTD_TYPES_DB,
 };
+use serde_json::json;
 
 const T: i64 = 1_700_000_000;
 const SCAN_START: &str = "1699990000";
@@ -32,35 +36,61 @@ fn scan_until(d: &Daemon, metric: &str, expected: &[String]) -> Vec<String> {
     )
 }
 
-fn json(text: &str) -> serde_json::Value {
+/// The driver's report: the last line of its stdout, as JSON.
+fn report(text: &str) -> serde_json::Value {
     let last = text.lines().last().unwrap_or_default();
     serde_json::from_str(last)
         .unwrap_or_else(|e| panic!("driver output is not JSON ({e}): {text:?}"))
 }
 
-// spec: clients.md "potsdb 1.0.3": check_host probe connection, one `put %s %d %s %s\n` per point, never reads,
-// integral floats printed as ints, duplicates dropped by the client.
+fn run_driver(script: &str, proxy: &Proxy, extra: &[&str]) -> serde_json::Value {
+    let port = proxy.port().to_string();
+    let ts = T.to_string();
+    let mut args = vec!["127.0.0.1", port.as_str(), ts.as_str()];
+    args.extend_from_slice(extra);
+    report(&run_python_client(script, &args, CLIENT_TIMEOUT))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Request bodies as JSON (inflated when `Content-Encoding: gzip`).
+fn body_json(r: &RecordedRequest) -> serde_json::Value {
+    let body = if r.header("Content-Encoding") == Some("gzip") {
+        gunzip(&r.body)
+    } else {
+        r.body.clone()
+    };
+    serde_json::from_slice(&body).unwrap_or_else(|e| {
+        panic!(
+            "{} {}: body is not JSON ({e}): {:?}",
+            r.method,
+            r.target,
+            text(&body)
+        )
+    })
+}
+
+// spec: clients.md "potsdb 1.0.3": check_host probe connection (opens and closes without a byte), then one
+// connection with one `put %s %d %s %s\n` per point; never reads; integral floats printed as ints; a repeated
+// metric+timestamp+tags is dropped by the client.
 #[test]
 fn potsdb() {
     let d = Daemon::start();
-    let out = run_python_client(
-        "potsdb_driver.py",
-        &["127.0.0.1", &d.port().to_string(), &T.to_string()],
-        CLIENT_TIMEOUT,
-    );
-    // The lines potsdb says it queued: the wire format of clients.md.
-    let sent = json(&out);
-    assert_eq!(
-        sent,
-        serde_json::json!([
-            "put compat.potsdb.gauge 1700000000 42 run=r1 host=harness-potsdb\n",
-            "put compat.potsdb.gauge 1700000010 43.25 run=r1 host=harness-potsdb\n",
-            "put compat.potsdb.gauge 1700000020 7 run=r1 host=harness-potsdb\n",
-            "put compat.potsdb.float 1700000000 0.001 run=r1 dc=eu-1 host=harness-potsdb\n",
-            "put compat.potsdb.float 1700000010 -3.5 run=r1 dc=eu-1 host=harness-potsdb\n",
-            null
-        ])
-    );
+    let proxy = Proxy::start(d.addr());
+    let sent = run_driver("potsdb_driver.py", &proxy, &[]);
+    let lines = [
+        "put compat.potsdb.gauge 1700000000 42 run=r1 host=harness-potsdb\n",
+        "put compat.potsdb.gauge 1700000010 43.25 run=r1 host=harness-potsdb\n",
+        "put compat.potsdb.gauge 1700000020 7 run=r1 host=harness-potsdb\n",
+        "put compat.potsdb.float 1700000000 0.001 run=r1 dc=eu-1 host=harness-potsdb\n",
+        "put compat.potsdb.float 1700000010 -3.5 run=r1 dc=eu-1 host=harness-potsdb\n",
+    ];
+    let mut queued: Vec<serde_json::Value> = lines.iter().map(|l| json!(l)).collect();
+    queued.push(serde_json::Value::Null);
+    assert_eq!(sent, serde_json::Value::Array(queued));
+
     let gauge = normalize([
         "compat.potsdb.gauge 1700000000 42 run=r1 host=harness-potsdb",
         "compat.potsdb.gauge 1700000010 43.25 run=r1 host=harness-potsdb",
@@ -72,22 +102,21 @@ fn potsdb() {
         "compat.potsdb.float 1700000010 -3.5 run=r1 dc=eu-1 host=harness-potsdb",
     ]);
     assert_eq!(scan_until(&d, "compat.potsdb.float", &float), float);
+    // On the wire: the empty probe first, then exactly the five lines on one connection.
+    let conns: Vec<String> = proxy.connections().iter().map(|c| text(c)).collect();
+    assert_eq!(conns, vec![String::new(), lines.concat()]);
 }
 
 fn opentsdb_py(mode: &str) {
     let d = Daemon::start();
-    let out = run_python_client(
-        "opentsdb_py_driver.py",
-        &["127.0.0.1", &d.port().to_string(), &T.to_string(), mode],
-        CLIENT_TIMEOUT,
-    );
-    let report = json(&out);
+    let proxy = Proxy::start(d.addr());
+    let report = run_driver("opentsdb_py_driver.py", &proxy, &[mode]);
     // HTTP: successes are counted from the `?details=true` reply body, so 5 here means rtsd's JSON was read.
     // Telnet: a success is a returned sendall.
     assert_eq!(
         report["statuses"],
-        serde_json::json!({"success": 5, "failed": 0, "queued": 5}),
-        "{out}"
+        json!({"success": 5, "failed": 0, "queued": 5}),
+        "{report}"
     );
     assert_eq!(report["alive"], true, "is_alive() ({mode})");
     let metric = format!("compat.opentsdb_py.{mode}");
@@ -100,6 +129,70 @@ fn opentsdb_py(mode: &str) {
         format!("{metric} 1700000040 1.0E-5 {tags}"),
     ]);
     assert_eq!(scan_until(&d, &metric, &expected), expected);
+
+    if mode == "telnet" {
+        // Two probe connections without a byte (check_tsdb_alive, is_alive) and one with the puts.
+        let mut conns: Vec<String> = proxy.connections().iter().map(|c| text(c)).collect();
+        conns.sort();
+        let puts: String = [
+            ("1700000000", "42"),
+            ("1700000010", "43.5"),
+            ("1700000020", "-7"),
+            ("1700000030", "12.5"),
+            ("1700000040", "1e-05"),
+        ]
+        .iter()
+        .map(|(ts, v)| format!("put {metric} {ts} {v} host=harness-opentsdb-py variant=telnet\n"))
+        .collect();
+        assert_eq!(conns, vec![String::new(), String::new(), puts]);
+        return;
+    }
+    // HTTP: one kept-alive connection: GET /api/version (bodyless; with the session's Content-Encoding: gzip when
+    // compressing), then POST /api/put?details=true batches without Content-Type.
+    let conns = proxy.http_requests();
+    assert_eq!(
+        conns.len(),
+        1,
+        "requests' session reuses one connection: {conns:#?}"
+    );
+    let requests = &conns[0];
+    let gzip = mode == "http_gzip";
+    let version = &requests[0];
+    assert_eq!(
+        (version.method.as_str(), version.target.as_str()),
+        ("GET", "/api/version")
+    );
+    assert!(version.body.is_empty());
+    assert_eq!(version.header("Content-Encoding"), gzip.then_some("gzip"));
+    let mut points = Vec::new();
+    for r in &requests[1..] {
+        assert_eq!(
+            (r.method.as_str(), r.target.as_str()),
+            ("POST", "/api/put?details=true")
+        );
+        assert_eq!(
+            r.header("Content-Type"),
+            None,
+            "opentsdb-py sends no Content-Type"
+        );
+        assert_eq!(r.header("Content-Encoding"), gzip.then_some("gzip"));
+        match body_json(r) {
+            serde_json::Value::Array(batch) => points.extend(batch),
+            other => panic!("batch is not an array: {other}"),
+        }
+    }
+    let point = |ts: i64, value: serde_json::Value| json!({"metric": metric, "timestamp": ts, "value": value, "tags": {"host": "harness-opentsdb-py", "variant": mode}});
+    assert_eq!(
+        points,
+        vec![
+            point(1700000000, json!(42)),
+            point(1700000010, json!(43.5)),
+            point(1700000020, json!(-7)),
+            // The string value is sent as a JSON string.
+            point(1700000030, json!("12.5")),
+            point(1700000040, json!(1e-05)),
+        ]
+    );
 }
 
 // spec: clients.md "opentsdb-py 0.6.0": telnet mode, one put per sendall, check_tsdb_alive probe connection.
@@ -121,19 +214,15 @@ fn opentsdb_py_http_plain() {
     opentsdb_py("http_plain");
 }
 
-// spec: clients.md "pyopentsdb 0.2.1": POST /api/put/ (trailing slash, no Content-Type), array or single object,
-// 204 → None, 400 → ArgumentError(error.message); GET /api/version/.
+// spec: clients.md "pyopentsdb 0.2.1": every URL ends in `/` (POST /api/put/, GET /api/version/), bodies without
+// Content-Type, array or single object; 204 → None, 400 → ArgumentError(error.message); `details=True` crashes.
 #[test]
 fn pyopentsdb() {
     let d = Daemon::start();
-    let out = run_python_client(
-        "pyopentsdb_driver.py",
-        &["127.0.0.1", &d.port().to_string(), &T.to_string()],
-        CLIENT_TIMEOUT,
-    );
+    let proxy = Proxy::start(d.addr());
     assert_eq!(
-        json(&out),
-        serde_json::json!({
+        run_driver("pyopentsdb_driver.py", &proxy, &[]),
+        json!({
             "put_array": null,
             "put_object": null,
             "put_ms": null,
@@ -151,19 +240,47 @@ fn pyopentsdb() {
         format!("compat.pyopentsdb.gauge 1700000000250 1 {tags}"),
     ]);
     assert_eq!(scan(&d, "compat.pyopentsdb.gauge"), expected);
+
+    let requests: Vec<RecordedRequest> = proxy.http_requests().into_iter().flatten().collect();
+    let lines: Vec<String> = requests
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.target))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "POST /api/put/",
+            "POST /api/put/",
+            "POST /api/put/",
+            "GET /api/version/",
+            "POST /api/put/"
+        ]
+    );
+    for r in requests.iter().filter(|r| r.method == "POST") {
+        assert_eq!(
+            r.header("Content-Type"),
+            None,
+            "pyopentsdb sends no Content-Type"
+        );
+    }
+    assert!(body_json(&requests[0]).is_array(), "first put is an array");
+    assert!(
+        body_json(&requests[1]).is_object(),
+        "second put is a single object"
+    );
 }
 
-// spec: clients.md "opentsdb-http-client 0.2.0": check_host GET /api/version, one POST /api/put per point with one
-// JSON object and Content-Type: application/json; 200/204 are success, anything else retried forever.
+// spec: clients.md "opentsdb-http-client 0.2.0": check_host GET /api/version; every point its own POST /api/put on
+// a new connection, one JSON object, Content-Type: application/json, integral values as ints; 200/204 are success,
+// anything else is retried forever.
 #[test]
 fn opentsdb_http_client() {
     let d = Daemon::start();
-    let out = run_python_client(
-        "opentsdb_http_client_driver.py",
-        &["127.0.0.1", &d.port().to_string(), &T.to_string()],
-        CLIENT_TIMEOUT,
+    let proxy = Proxy::start(d.addr());
+    assert_eq!(
+        run_driver("opentsdb_http_client_driver.py", &proxy, &[]),
+        json!({"queued": 3})
     );
-    assert_eq!(json(&out), serde_json::json!({"queued": 3}));
     let tags = "host=harness-http-client run=r1";
     assert_eq!(
         scan(&d, "compat.http_client.gauge"),
@@ -176,6 +293,56 @@ fn opentsdb_http_client() {
     assert_eq!(
         scan(&d, "compat.http_client.sync"),
         normalize([format!("compat.http_client.sync 1700000000 0.25 {tags}")])
+    );
+
+    let conns = proxy.http_requests();
+    assert!(
+        conns.iter().all(|c| c.len() == 1),
+        "one request per connection: {conns:#?}"
+    );
+    assert_eq!(
+        (conns[0][0].method.as_str(), conns[0][0].target.as_str()),
+        ("GET", "/api/version")
+    );
+    let mut posted = Vec::new();
+    for c in &conns[1..] {
+        let r = &c[0];
+        assert_eq!((r.method.as_str(), r.target.as_str()), ("POST", "/api/put"));
+        assert_eq!(r.header("Content-Type"), Some("application/json"));
+        let body = body_json(r);
+        assert!(body.is_object(), "one JSON object per POST: {body}");
+        posted.push((
+            body["metric"].as_str().unwrap_or_default().to_string(),
+            body["timestamp"].clone(),
+            body["value"].clone(),
+        ));
+    }
+    // The synchronous put may overtake the background thread's posts.
+    posted.sort_by_key(|(m, ts, _)| (m.clone(), ts.as_i64()));
+    assert_eq!(
+        posted,
+        vec![
+            (
+                "compat.http_client.gauge".to_string(),
+                json!(1700000000),
+                json!(42)
+            ),
+            (
+                "compat.http_client.gauge".to_string(),
+                json!(1700000010),
+                json!(43.5)
+            ),
+            (
+                "compat.http_client.gauge".to_string(),
+                json!(1700000020),
+                json!(7)
+            ),
+            (
+                "compat.http_client.sync".to_string(),
+                json!(1700000000),
+                json!(0.25)
+            ),
+        ]
     );
 }
 
@@ -317,7 +484,8 @@ impl Drop for Collectd {
 #[test]
 fn collectd_write_tsdb() {
     let d = Daemon::start();
-    let collectd = Collectd::start(d.port());
+    let proxy = Proxy::start(d.addr());
+    let collectd = Collectd::start(proxy.port());
     collectd.putval(&[
         r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000000:42.5"#,
         r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000020:1e-05"#,
@@ -381,6 +549,38 @@ fn collectd_write_tsdb() {
             !l.contains("fail") && !l.contains("error"),
             "collectd logged {line:?}; log:\n{log}"
         );
+    }
+
+    // On the wire: one connection per node, `\r\n` endings, two blanks after `fqdn=...` (nothing or HostTags
+    // follow), `%.15g` gauges, integer derives.
+    let conns: Vec<String> = proxy.connections().iter().map(|c| text(c)).collect();
+    assert_eq!(conns.len(), 2, "one connection per <Node>: {conns:#?}");
+    let wire_points = [
+        "compat.a.gauge.temp 1700000000 42.5",
+        "compat.a.gauge.temp 1700000020 1e-05",
+        "compat.a.gauge.temp 1700000010 -1.25",
+        "compat.a.derive.bytes 1700000000 123456789",
+        "compat.if_octets.eth0.rx 1700000000 100",
+        "compat.if_octets.eth0.tx 1700000000 200",
+        "compat.a.gauge.temp 1700000030 0.001",
+    ];
+    for (suffix, conn) in [
+        ("", conns.iter().find(|c| !c.contains("env=harness"))),
+        (
+            "run=r1 env=harness",
+            conns.iter().find(|c| c.contains("env=harness")),
+        ),
+    ] {
+        let conn = conn.unwrap_or_else(|| panic!("no connection with {suffix:?}: {conns:#?}"));
+        assert!(conn.ends_with("\r\n"), "{conn:?}");
+        let mut got: Vec<&str> = conn.split_inclusive("\r\n").collect();
+        let mut want: Vec<String> = wire_points
+            .iter()
+            .map(|p| format!("put {p} fqdn=collectd-compat  {suffix}\r\n"))
+            .collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want);
     }
 }
 
