@@ -10,7 +10,10 @@
 //!   the test asks for and parses the reply, so tests can assert status, headers and body bytes.
 //! * [`Daemon::scan`]: the stored points via `rtsd-compat scan --import`, normalised (tags sorted within a line,
 //!   lines sorted) so assertions can be exact; [`normalize`] applies the same shape to expected lines.
-//! * [`venv_python`] / [`collectd_binary`]: the external clients installed by `scripts/install-test-deps`.
+//! * [`Proxy`]: a recording loopback proxy, so client tests can assert what a real client sent
+//!   ([`Proxy::connections`], [`Proxy::http_requests`]).
+//! * [`venv_python`] / [`collectd_binary`]: the external clients installed by `scripts/install-test-deps`; missing
+//!   ones fail the test with instructions.
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -696,12 +699,15 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------------------------
 // Recording proxy
 
+/// The client-to-server bytes of each proxied connection, in accept order.
+type Recordings = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
+
 /// A loopback TCP proxy in front of the daemon that records what clients send, connection by connection. Client
 /// tests point the real client at the proxy and then assert both what the client sent (the clients.md captures)
 /// and what rtsd stored. Half-closes are passed through; dropping the proxy stops accepting.
 pub struct Proxy {
     addr: SocketAddr,
-    conns: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>,
+    conns: Recordings,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -709,7 +715,7 @@ impl Proxy {
     pub fn start(upstream: SocketAddr) -> Proxy {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
-        let conns: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>> = Arc::default();
+        let conns: Recordings = Arc::default();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let conns = conns.clone();
