@@ -128,7 +128,11 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
     let request = ApiRequest { method, params, body };
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let reply = match segs.as_slice() {
-        ["metrics"] => Reply::text(StatusCode::OK, tsd.metrics.encode()),
+        ["metrics"] => Reply {
+            status: StatusCode::OK,
+            body: tsd.metrics.encode().into(),
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+        },
         ["api", rest @ ..] => api(rest, &request, tsd),
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["stats"] => Reply::text(StatusCode::OK, tsd.stats_text()),

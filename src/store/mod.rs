@@ -179,10 +179,7 @@ impl Store {
         let db = if read_only {
             let mut opts = db_opts;
             opts.create_if_missing(false);
-            let names: Vec<&str> = COLUMN_FAMILIES.to_vec();
-            let descriptors: Vec<ColumnFamilyDescriptor> = cfs.collect();
-            let _ = names;
-            DB::open_cf_descriptors_read_only(&opts, path, descriptors, false)?
+            DB::open_cf_descriptors_read_only(&opts, path, cfs, false)?
         } else {
             DB::open_cf_descriptors(&db_opts, path, cfs)?
         };
