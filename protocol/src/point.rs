@@ -367,6 +367,12 @@ mod tests {
         );
         let p = point("m", 9999999999999, Value::Int(42), &[("host", "web01")]);
         assert_eq!(check_for_write(&p, &Rules::default()), Ok(()));
+        // spec: ingest §5.4 W16: negative timestamps have the upper bits set, so they are "bad" milliseconds.
+        let p = point("m", -2147483648, Value::Int(42), &[("host", "web01")]);
+        assert_eq!(
+            err(&p),
+            "illegal argument: bad timestamp=-2147483648 when trying to add value=[42]/0 to metric=m, tags={host=web01}"
+        );
     }
 
     #[test]
