@@ -141,7 +141,15 @@ impl Metrics {
     }
 
     pub fn rpc(&self, kind: &'static str) {
-        self.rpcs_received.get_or_create(&TypeLabel { r#type: kind }).inc();
+        self.rpcs(kind, 1);
+    }
+
+    /// Counts `n` requests at once: the telnet path tallies a whole read's lines locally and reports them here,
+    /// keeping the shared counters off the per-line path.
+    pub fn rpcs(&self, kind: &'static str, n: u64) {
+        if n > 0 {
+            self.rpcs_received.get_or_create(&TypeLabel { r#type: kind }).inc_by(n);
+        }
     }
 
     pub fn connection(&self, kind: &'static str) {

@@ -80,18 +80,21 @@ pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
 
 /// Handles every complete line in `buf`; returns the bytes consumed.
 fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>) -> (usize, Next) {
-    let mut session = Session { tsd, batch: tsd.store.new_batch(), out };
+    let mut session = Session { tsd, batch: tsd.store.new_batch(), out, puts: 0 };
     let mut pos = 0;
+    let mut lines = 0;
     let mut next = Next::Continue;
     while let Some((line, used)) = telnet::next_line(&buf[pos..]) {
         pos += used;
-        tsd.metrics.rpc("telnet");
+        lines += 1;
         if let Next::Close = session.command(line) {
             next = Next::Close;
             break;
         }
     }
     session.commit();
+    tsd.metrics.rpcs("telnet", lines);
+    tsd.metrics.rpcs("put", session.puts);
     (pos, next)
 }
 
@@ -99,6 +102,8 @@ struct Session<'a> {
     tsd: &'a Tsd,
     batch: PointBatch,
     out: &'a mut Vec<u8>,
+    /// `put` lines seen, reported to the shared counters once per read.
+    puts: u64,
 }
 
 impl Session<'_> {
@@ -151,7 +156,7 @@ impl Session<'_> {
 
     fn put(&mut self, words: &[&[u8]]) {
         let metrics = &self.tsd.metrics;
-        metrics.rpc("put");
+        self.puts += 1;
         let point = match telnet::parse_put(words, &self.tsd.config.rules) {
             Ok(p) => p,
             Err(e) => {
