@@ -110,6 +110,15 @@ impl PointBatch {
     }
 }
 
+/// The points of one series read by [`Store::scan_series`].
+#[derive(Debug, Clone)]
+pub struct StoredSeries {
+    /// Metric UID followed by the (tagk, tagv) UID pairs, as OpenTSDB's TSUID.
+    pub tsuid: Vec<u8>,
+    pub tags: Vec<(Vec<u8>, Vec<u8>)>,
+    pub points: Vec<codec::RowPoint>,
+}
+
 /// One stored row, decoded far enough to name its series.
 #[derive(Debug)]
 pub struct RowRef<'a> {
@@ -279,6 +288,59 @@ impl Store {
             iter.status()?;
         }
         Ok(())
+    }
+
+    /// Reads the points of `metric` with `start_ms <= ts < end_ms`, one [`StoredSeries`] per series (TSUID order),
+    /// each in time order. `keep` sees a series' (tagk UID, tagv UID) pairs the first time one of its rows is met
+    /// and decides whether it is read at all; rejected series cost one call, not one per row.
+    pub fn scan_series(
+        &self,
+        metric: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+    ) -> Result<Vec<StoredSeries>, StoreError> {
+        if end_ms <= start_ms {
+            return Ok(Vec::new());
+        }
+        // Clamp to what OpenTSDB can store, so an open-ended range cannot wrap the 32-bit base time.
+        let start_hour = codec::base_time(start_ms.clamp(0, codec::MAX_MILLISECONDS));
+        let end_hour = codec::base_time((end_ms - 1).clamp(0, codec::MAX_MILLISECONDS));
+        let tags_offset = self.layout.tags_offset();
+        let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
+        let mut series: Vec<StoredSeries> = Vec::new();
+        self.for_each_row(metric, start_hour, end_hour, |row| {
+            let tags_bytes = &row.key[tags_offset..];
+            let slot = match index.get(tags_bytes) {
+                Some(slot) => *slot,
+                None => {
+                    let slot = if keep(&row.tags)? {
+                        let mut tsuid = metric.to_vec();
+                        tsuid.extend_from_slice(tags_bytes);
+                        series.push(StoredSeries {
+                            tsuid,
+                            tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                            points: Vec::new(),
+                        });
+                        Some(series.len() - 1)
+                    } else {
+                        None
+                    };
+                    index.insert(tags_bytes.to_vec(), slot);
+                    slot
+                }
+            };
+            if let Some(i) = slot {
+                let points = codec::row_points(row.base_time, row.value).map_err(|e| {
+                    StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key)))
+                })?;
+                series[i].points.extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
+            }
+            Ok(true)
+        })?;
+        // A series keeps one salt in every hour, so its rows come in time order even across salt buckets.
+        series.sort_by(|a, b| a.tsuid.cmp(&b.tsuid));
+        Ok(series)
     }
 
     /// Splits a row key into metric, base time and tag pairs; None for a key of the wrong shape.
@@ -512,6 +574,27 @@ mod tests {
         let results: Vec<Vec<Uid>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         assert!(results.iter().all(|r| *r == results[0]));
         assert_eq!(store.uids().table(UidKind::TagValue).ids_used(), 50);
+    }
+
+    #[test]
+    fn scan_series_joins_hours_and_filters_by_tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[("tsd.storage.salt.width", "1"), ("tsd.storage.salt.buckets", "4")]);
+        let p = |ts, host, v| point("m", ts, Value::Int(v), &[("host", host)]);
+        write(&store, &[p(1356998400, "a", 1), p(1357002000, "a", 2), p(1356998410, "b", 3), p(1357005600, "a", 9)]);
+        let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
+        let a = store.uids().get(UidKind::TagValue, "a").unwrap().unwrap();
+        let all = store.scan_series(metric.as_bytes(), 1356998400_000, 1357005600_000, |_| Ok(true)).unwrap();
+        assert_eq!(all.len(), 2);
+        let values = |s: &StoredSeries| s.points.iter().map(|p| (p.timestamp_ms, p.value)).collect::<Vec<_>>();
+        assert_eq!(values(&all[0]), vec![(1356998400_000, Value::Int(1)), (1357002000_000, Value::Int(2))]);
+        assert_eq!(values(&all[1]), vec![(1356998410_000, Value::Int(3))]);
+        let only_a = store
+            .scan_series(metric.as_bytes(), 0, i64::MAX, |tags| Ok(tags.iter().any(|(_, v)| *v == a.as_bytes())))
+            .unwrap();
+        assert_eq!(only_a.len(), 1);
+        assert_eq!(only_a[0].points.len(), 3);
+        assert_eq!(only_a[0].tsuid, [0, 0, 1, 0, 0, 1, 0, 0, 1]);
     }
 
     #[test]
