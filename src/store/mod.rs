@@ -303,9 +303,10 @@ impl Store {
         if end_ms <= start_ms {
             return Ok(Vec::new());
         }
-        // Clamp to what OpenTSDB can store, so an open-ended range cannot wrap the 32-bit base time.
-        let start_hour = codec::base_time(start_ms.clamp(0, codec::MAX_MILLISECONDS));
-        let end_hour = codec::base_time((end_ms - 1).clamp(0, codec::MAX_MILLISECONDS));
+        // Clamp to the last instant whose hour fits the row key's 32 bits, so an open-ended range cannot wrap.
+        let last = codec::MAX_SECONDS * 1000 + 999;
+        let start_hour = codec::base_time(start_ms.clamp(0, last));
+        let end_hour = codec::base_time((end_ms - 1).clamp(0, last));
         let tags_offset = self.layout.tags_offset();
         let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
         let mut series: Vec<StoredSeries> = Vec::new();
