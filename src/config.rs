@@ -57,9 +57,16 @@ const DEFAULTS: &[(&str, &str)] = &[
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("invalid value for {key}: {value:?}: {why}")]
-    Invalid { key: String, value: String, why: String },
+    Invalid {
+        key: String,
+        value: String,
+        why: String,
+    },
 }
 
 /// `tsd.mode`: which half of the API this daemon serves (spec: ingest §1.4).
@@ -71,8 +78,14 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Whether put and the other write endpoints exist (`rw`, `wo`).
     pub fn writes(self) -> bool {
         self != Mode::ReadOnly
+    }
+
+    /// Whether query, search and suggest exist (`rw`, `ro`).
+    pub fn reads(self) -> bool {
+        self != Mode::WriteOnly
     }
 }
 
@@ -116,11 +129,15 @@ pub struct Flags {
 impl Config {
     /// Resolves defaults, the config file (or the shipped one) and flags.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let mut properties: BTreeMap<String, String> =
-            DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut properties: BTreeMap<String, String> = DEFAULTS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let text = match &flags.config {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|source| ConfigError::Read { path: path.clone(), source })?,
+            Some(path) => std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?,
             None => SHIPPED_CONFIG.to_string(),
         };
         properties.extend(parse_properties(&text));
@@ -144,7 +161,10 @@ impl Config {
         let p = Props(&properties);
         let max_tags = p.number::<usize>("tsd.storage.max_tags")?;
         if max_tags < 1 {
-            return Err(p.invalid("tsd.storage.max_tags", "tsd.storage.max_tags must be greater than 0"));
+            return Err(p.invalid(
+                "tsd.storage.max_tags",
+                "tsd.storage.max_tags must be greater than 0",
+            ));
         }
         let width = |key: &str| -> Result<usize, ConfigError> {
             let w = p.number::<usize>(key)?;
@@ -155,11 +175,17 @@ impl Config {
         };
         let salt_width = p.number::<usize>("tsd.storage.salt.width")?;
         if salt_width > 8 {
-            return Err(p.invalid("tsd.storage.salt.width", "salt width must be between 0 and 8"));
+            return Err(p.invalid(
+                "tsd.storage.salt.width",
+                "salt width must be between 0 and 8",
+            ));
         }
         let salt_buckets = p.number::<u32>("tsd.storage.salt.buckets")?;
         if salt_buckets < 1 {
-            return Err(p.invalid("tsd.storage.salt.buckets", "salt buckets must be at least 1"));
+            return Err(p.invalid(
+                "tsd.storage.salt.buckets",
+                "salt buckets must be at least 1",
+            ));
         }
         let mode = match p.get("tsd.mode").to_ascii_lowercase().as_str() {
             "ro" => Mode::ReadOnly,
@@ -188,13 +214,19 @@ impl Config {
                 p.boolean("tsd.core.auto_create_tagks"),
                 p.boolean("tsd.core.auto_create_tagvs"),
             ],
-            rules: Rules { max_tags, allow_specialchars: p.get("tsd.core.tag.allow_specialchars").chars().collect() },
+            rules: Rules {
+                max_tags,
+                allow_specialchars: p.get("tsd.core.tag.allow_specialchars").chars().collect(),
+            },
             uid_widths: [
                 width("tsd.storage.uid.width.metric")?,
                 width("tsd.storage.uid.width.tagk")?,
                 width("tsd.storage.uid.width.tagv")?,
             ],
-            salt: SaltConfig { width: salt_width, buckets: salt_buckets },
+            salt: SaltConfig {
+                width: salt_width,
+                buckets: salt_buckets,
+            },
             fix_duplicates: p.boolean("tsd.storage.fix_duplicates"),
             connections_limit: p.number("tsd.core.connections.limit")?,
             socket_timeout_secs: p.number("tsd.core.socket.timeout")?,
@@ -211,8 +243,14 @@ impl Config {
 
     /// A configuration for tests: the shipped defaults with a data directory and any overrides.
     pub fn for_data_dir(dir: &Path, overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), ..Flags::default() };
-        flags.set = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut flags = Flags {
+            data_dir: Some(dir.to_path_buf()),
+            ..Flags::default()
+        };
+        flags.set = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::load(&flags)
     }
 }
@@ -227,18 +265,27 @@ impl Props<'_> {
 
     /// OpenTSDB's boolean rule: true iff the trimmed, upper-cased value is `1`, `TRUE` or `YES`.
     fn boolean(&self, key: &str) -> bool {
-        matches!(self.get(key).to_ascii_uppercase().as_str(), "1" | "TRUE" | "YES")
+        matches!(
+            self.get(key).to_ascii_uppercase().as_str(),
+            "1" | "TRUE" | "YES"
+        )
     }
 
     fn number<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError>
     where
         T::Err: std::fmt::Display,
     {
-        self.get(key).parse::<T>().map_err(|e| self.invalid(key, &e.to_string()))
+        self.get(key)
+            .parse::<T>()
+            .map_err(|e| self.invalid(key, &e.to_string()))
     }
 
     fn invalid(&self, key: &str, why: &str) -> ConfigError {
-        ConfigError::Invalid { key: key.to_string(), value: self.get(key).to_string(), why: why.to_string() }
+        ConfigError::Invalid {
+            key: key.to_string(),
+            value: self.get(key).to_string(),
+            why: why.to_string(),
+        }
     }
 }
 
@@ -249,7 +296,8 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
     let mut logical = String::new();
     for raw in text.lines() {
         let line = raw.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
             continue;
         }
         // An odd number of trailing backslashes continues the line.
@@ -260,7 +308,9 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
         }
         logical.push_str(line);
         let entry = std::mem::take(&mut logical);
-        let sep = entry.find(|c: char| c == '=' || c == ':' || c.is_whitespace()).unwrap_or(entry.len());
+        let sep = entry
+            .find(|c: char| c == '=' || c == ':' || c.is_whitespace())
+            .unwrap_or(entry.len());
         let key = entry[..sep].trim().to_string();
         let mut value = entry[sep..].trim_start();
         if let Some(rest) = value.strip_prefix(['=', ':']) {
@@ -299,7 +349,8 @@ mod tests {
         let dir = Path::new("/nonexistent");
         let shipped = Config::for_data_dir(dir, &[]).unwrap();
         assert!(shipped.auto_create[0]);
-        let opentsdb = Config::for_data_dir(dir, &[("tsd.core.auto_create_metrics", "false")]).unwrap();
+        let opentsdb =
+            Config::for_data_dir(dir, &[("tsd.core.auto_create_metrics", "false")]).unwrap();
         assert!(!opentsdb.auto_create[0]);
         assert_eq!(shipped.port, 4242);
         assert_eq!(shipped.rules.max_tags, 8);
@@ -310,7 +361,13 @@ mod tests {
     fn booleans_follow_opentsdb() {
         // spec: ingest §6: true iff `1`, `TRUE` or `YES`; enable_api must be exactly `true`.
         let dir = Path::new("/x");
-        for (v, expect) in [("1", true), ("yes", true), (" TRUE ", true), ("on", false), ("0", false)] {
+        for (v, expect) in [
+            ("1", true),
+            ("yes", true),
+            (" TRUE ", true),
+            ("on", false),
+            ("0", false),
+        ] {
             let c = Config::for_data_dir(dir, &[("tsd.storage.fix_duplicates", v)]).unwrap();
             assert_eq!(c.fix_duplicates, expect, "{v:?}");
         }
@@ -326,6 +383,11 @@ mod tests {
         assert!(Config::for_data_dir(dir, &[("tsd.storage.uid.width.tagv", "9")]).is_err());
         assert!(Config::for_data_dir(dir, &[("tsd.storage.salt.buckets", "0")]).is_err());
         assert!(Config::for_data_dir(dir, &[("tsd.network.port", "http")]).is_err());
-        assert_eq!(Config::for_data_dir(dir, &[("tsd.mode", "RO")]).unwrap().mode, Mode::ReadOnly);
+        assert_eq!(
+            Config::for_data_dir(dir, &[("tsd.mode", "RO")])
+                .unwrap()
+                .mode,
+            Mode::ReadOnly
+        );
     }
 }

@@ -17,7 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rtsd_protocol::http_json;
 use rtsd_protocol::json_put::{self, BodyPoint, PutDetail};
-use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
+use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags, UidKind};
 use tokio::net::TcpStream;
 
 use super::Tsd;
@@ -35,7 +35,10 @@ pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // OpenTSDB sends no Date header; idle keep-alive connections stay open as long as the client wants.
-    builder.keep_alive(true).auto_date_header(false).header_read_timeout(None);
+    builder
+        .keep_alive(true)
+        .auto_date_header(false)
+        .header_read_timeout(None);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
@@ -61,16 +64,27 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply { status, body: body.into(), content_type: JSON }
+        Reply {
+            status,
+            body: body.into(),
+            content_type: JSON,
+        }
     }
 
     pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply { status, body: body.into(), content_type: "text/plain; charset=UTF-8" }
+        Reply {
+            status,
+            body: body.into(),
+            content_type: "text/plain; charset=UTF-8",
+        }
     }
 
     /// OpenTSDB's error envelope (spec: ingest §3.7).
     pub fn error(status: StatusCode, message: &str, details: Option<&str>) -> Reply {
-        Reply::json(status, http_json::error_envelope(status.as_u16(), message, details))
+        Reply::json(
+            status,
+            http_json::error_envelope(status.as_u16(), message, details),
+        )
     }
 
     fn not_found() -> Reply {
@@ -81,7 +95,9 @@ impl Reply {
         Reply::error(
             StatusCode::METHOD_NOT_ALLOWED,
             "Method not allowed",
-            Some(&format!("The HTTP method [{method}] is not permitted for this endpoint")),
+            Some(&format!(
+                "The HTTP method [{method}] is not permitted for this endpoint"
+            )),
         )
     }
 }
@@ -101,7 +117,11 @@ impl ApiRequest {
 
     /// The last occurrence of a parameter (OpenTSDB's `getQueryStringParam`).
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.params
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -111,7 +131,9 @@ async fn handle(req: Request<Incoming>, tsd: &Tsd) -> Response<Full<Bytes>> {
     tsd.metrics.http_response(reply.status.as_u16());
     let mut response = Response::new(Full::new(reply.body));
     *response.status_mut() = reply.status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
     response
 }
 
@@ -120,12 +142,20 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
     let path = req.uri().path().to_string();
     let params = parse_query(req.uri().query().unwrap_or(""));
     // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
-    let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(|s| s.to_ascii_lowercase()).collect();
+    let segments: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
     let body = match read_body(req, tsd.config.max_body_bytes).await {
         Ok(body) => body,
         Err(reply) => return reply,
     };
-    let request = ApiRequest { method, params, body };
+    let request = ApiRequest {
+        method,
+        params,
+        body,
+    };
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let reply = match segs.as_slice() {
         ["metrics"] => Reply {
@@ -135,6 +165,7 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
         },
         ["api", rest @ ..] => api(rest, &request, tsd),
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
+        ["suggest"] if tsd.config.mode.reads() => suggest(&request, tsd),
         ["stats"] => Reply::text(StatusCode::OK, tsd.stats_text()),
         _ => Reply::not_found(),
     };
@@ -154,7 +185,10 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     }
     let mut segments = segments;
     if let Some(first) = segments.first() {
-        if let Some(version) = first.strip_prefix('v').filter(|v| v.starts_with(|c: char| c.is_ascii_digit())) {
+        if let Some(version) = first
+            .strip_prefix('v')
+            .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+        {
             match version.parse::<u32>() {
                 Ok(1) => segments = &segments[1..],
                 Ok(v) => {
@@ -164,21 +198,35 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
                         Some(&format!("API version [{v}] is greater than the max [1]")),
                     )
                 }
-                Err(_) => return Reply::error(StatusCode::BAD_REQUEST, "Invalid API version format supplied", None),
+                Err(_) => {
+                    return Reply::error(
+                        StatusCode::BAD_REQUEST,
+                        "Invalid API version format supplied",
+                        None,
+                    )
+                }
             }
         }
     }
     let writes = tsd.config.mode.writes();
     match segments.first().copied() {
         Some("put") if writes => put(req, tsd),
+        Some("suggest") if tsd.config.mode.reads() => suggest(req, tsd),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
-        Some("stats") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json())),
-        Some("config") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
+        Some("stats") if segments.len() == 1 => {
+            get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json()))
+        }
+        Some("config") if segments.len() == 1 => {
+            get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd)))
+        }
         Some("dropcaches") => {
             // GET or DELETE only; POST is refused despite the docs (spec: query §6.15).
             if req.method == Method::GET || req.method == Method::DELETE {
                 tsd.store.uids().drop_caches();
-                Reply::json(StatusCode::OK, r#"{"message":"Caches dropped","status":"200"}"#)
+                Reply::json(
+                    StatusCode::OK,
+                    r#"{"message":"Caches dropped","status":"200"}"#,
+                )
             } else {
                 Reply::method_not_allowed(&req.method)
             }
@@ -195,11 +243,81 @@ fn get_or_post(req: &ApiRequest, f: impl FnOnce() -> Reply) -> Reply {
     }
 }
 
+/// `/api/suggest` and `/suggest`: assigned names by prefix, from the in-memory name index (spec: query §6.4).
+fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
+    let (kind, q, max) = match req.method {
+        Method::GET => {
+            let Some(kind) = req.param("type") else {
+                return bad("Missing parameter <code>type</code>");
+            };
+            let max = match req.param("max") {
+                None => None,
+                Some(m) => match m.trim().parse::<i64>() {
+                    Ok(n) => Some(n),
+                    Err(_) => return bad("Unable to parse 'max' as a number"),
+                },
+            };
+            (
+                kind.to_string(),
+                req.param("q").unwrap_or("").to_string(),
+                max,
+            )
+        }
+        Method::POST => {
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Reply::error(
+                        StatusCode::BAD_REQUEST,
+                        "Unable to parse the given JSON",
+                        Some(&e.to_string()),
+                    )
+                }
+            };
+            // Values are read as strings; numbers are accepted too.
+            let text = |key: &str| match body.get(key) {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            };
+            let Some(kind) = text("type") else {
+                return bad("Missing 'type' parameter");
+            };
+            let max = match text("max") {
+                None => None,
+                Some(m) => match m.parse::<i64>() {
+                    Ok(n) => Some(n),
+                    Err(_) => return bad("Unable to parse 'max' as a number"),
+                },
+            };
+            (kind, text("q").unwrap_or_default(), max)
+        }
+        _ => return Reply::method_not_allowed(&req.method),
+    };
+    let kind = match kind.as_str() {
+        "metrics" => UidKind::Metric,
+        "tagk" => UidKind::TagKey,
+        "tagv" => UidKind::TagValue,
+        other => return bad(&format!("Invalid 'type' parameter:{other}")),
+    };
+    let max = match max {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+        _ => 25,
+    };
+    let names = tsd.store.uids().table(kind).suggest(&q, max);
+    Reply::json(StatusCode::OK, serde_json::Value::from(names).to_string())
+}
+
 /// `/api/config`: every effective property, sorted, passwords masked (spec: query §6.11).
 fn config_json(tsd: &Tsd) -> String {
     let mut map = serde_json::Map::new();
     for (k, v) in &tsd.config.properties {
-        let value = if k.to_ascii_uppercase().contains("PASS") { "********".to_string() } else { v.clone() };
+        let value = if k.to_ascii_uppercase().contains("PASS") {
+            "********".to_string()
+        } else {
+            v.clone()
+        };
         map.insert(k.clone(), serde_json::Value::String(value));
     }
     serde_json::Value::Object(map).to_string()
@@ -219,7 +337,11 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
         }
     };
     if points.is_empty() {
-        return Reply::error(StatusCode::BAD_REQUEST, "No datapoints found in content", None);
+        return Reply::error(
+            StatusCode::BAD_REQUEST,
+            "No datapoints found in content",
+            None,
+        );
     }
     let show_details = req.has("details");
     let show_summary = req.has("summary");
@@ -228,7 +350,13 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
         None => None,
         Some(v) => match v.parse::<i32>() {
             Ok(_) => Some(0),
-            Err(_) => return Reply::error(StatusCode::BAD_REQUEST, &format!("Invalid sync_timeout: {v}"), None),
+            Err(_) => {
+                return Reply::error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Invalid sync_timeout: {v}"),
+                    None,
+                )
+            }
         },
     };
 
@@ -247,7 +375,10 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
                 }
                 tracing::debug!(error = %message, "put point refused");
                 if show_details {
-                    errors.push(PutDetail { point: body_point, error: message });
+                    errors.push(PutDetail {
+                        point: body_point,
+                        error: message,
+                    });
                 }
             }
         }
@@ -258,7 +389,11 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
     if let Err(e) = store.commit(&mut batch, sync) {
         tracing::error!(error = %e, "put write failed");
         tsd.metrics.put_error(ErrorCategory::HbaseErrors);
-        return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("Storage exception: {e}"), None);
+        return Reply::error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("Storage exception: {e}"),
+            None,
+        );
     }
     tsd.metrics.point_added(Protocol::Http, success);
 
@@ -272,9 +407,20 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
         }
         return Reply::json(StatusCode::NO_CONTENT, Bytes::new());
     }
-    let status = if failed > 0 { StatusCode::BAD_REQUEST } else { StatusCode::OK };
-    let details = if show_details { Some(errors.as_slice()) } else { None };
-    Reply::json(status, json_put::summary_json(success, failed, timeouts, details))
+    let status = if failed > 0 {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    let details = if show_details {
+        Some(errors.as_slice())
+    } else {
+        None
+    };
+    Reply::json(
+        status,
+        json_put::summary_json(success, failed, timeouts, details),
+    )
 }
 
 /// Validates one `/api/put` element in OpenTSDB's order (spec: ingest §3.4) and adds it to the batch. The error
@@ -305,15 +451,28 @@ fn add_http_point(
         _ => return Err(illegal("Missing tags")),
     };
     let value = point::parse_value(value).map_err(|_| {
-        (Some(ErrorCategory::InvalidValues), "Unable to parse value to a number".to_string())
+        (
+            Some(ErrorCategory::InvalidValues),
+            "Unable to parse value to a number".to_string(),
+        )
     })?;
     let mut tags = Tags::new();
     for (k, v) in pairs {
-        point::insert_tag(&mut tags, Cow::Borrowed(k.as_str()), Cow::Borrowed(v.as_str()))
-            .map_err(|e| (Some(e.category()), e.http_detail()))?;
+        point::insert_tag(
+            &mut tags,
+            Cow::Borrowed(k.as_str()),
+            Cow::Borrowed(v.as_str()),
+        )
+        .map_err(|e| (Some(e.category()), e.http_detail()))?;
     }
-    let dp = DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags };
-    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
+    let dp = DataPoint {
+        metric: Cow::Borrowed(metric),
+        timestamp: p.timestamp,
+        value,
+        tags,
+    };
+    point::check_for_write(&dp, &tsd.config.rules)
+        .map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
     match tsd.store.add_point(batch, &dp) {
         Ok(()) => Ok(()),
         Err(AddError::Put(e)) => Err((Some(e.category()), e.http_detail())),
@@ -335,14 +494,20 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply>
     let raw = match collected {
         Ok(c) => c.to_bytes(),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 return Err(Reply::error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!("Request body exceeds the limit of {limit} bytes"),
                     Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
                 ));
             }
-            return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e.to_string())));
+            return Err(Reply::error(
+                StatusCode::BAD_REQUEST,
+                "Unable to read the request body",
+                Some(&e.to_string()),
+            ));
         }
     };
     if raw.is_empty() {
@@ -351,15 +516,19 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply>
     }
     let mut inflated = Vec::new();
     let result = match encoding.as_deref() {
-        Some("gzip") | Some("x-gzip") => {
-            flate2::read::MultiGzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
-        }
+        Some("gzip") | Some("x-gzip") => flate2::read::MultiGzDecoder::new(&raw[..])
+            .take(limit as u64 + 1)
+            .read_to_end(&mut inflated),
         Some("deflate") | Some("x-deflate") => {
             // HTTP's "deflate" is zlib-wrapped; some clients send raw deflate. Try zlib first.
-            let zlib = flate2::read::ZlibDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated);
+            let zlib = flate2::read::ZlibDecoder::new(&raw[..])
+                .take(limit as u64 + 1)
+                .read_to_end(&mut inflated);
             if zlib.is_err() {
                 inflated.clear();
-                flate2::read::DeflateDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
+                flate2::read::DeflateDecoder::new(&raw[..])
+                    .take(limit as u64 + 1)
+                    .read_to_end(&mut inflated)
             } else {
                 zlib
             }
@@ -373,7 +542,11 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply>
             Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
         )),
         Ok(_) => Ok(Bytes::from(inflated)),
-        Err(e) => Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to decompress the request body", Some(&e.to_string()))),
+        Err(e) => Err(Reply::error(
+            StatusCode::BAD_REQUEST,
+            "Unable to decompress the request body",
+            Some(&e.to_string()),
+        )),
     }
 }
 
@@ -397,7 +570,9 @@ fn percent_decode(s: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);

@@ -3,8 +3,9 @@
 //! Each kind keeps its max-id counter, forward map (name -> id) and reverse map (id -> name) in RocksDB, written
 //! together in one atomic batch, so a crash can never leave an id handed out twice or a name half-mapped. Hot
 //! names are answered from bounded in-memory caches and never touch RocksDB.
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use quick_cache::sync::Cache;
 use rocksdb::{WriteBatch, DB};
@@ -28,14 +29,20 @@ impl Uid {
         }
         let mut bytes = [0u8; 8];
         bytes[..b.len()].copy_from_slice(b);
-        Some(Uid { bytes, len: b.len() as u8 })
+        Some(Uid {
+            bytes,
+            len: b.len() as u8,
+        })
     }
 
     fn from_id(id: u64, width: usize) -> Uid {
         let be = id.to_be_bytes();
         let mut bytes = [0u8; 8];
         bytes[..width].copy_from_slice(&be[8 - width..]);
-        Uid { bytes, len: width as u8 }
+        Uid {
+            bytes,
+            len: width as u8,
+        }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -66,13 +73,20 @@ pub struct UidTable {
     max_id: AtomicU64,
     /// Serialises assignment (rare) so two connections naming a new metric at once get the same id.
     assign: Mutex<()>,
+    /// Every assigned name in byte order: `/api/suggest` answers from here, never from a disk scan.
+    names: RwLock<BTreeSet<String>>,
 }
 
 impl UidTable {
     fn open(db: &DB, kind: UidKind, width: usize, capacity: usize) -> Result<UidTable, StoreError> {
         let max_id = match cells::get(db, CF_UID_ID, kind.as_str().as_bytes(), &[0])? {
             Some(v) if v.len() == 8 => u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8])),
-            Some(v) => return Err(StoreError::Corrupt(format!("max-id row for {kind} holds {} bytes", v.len()))),
+            Some(v) => {
+                return Err(StoreError::Corrupt(format!(
+                    "max-id row for {kind} holds {} bytes",
+                    v.len()
+                )))
+            }
             None => 0,
         };
         Ok(UidTable {
@@ -82,6 +96,7 @@ impl UidTable {
             by_id: Cache::new(capacity),
             max_id: AtomicU64::new(max_id),
             assign: Mutex::new(()),
+            names: RwLock::new(load_names(db, kind)?),
         })
     }
 
@@ -104,7 +119,12 @@ impl UidTable {
     }
 
     fn lookup_stored(&self, db: &DB, name: &str) -> Result<Option<Uid>, StoreError> {
-        let stored = cells::get(db, CF_UID_ID, self.kind.as_str().as_bytes(), name.as_bytes())?;
+        let stored = cells::get(
+            db,
+            CF_UID_ID,
+            self.kind.as_str().as_bytes(),
+            name.as_bytes(),
+        )?;
         match stored {
             Some(bytes) => match Uid::from_slice(&bytes) {
                 Some(uid) if bytes.len() == self.width => Ok(Some(uid)),
@@ -120,7 +140,13 @@ impl UidTable {
     }
 
     /// The UID of `name`, assigning one when `create` allows it.
-    fn get_or_create(&self, db: &DB, metrics: &Metrics, name: &str, create: bool) -> Result<Uid, UidError> {
+    fn get_or_create(
+        &self,
+        db: &DB,
+        metrics: &Metrics,
+        name: &str,
+        create: bool,
+    ) -> Result<Uid, UidError> {
         if let Some(uid) = self.by_name.get(name) {
             metrics.uid_cache_hit(self.kind);
             return Ok(uid);
@@ -131,13 +157,19 @@ impl UidTable {
             return Ok(uid);
         }
         if !create {
-            return Err(UidError::NoSuchName { kind: self.kind, name: name.to_string() });
+            return Err(UidError::NoSuchName {
+                kind: self.kind,
+                name: name.to_string(),
+            });
         }
         self.assign(db, metrics, name)
     }
 
     fn assign(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
-        let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .assign
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         // Another connection may have assigned it while we waited for the lock.
         if let Some(uid) = self.lookup_stored(db, name)? {
             self.remember(name, uid);
@@ -146,17 +178,38 @@ impl UidTable {
         let id = self.max_id.load(Ordering::Acquire) + 1;
         if id > codec::max_uid(self.width) {
             metrics.uid_rejected(self.kind);
-            return Err(UidError::Exhausted { kind: self.kind, width: self.width });
+            return Err(UidError::Exhausted {
+                kind: self.kind,
+                width: self.width,
+            });
         }
         let uid = Uid::from_id(id, self.width);
         let kind = self.kind.as_str().as_bytes();
         // Counter, reverse map and forward map in one atomic write: all three or none survive a crash.
         let mut batch = WriteBatch::default();
         cells::put(db, &mut batch, CF_UID_ID, kind, &[0], &id.to_be_bytes())?;
-        cells::put(db, &mut batch, CF_UID_NAME, kind, uid.as_bytes(), name.as_bytes())?;
-        cells::put(db, &mut batch, CF_UID_ID, kind, name.as_bytes(), uid.as_bytes())?;
+        cells::put(
+            db,
+            &mut batch,
+            CF_UID_NAME,
+            kind,
+            uid.as_bytes(),
+            name.as_bytes(),
+        )?;
+        cells::put(
+            db,
+            &mut batch,
+            CF_UID_ID,
+            kind,
+            name.as_bytes(),
+            uid.as_bytes(),
+        )?;
         db.write(batch).map_err(StoreError::from)?;
         self.max_id.store(id, Ordering::Release);
+        self.names
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string());
         metrics.uid_assigned(self.kind);
         tracing::info!(kind = %self.kind, name, uid = %codec::uid_to_string(uid.as_bytes()), "assigned UID");
         self.remember(name, uid);
@@ -165,7 +218,9 @@ impl UidTable {
 
     /// The name of a UID, from cache or the reverse map.
     fn name_of(&self, db: &DB, uid: &[u8]) -> Result<Option<String>, StoreError> {
-        let Some(key) = Uid::from_slice(uid) else { return Ok(None) };
+        let Some(key) = Uid::from_slice(uid) else {
+            return Ok(None);
+        };
         if let Some(name) = self.by_id.get(&key) {
             return Ok(Some(name));
         }
@@ -175,6 +230,20 @@ impl UidTable {
         let name = String::from_utf8_lossy(&bytes).into_owned();
         self.by_id.insert(key, name.clone());
         Ok(Some(name))
+    }
+
+    /// Up to `max` assigned names starting with `prefix`, in byte order (OpenTSDB's `suggest`).
+    pub fn suggest(&self, prefix: &str, max: usize) -> Vec<String> {
+        let names = self.names.read().unwrap_or_else(|p| p.into_inner());
+        names
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|n| n.starts_with(prefix))
+            .take(max)
+            .cloned()
+            .collect()
     }
 
     fn remember(&self, name: &str, uid: Uid) {
@@ -188,6 +257,28 @@ impl UidTable {
     }
 }
 
+/// Reads every name of a kind from the forward map (`kind 0x00 name` keys; `kind 0x00 0x00` is the counter).
+fn load_names(db: &DB, kind: UidKind) -> Result<BTreeSet<String>, StoreError> {
+    let handle = db
+        .cf_handle(CF_UID_ID)
+        .expect("column family created at open");
+    let prefix = cells::key(kind.as_str().as_bytes(), &[]);
+    let mut names = BTreeSet::new();
+    let mut iter = db.raw_iterator_cf(handle);
+    iter.seek(&prefix);
+    while let Some(key) = iter.key() {
+        let Some(name) = key.strip_prefix(prefix.as_slice()) else {
+            break;
+        };
+        if name != [0] {
+            names.insert(String::from_utf8_lossy(name).into_owned());
+        }
+        iter.next();
+    }
+    iter.status()?;
+    Ok(names)
+}
+
 /// The three UID tables of one store.
 pub struct Uids {
     db: Arc<DB>,
@@ -196,13 +287,22 @@ pub struct Uids {
 }
 
 impl Uids {
-    pub(super) fn open(db: Arc<DB>, widths: [usize; 3], capacity: usize, metrics: Arc<Metrics>) -> Result<Uids, StoreError> {
+    pub(super) fn open(
+        db: Arc<DB>,
+        widths: [usize; 3],
+        capacity: usize,
+        metrics: Arc<Metrics>,
+    ) -> Result<Uids, StoreError> {
         let tables = [
             UidTable::open(&db, UidKind::Metric, widths[0], capacity)?,
             UidTable::open(&db, UidKind::TagKey, widths[1], capacity)?,
             UidTable::open(&db, UidKind::TagValue, widths[2], capacity)?,
         ];
-        Ok(Uids { db, tables, metrics })
+        Ok(Uids {
+            db,
+            tables,
+            metrics,
+        })
     }
 
     pub fn table(&self, kind: UidKind) -> &UidTable {
@@ -211,7 +311,8 @@ impl Uids {
 
     /// The UID of a name, assigned if `create`.
     pub fn get_or_create(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid, UidError> {
-        self.table(kind).get_or_create(&self.db, &self.metrics, name, create)
+        self.table(kind)
+            .get_or_create(&self.db, &self.metrics, name, create)
     }
 
     /// The UID of a name if it has one.
