@@ -117,3 +117,67 @@ fn new_names_are_suggested_at_once_and_after_a_restart() {
         r#"["a.b","a.c"]"#
     );
 }
+
+#[test]
+fn lookup_answers_from_the_series_index() {
+    // spec: query §8 V16 (S1/S2 of V14: sys.cpu.user host=web01 and host=web02), §6.5, §7.2
+    let d = Daemon::start();
+    write_lines(
+        &d,
+        "put sys.cpu.user 1356998400 1 host=web01\nput sys.cpu.user 1356998400 2 host=web02\n\
+         put sys.cpu.user 1357002000 3 host=web01\nput sys.cpu.nice 1356998400 1 host=web01 dc=lga\n",
+    );
+    let r = d.http("GET", "/api/search/lookup?m=sys.cpu.user%7Bhost=*%7D", &[], b"");
+    assert_eq!(r.status, 200);
+    let mut body = r.json();
+    assert!(body["time"].is_f64(), "time is a float: {body}");
+    body["time"] = serde_json::json!(0.0);
+    assert_eq!(
+        body,
+        serde_json::json!({"type":"LOOKUP","metric":"sys.cpu.user","tags":[{"key":"host","value":"*"}],"limit":25,
+            "startIndex":0,"totalResults":2,"time":0.0,"results":[
+            {"tsuid":"000001000001000001","metric":"sys.cpu.user","tags":{"host":"web01"}},
+            {"tsuid":"000001000001000002","metric":"sys.cpu.user","tags":{"host":"web02"}}]})
+    );
+    // Key order is Jackson's: type, metric, tags, limit, startIndex, totalResults, time, results.
+    assert!(r.text().starts_with(r#"{"type":"LOOKUP","metric":"sys.cpu.user","tags":[{"key":"host","value":"*"}],"limit":25,"startIndex":0,"totalResults":2,"time":"#));
+
+    // Grafana's tag_values(sys.cpu.nice, host, dc=lga) request, url.Values-encoded with lookupLimit 0.
+    let r = d.http("GET", "/api/search/lookup?limit=0&m=sys.cpu.nice%7Bhost%3D%2A%2Cdc%3Dlga%7D", &[], b"");
+    let body = r.json();
+    assert_eq!(body["results"], serde_json::json!([{"tsuid":"000002000001000001000002000003","metric":"sys.cpu.nice","tags":{"host":"web01","dc":"lga"}}]));
+    // Grafana's tag_names(metric): the metric alone.
+    let r = d.http("GET", "/api/search/lookup?limit=1000&m=sys.cpu.user", &[], b"");
+    assert_eq!(r.json()["totalResults"], 2);
+    // A literal value, a value for any key, limit, and the POST form.
+    let r = d.http("GET", "/api/search/lookup?m=sys.cpu.user%7Bhost=web02%7D", &[], b"");
+    assert_eq!(r.json()["results"][0]["tags"], serde_json::json!({"host":"web02"}));
+    let r = d.http("GET", "/api/search/lookup?m=%7B*=lga%7D", &[], b"");
+    assert_eq!(r.json()["results"][0]["metric"], "sys.cpu.nice");
+    let r = d.http("GET", "/api/search/lookup?m=sys.cpu.user&limit=1", &[], b"");
+    assert_eq!(r.json()["totalResults"], 1);
+    let r = d.post("/api/search/lookup", r#"{"metric":"sys.cpu.user","tags":[{"key":"host","value":"web01"}],"limit":100}"#);
+    assert_eq!(r.json()["results"], serde_json::json!([{"tsuid":"000001000001000001","metric":"sys.cpu.user","tags":{"host":"web01"}}]));
+}
+
+#[test]
+fn lookup_errors_are_opentsdbs() {
+    // spec: query §6.5
+    let d = Daemon::start();
+    write_lines(&d, "put m 1356998400 1 host=web01\n");
+    let r = d.http("GET", "/api/search/lookup", &[], b"");
+    assert_eq!((r.status, r.text()), (400, r#"{"error":{"code":400,"message":"Missing parameter <code>m</code>"}}"#.to_string()));
+    let r = d.http("GET", "/api/search/lookup?m=m&limit=x", &[], b"");
+    assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unable to convert 'limit' to a valid number"}}"#);
+    let r = d.http("GET", "/api/search/lookup?m=%7B%7D", &[], b"");
+    assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Missing metric and tags. Please supply at least one value."}}"#);
+    let r = d.http("GET", "/api/search/lookup?m=nosuch", &[], b"");
+    assert_eq!(
+        (r.status, r.text()),
+        (404, r#"{"error":{"code":404,"message":"Unable to resolve one or more UIDs","details":"No such name for 'metrics': 'nosuch'"}}"#.to_string())
+    );
+    let r = d.http("GET", "/api/search/lookup?m=m%7Bhost=web99%7D", &[], b"");
+    assert_eq!(r.json()["error"]["details"], "No such name for 'tagv': 'web99'");
+    let r = d.http("PUT", "/api/search/lookup?m=m", &[], b"");
+    assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unsupported method: PUT"}}"#);
+}

@@ -17,10 +17,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rtsd_protocol::http_json;
 use rtsd_protocol::json_put::{self, BodyPoint, PutDetail};
-use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags, UidKind};
+use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
-use super::Tsd;
+use super::{discovery, Tsd};
 use crate::metrics::Protocol;
 use crate::store::AddError;
 
@@ -87,11 +87,11 @@ impl Reply {
         )
     }
 
-    fn not_found() -> Reply {
+    pub fn not_found() -> Reply {
         Reply::error(StatusCode::NOT_FOUND, "Endpoint not found", None)
     }
 
-    fn method_not_allowed(method: &Method) -> Reply {
+    pub fn method_not_allowed(method: &Method) -> Reply {
         Reply::error(
             StatusCode::METHOD_NOT_ALLOWED,
             "Method not allowed",
@@ -165,7 +165,7 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
         },
         ["api", rest @ ..] => api(rest, &request, tsd),
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
-        ["suggest"] if tsd.config.mode.reads() => suggest(&request, tsd),
+        ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
         ["stats"] => Reply::text(StatusCode::OK, tsd.stats_text()),
         _ => Reply::not_found(),
     };
@@ -211,7 +211,8 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     let writes = tsd.config.mode.writes();
     match segments.first().copied() {
         Some("put") if writes => put(req, tsd),
-        Some("suggest") if tsd.config.mode.reads() => suggest(req, tsd),
+        Some("suggest") if tsd.config.mode.reads() => discovery::suggest(req, tsd),
+        Some("search") if tsd.config.mode.reads() && segments.get(1) == Some(&"lookup") => discovery::lookup(req, tsd),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
         Some("stats") if segments.len() == 1 => {
             get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json()))
@@ -222,7 +223,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some("dropcaches") => {
             // GET or DELETE only; POST is refused despite the docs (spec: query §6.15).
             if req.method == Method::GET || req.method == Method::DELETE {
-                tsd.store.uids().drop_caches();
+                tsd.store.drop_caches();
                 Reply::json(
                     StatusCode::OK,
                     r#"{"message":"Caches dropped","status":"200"}"#,
@@ -241,72 +242,6 @@ fn get_or_post(req: &ApiRequest, f: impl FnOnce() -> Reply) -> Reply {
     } else {
         Reply::method_not_allowed(&req.method)
     }
-}
-
-/// `/api/suggest` and `/suggest`: assigned names by prefix, from the in-memory name index (spec: query §6.4).
-fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
-    let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
-    let (kind, q, max) = match req.method {
-        Method::GET => {
-            let Some(kind) = req.param("type") else {
-                return bad("Missing parameter <code>type</code>");
-            };
-            let max = match req.param("max") {
-                None => None,
-                Some(m) => match m.trim().parse::<i64>() {
-                    Ok(n) => Some(n),
-                    Err(_) => return bad("Unable to parse 'max' as a number"),
-                },
-            };
-            (
-                kind.to_string(),
-                req.param("q").unwrap_or("").to_string(),
-                max,
-            )
-        }
-        Method::POST => {
-            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Reply::error(
-                        StatusCode::BAD_REQUEST,
-                        "Unable to parse the given JSON",
-                        Some(&e.to_string()),
-                    )
-                }
-            };
-            // Values are read as strings; numbers are accepted too.
-            let text = |key: &str| match body.get(key) {
-                Some(serde_json::Value::String(s)) => Some(s.clone()),
-                Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-                _ => None,
-            };
-            let Some(kind) = text("type") else {
-                return bad("Missing 'type' parameter");
-            };
-            let max = match text("max") {
-                None => None,
-                Some(m) => match m.parse::<i64>() {
-                    Ok(n) => Some(n),
-                    Err(_) => return bad("Unable to parse 'max' as a number"),
-                },
-            };
-            (kind, text("q").unwrap_or_default(), max)
-        }
-        _ => return Reply::method_not_allowed(&req.method),
-    };
-    let kind = match kind.as_str() {
-        "metrics" => UidKind::Metric,
-        "tagk" => UidKind::TagKey,
-        "tagv" => UidKind::TagValue,
-        other => return bad(&format!("Invalid 'type' parameter:{other}")),
-    };
-    let max = match max {
-        Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
-        _ => 25,
-    };
-    let names = tsd.store.uids().table(kind).suggest(&q, max);
-    Reply::json(StatusCode::OK, serde_json::Value::from(names).to_string())
 }
 
 /// `/api/config`: every effective property, sorted, passwords masked (spec: query §6.11).

@@ -131,7 +131,7 @@ impl Session<'_> {
             }
             Command::DropCaches => {
                 self.commit();
-                self.tsd.store.uids().drop_caches();
+                self.tsd.store.drop_caches();
                 self.reply("Caches dropped.\n");
             }
             Command::Exit => {

@@ -8,8 +8,10 @@
 //!   read-rewrite-delete storm (spec: ingest §7 item 3).
 //! * `tsdb-uid:id` and `tsdb-uid:name` hold the UID maps. A cell `(row, qualifier)` is the key
 //!   `qualifier 0x00 row`, so each kind's names are contiguous and sorted (see [`cells`]).
+//! * `rtsd:series` is rtsd's series index (see [`series`]): every series, its newest hour, tag postings.
 //! * `rtsd:meta` records the layout a data directory was created with, so a config that would misread it is
 //!   refused at start-up.
+pub mod series;
 pub mod uid;
 
 use std::path::Path;
@@ -30,7 +32,8 @@ pub const CF_DATA: &str = "tsdb:t";
 pub const CF_UID_ID: &str = "tsdb-uid:id";
 pub const CF_UID_NAME: &str = "tsdb-uid:name";
 pub const CF_META: &str = "rtsd:meta";
-const COLUMN_FAMILIES: [&str; 4] = [CF_DATA, CF_UID_ID, CF_UID_NAME, CF_META];
+pub use series::CF_SERIES;
+const COLUMN_FAMILIES: [&str; 5] = [CF_DATA, CF_UID_ID, CF_UID_NAME, CF_META, CF_SERIES];
 
 /// A storage failure: RocksDB refused, or bytes on disk make no sense.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +93,7 @@ pub struct Store {
     layout: Layout,
     auto_create: [bool; 3],
     uids: Uids,
+    series: series::SeriesIndex,
     metrics: Arc<Metrics>,
 }
 
@@ -98,6 +102,7 @@ pub struct PointBatch {
     batch: WriteBatch,
     points: u64,
     column: Vec<u8>,
+    tsuid: Vec<u8>,
 }
 
 impl PointBatch {
@@ -181,8 +186,14 @@ impl Store {
         table.set_bloom_filter(10.0, false);
         data_opts.set_block_based_table_factory(&table);
 
+        let mut series_opts = Options::default();
+        series_opts.set_merge_operator_associative("max-hour-v1", series::merge_max_hour);
         let cfs = COLUMN_FAMILIES.iter().map(|name| {
-            let opts = if *name == CF_DATA { data_opts.clone() } else { Options::default() };
+            let opts = match *name {
+                CF_DATA => data_opts.clone(),
+                CF_SERIES => series_opts.clone(),
+                _ => Options::default(),
+            };
             ColumnFamilyDescriptor::new(*name, opts)
         });
         let db = if read_only {
@@ -195,7 +206,8 @@ impl Store {
         let db = Arc::new(db);
         check_layout(&db, &layout, read_only)?;
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
-        Ok(Store { db, layout, auto_create, uids, metrics })
+        let series = series::SeriesIndex::new(cache_capacity);
+        Ok(Store { db, layout, auto_create, uids, series, metrics })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -206,8 +218,43 @@ impl Store {
         &self.uids
     }
 
+    /// Every series of a metric with its newest hour, in TSUID order (from the series index).
+    pub fn series_of_metric(&self, metric: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, StoreError> {
+        let mut out = Vec::new();
+        series::for_each_series_of_metric(&self.db, metric, |tsuid, hour| {
+            out.push((tsuid.to_vec(), hour));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every indexed series (TSUID, newest hour) of `metric`, or of every metric when `None`, in
+    /// TSUID order, until `f` returns false.
+    pub fn for_each_series(&self, metric: Option<&[u8]>, f: impl FnMut(&[u8], u32) -> bool) -> Result<(), StoreError> {
+        match metric {
+            Some(m) => series::for_each_series_of_metric(&self.db, m, f),
+            None => series::for_each_series(&self.db, f),
+        }
+    }
+
+    /// The series of a metric that carry one tag pair (from the postings).
+    pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        series::series_with_tag(&self.db, metric, tagk, tagv)
+    }
+
+    /// The newest hour with data of a series, if indexed.
+    pub fn last_hour(&self, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
+        series::last_hour(&self.db, tsuid)
+    }
+
+    /// Forgets cached UIDs and indexed-series memory (`dropcaches`).
+    pub fn drop_caches(&self) {
+        self.uids.drop_caches();
+        self.series.clear();
+    }
+
     pub fn new_batch(&self) -> PointBatch {
-        PointBatch { batch: WriteBatch::default(), points: 0, column: Vec::with_capacity(16) }
+        PointBatch { batch: WriteBatch::default(), points: 0, column: Vec::with_capacity(16), tsuid: Vec::with_capacity(32) }
     }
 
     /// Resolves a validated point's UIDs (assigning new ones as configured) and adds its cell to `batch`.
@@ -222,11 +269,18 @@ impl Store {
         }
         let pairs: smallvec::SmallVec<[(&[u8], &[u8]); 8]> =
             tags.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
-        let key = codec::row_key(&self.layout.salt, metric.as_bytes(), codec::base_time(point.timestamp), &pairs);
+        let hour = codec::base_time(point.timestamp);
+        let key = codec::row_key(&self.layout.salt, metric.as_bytes(), hour, &pairs);
         let qualifier = codec::build_qualifier(point.timestamp, point.value.flags());
         batch.column.clear();
         codec::push_column(&mut batch.column, &qualifier, &point.value.encode());
         batch.batch.merge_cf(self.cf(CF_DATA), &key, &batch.column);
+        // The TSUID is the row key without salt and base time.
+        let metric_end = self.layout.salt.width + self.layout.uid_widths[0];
+        batch.tsuid.clear();
+        batch.tsuid.extend_from_slice(&key[self.layout.salt.width..metric_end]);
+        batch.tsuid.extend_from_slice(&key[metric_end + 4..]);
+        self.series.note(&mut batch.batch, self.cf(CF_SERIES), &self.layout, &batch.tsuid, hour);
         batch.points += 1;
         Ok(())
     }
@@ -596,6 +650,30 @@ mod tests {
         assert_eq!(only_a.len(), 1);
         assert_eq!(only_a[0].points.len(), 3);
         assert_eq!(only_a[0].tsuid, [0, 0, 1, 0, 0, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn the_series_index_lists_series_their_last_hour_and_tag_postings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let p = |ts, host, dc, v| point("m", ts, Value::Int(v), &[("host", host), ("dc", dc)]);
+        write(&store, &[p(1356998400, "a", "x", 1), p(1357005600, "a", "x", 2), p(1356998400, "b", "x", 3)]);
+        write(&store, &[p(1357002000, "a", "x", 4)]); // a late point must not move the last hour back
+        drop(store);
+        let store = open(dir.path(), &[]);
+        write(&store, &[p(1356998400, "a", "x", 5)]); // after a restart, too
+        let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
+        let series = store.series_of_metric(metric.as_bytes()).unwrap();
+        // host=1 dc=2 (tagk), a=1 x=2 b=3 (tagv); pairs sorted by tagk UID.
+        assert_eq!(
+            series,
+            vec![(vec![0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 2], 1357005600), (vec![0, 0, 1, 0, 0, 1, 0, 0, 3, 0, 0, 2, 0, 0, 2], 1356998400)]
+        );
+        let with_x = store.series_with_tag(metric.as_bytes(), &[0, 0, 2], &[0, 0, 2]).unwrap();
+        assert_eq!(with_x.len(), 2);
+        let with_b = store.series_with_tag(metric.as_bytes(), &[0, 0, 1], &[0, 0, 3]).unwrap();
+        assert_eq!(with_b, vec![series[1].0.clone()]);
+        assert_eq!(store.last_hour(&series[0].0).unwrap(), Some(1357005600));
     }
 
     #[test]

@@ -1,0 +1,339 @@
+//! Discovery endpoints: `/api/suggest` from the in-memory name index and `/api/search/lookup` from the series
+//! index (spec: query §6.4, §6.5, §7.2). Neither ever scans data rows.
+use std::time::Instant;
+
+use hyper::{Method, StatusCode};
+use rtsd_protocol::codec;
+use rtsd_protocol::http_json::json_string;
+use rtsd_protocol::javafmt;
+use rtsd_protocol::point::UidKind;
+
+use super::http::{ApiRequest, Reply};
+use super::Tsd;
+use crate::store::uid::Uid;
+use crate::store::StoreError;
+
+/// `/api/suggest` and `/suggest`: assigned names by prefix, from the in-memory name index (spec: query §6.4).
+pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
+    let (kind, q, max) = match req.method {
+        Method::GET => {
+            let Some(kind) = req.param("type") else {
+                return bad("Missing parameter <code>type</code>");
+            };
+            let max = match req.param("max") {
+                None => None,
+                Some(m) => match m.trim().parse::<i64>() {
+                    Ok(n) => Some(n),
+                    Err(_) => return bad("Unable to parse 'max' as a number"),
+                },
+            };
+            (
+                kind.to_string(),
+                req.param("q").unwrap_or("").to_string(),
+                max,
+            )
+        }
+        Method::POST => {
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Reply::error(
+                        StatusCode::BAD_REQUEST,
+                        "Unable to parse the given JSON",
+                        Some(&e.to_string()),
+                    )
+                }
+            };
+            // Values are read as strings; numbers are accepted too.
+            let text = |key: &str| match body.get(key) {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            };
+            let Some(kind) = text("type") else {
+                return bad("Missing 'type' parameter");
+            };
+            let max = match text("max") {
+                None => None,
+                Some(m) => match m.parse::<i64>() {
+                    Ok(n) => Some(n),
+                    Err(_) => return bad("Unable to parse 'max' as a number"),
+                },
+            };
+            (kind, text("q").unwrap_or_default(), max)
+        }
+        _ => return Reply::method_not_allowed(&req.method),
+    };
+    let kind = match kind.as_str() {
+        "metrics" => UidKind::Metric,
+        "tagk" => UidKind::TagKey,
+        "tagv" => UidKind::TagValue,
+        other => return bad(&format!("Invalid 'type' parameter:{other}")),
+    };
+    let max = match max {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+        _ => 25,
+    };
+    let names = tsd.store.uids().table(kind).suggest(&q, max);
+    Reply::json(StatusCode::OK, serde_json::Value::from(names).to_string())
+}
+
+/// One `key=value` condition of a lookup; `None` stands for `*`.
+#[derive(Debug, Clone, PartialEq)]
+struct Condition {
+    key: Option<String>,
+    value: Option<String>,
+}
+
+/// `/api/search/lookup`: the series of a metric (or of all metrics) whose tags match, from the series index
+/// (spec: query §6.5). Within one key, conditions are OR'd; across keys, AND'd; a `*` value for a key overrides
+/// literal values for it.
+pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let started = Instant::now();
+    let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
+    let (metric, conditions, limit) = match req.method {
+        Method::GET => {
+            let Some(m) = req.param("m") else { return bad("Missing parameter <code>m</code>") };
+            let limit = match req.param("limit") {
+                None => 25,
+                Some(l) => match l.trim().parse::<i64>() {
+                    Ok(n) => n,
+                    Err(_) => return bad("Unable to convert 'limit' to a valid number"),
+                },
+            };
+            match parse_lookup_m(m) {
+                Ok((metric, conditions)) => (metric, conditions, limit),
+                Err(e) => return bad(&e),
+            }
+        }
+        Method::POST => {
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e.to_string()))
+                }
+            };
+            let metric = body.get("metric").and_then(|m| m.as_str()).filter(|m| !m.is_empty()).map(str::to_string);
+            let star = |v: Option<&serde_json::Value>| match v.and_then(|v| v.as_str()) {
+                None | Some("*") | Some("") => None,
+                Some(s) => Some(s.to_string()),
+            };
+            let conditions = body
+                .get("tags")
+                .and_then(|t| t.as_array())
+                .map(|pairs| pairs.iter().map(|p| Condition { key: star(p.get("key")), value: star(p.get("value")) }).collect())
+                .unwrap_or_default();
+            let limit = body.get("limit").and_then(|l| l.as_i64()).unwrap_or(25);
+            (metric, conditions, limit)
+        }
+        _ => return bad(&format!("Unsupported method: {}", req.method)),
+    };
+    if metric.is_none() && conditions.is_empty() {
+        return bad("Missing metric and tags. Please supply at least one value.");
+    }
+    match run_lookup(tsd, metric.as_deref(), &conditions, limit) {
+        Ok(Ok(results)) => Reply::json(StatusCode::OK, lookup_json(metric.as_deref(), &conditions, limit, &results, started)),
+        Ok(Err(unresolved)) => Reply::error(StatusCode::NOT_FOUND, "Unable to resolve one or more UIDs", Some(&unresolved)),
+        Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+    }
+}
+
+/// `metric{k=v,...}` with either side of a pair possibly `*`; the metric may be empty.
+fn parse_lookup_m(m: &str) -> Result<(Option<String>, Vec<Condition>), String> {
+    let (metric, tags) = match m.find('{') {
+        Some(i) => {
+            let rest = &m[i + 1..];
+            let Some(inner) = rest.strip_suffix('}') else { return Err(format!("Missing '}}' at the end of: {m}")) };
+            (&m[..i], inner)
+        }
+        None => (m, ""),
+    };
+    let mut conditions = Vec::new();
+    for pair in tags.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').ok_or_else(|| format!("Invalid tag pair: {pair}"))?;
+        let star = |s: &str| if s == "*" || s.is_empty() { None } else { Some(s.to_string()) };
+        conditions.push(Condition { key: star(k), value: star(v) });
+    }
+    let metric = if metric.is_empty() || metric == "*" { None } else { Some(metric.to_string()) };
+    Ok((metric, conditions))
+}
+
+/// A resolved condition: UIDs, `None` for `*`.
+type UidCondition = (Option<Uid>, Option<Uid>);
+
+struct LookupResult {
+    tsuid: Vec<u8>,
+    metric: String,
+    tags: Vec<(String, String)>,
+}
+
+/// Ok(Err(text)) when a name does not resolve (a 404 with OpenTSDB's NoSuchUniqueName text).
+fn run_lookup(
+    tsd: &Tsd,
+    metric: Option<&str>,
+    conditions: &[Condition],
+    limit: i64,
+) -> Result<Result<Vec<LookupResult>, String>, StoreError> {
+    let uids = tsd.store.uids();
+    let resolve = |kind: UidKind, name: &str| -> Result<Result<Uid, String>, StoreError> {
+        Ok(uids.get(kind, name)?.ok_or_else(|| format!("No such name for '{kind}': '{name}'")))
+    };
+    let metric_uid = match metric {
+        Some(m) => match resolve(UidKind::Metric, m)? {
+            Ok(u) => Some(u),
+            Err(e) => return Ok(Err(e)),
+        },
+        None => None,
+    };
+    let mut resolved: Vec<UidCondition> = Vec::new();
+    for c in conditions {
+        let k = match &c.key {
+            Some(k) => match resolve(UidKind::TagKey, k)? {
+                Ok(u) => Some(u),
+                Err(e) => return Ok(Err(e)),
+            },
+            None => None,
+        };
+        let v = match &c.value {
+            Some(v) => match resolve(UidKind::TagValue, v)? {
+                Ok(u) => Some(u),
+                Err(e) => return Ok(Err(e)),
+            },
+            None => None,
+        };
+        resolved.push((k, v));
+    }
+    let layout = tsd.store.layout();
+    let (mw, kw, vw) = (layout.uid_widths[0], layout.uid_widths[1], layout.uid_widths[2]);
+    // Grafana sends limit=0 when its data source has no lookup limit set and still expects values: a limit
+    // that is not positive does not cap the answer.
+    let limit = if limit > 0 { usize::try_from(limit).unwrap_or(usize::MAX) } else { usize::MAX };
+    let mut matches: Vec<Vec<u8>> = Vec::new();
+    let mut visit = |tsuid: &[u8]| -> bool {
+        if tsuid.len() < mw || (tsuid.len() - mw) % (kw + vw) != 0 {
+            return true;
+        }
+        let pairs: Vec<(&[u8], &[u8])> = tsuid[mw..].chunks_exact(kw + vw).map(|c| c.split_at(kw)).collect();
+        if series_matches(&pairs, &resolved) {
+            matches.push(tsuid.to_vec());
+        }
+        matches.len() < limit
+    };
+    // With a metric and a fully literal pair, the postings name the only candidates.
+    let literal = resolved.iter().find_map(|(k, v)| Some((k.as_ref()?, v.as_ref()?)));
+    match (metric_uid, literal) {
+        (Some(m), Some((k, v))) => {
+            for tsuid in tsd.store.series_with_tag(m.as_bytes(), k.as_bytes(), v.as_bytes())? {
+                if !visit(&tsuid) {
+                    break;
+                }
+            }
+        }
+        (m, _) => tsd.store.for_each_series(m.as_ref().map(|m| m.as_bytes()), |tsuid, _| visit(tsuid))?,
+    }
+    let mut results = Vec::with_capacity(matches.len());
+    for tsuid in matches {
+        let name = |kind: UidKind, uid: &[u8]| -> Result<String, StoreError> {
+            Ok(uids.name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid)))
+        };
+        let metric = name(UidKind::Metric, &tsuid[..mw])?;
+        let mut tags = Vec::new();
+        for c in tsuid[mw..].chunks_exact(kw + vw) {
+            tags.push((name(UidKind::TagKey, &c[..kw])?, name(UidKind::TagValue, &c[kw..])?));
+        }
+        results.push(LookupResult { tsuid, metric, tags });
+    }
+    Ok(Ok(results))
+}
+
+/// OR within a key, AND across keys; `*=v` matches any key with that value; a `k=*` makes every literal
+/// condition on `k` moot.
+fn series_matches(pairs: &[(&[u8], &[u8])], conditions: &[UidCondition]) -> bool {
+    let mut keys: Vec<Option<&Uid>> = Vec::new();
+    for (k, _) in conditions {
+        if !keys.contains(&k.as_ref()) {
+            keys.push(k.as_ref());
+        }
+    }
+    keys.iter().all(|key| {
+        let for_key: Vec<&UidCondition> = conditions.iter().filter(|(k, _)| k.as_ref() == *key).collect();
+        match key {
+            Some(k) => {
+                let Some((_, value)) = pairs.iter().find(|(pk, _)| *pk == k.as_bytes()) else { return false };
+                for_key.iter().any(|(_, v)| v.as_ref().is_none_or(|v| v.as_bytes() == *value))
+            }
+            // `*=v`: some tag of the series has one of these values (or any value at all).
+            None => for_key.iter().any(|(_, v)| match v {
+                Some(v) => pairs.iter().any(|(_, pv)| *pv == v.as_bytes()),
+                None => !pairs.is_empty(),
+            }),
+        }
+    })
+}
+
+fn lookup_json(
+    metric: Option<&str>,
+    conditions: &[Condition],
+    limit: i64,
+    results: &[LookupResult],
+    started: Instant,
+) -> String {
+    let mut out = String::from("{\"type\":\"LOOKUP\"");
+    if let Some(m) = metric {
+        out.push_str(",\"metric\":");
+        out.push_str(&json_string(m));
+    }
+    out.push_str(",\"tags\":[");
+    for (i, c) in conditions.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let star = |s: &Option<String>| json_string(s.as_deref().unwrap_or("*"));
+        out.push_str(&format!("{{\"key\":{},\"value\":{}}}", star(&c.key), star(&c.value)));
+    }
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    out.push_str(&format!(
+        "],\"limit\":{limit},\"startIndex\":0,\"totalResults\":{},\"time\":{},\"results\":[",
+        results.len(),
+        javafmt::double_to_string(elapsed)
+    ));
+    for (i, r) in results.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!(
+            "{{\"tsuid\":\"{}\",\"metric\":{},\"tags\":{{",
+            codec::uid_to_string(&r.tsuid),
+            json_string(&r.metric)
+        ));
+        let keys: Vec<&str> = r.tags.iter().map(|(k, _)| k.as_str()).collect();
+        for (n, i) in javafmt::hashmap_order(&keys).into_iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!("{}:{}", json_string(&r.tags[i].0), json_string(&r.tags[i].1)));
+        }
+        out.push_str("}}");
+    }
+    out.push_str("]}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_m_grammar() {
+        // spec: query §6.5: metric may be omitted, either side of a pair may be `*`
+        let c = |k: Option<&str>, v: Option<&str>| Condition { key: k.map(String::from), value: v.map(String::from) };
+        assert_eq!(parse_lookup_m("sys.cpu.user").unwrap(), (Some("sys.cpu.user".into()), vec![]));
+        assert_eq!(
+            parse_lookup_m("sys.cpu.user{host=*,dc=lga}").unwrap(),
+            (Some("sys.cpu.user".into()), vec![c(Some("host"), None), c(Some("dc"), Some("lga"))])
+        );
+        assert_eq!(parse_lookup_m("{*=web01}").unwrap(), (None, vec![c(None, Some("web01"))]));
+        assert!(parse_lookup_m("m{host=a").is_err());
+    }
+}
