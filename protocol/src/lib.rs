@@ -19,6 +19,7 @@
 //! }
 //! ```
 
+pub mod chukwa;
 pub mod codec;
 pub mod http_json;
 pub mod javafmt;
