@@ -1,0 +1,136 @@
+//! Points in and out of the engine, and how an output value is printed (spec: query §0.6, §1.6).
+//!
+//! A stored value is an integer or a floating-point number; which one it is decides whether an output point is
+//! computed (and printed) as a Java `long` or a `double` (§1.6 "Value typing"). Downsampled and rate values are
+//! always [`Value::Float`].
+
+use rtsd_protocol::javafmt;
+
+/// One value of a series: an integer or a float (4-byte floats are widened to `f64` exactly, as Java does with
+/// `Float.intBitsToFloat(..)` read back as a double).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+}
+
+impl Value {
+    /// The value as Java's `toDouble()` gives it (`(double) long` rounds to nearest, like `as f64`).
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Value::Int(v) => v as f64,
+            Value::Float(v) => v,
+        }
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, Value::Int(_))
+    }
+}
+
+impl From<rtsd_protocol::codec::Value> for Value {
+    fn from(v: rtsd_protocol::codec::Value) -> Value {
+        match v {
+            rtsd_protocol::codec::Value::Int(i) => Value::Int(i),
+            rtsd_protocol::codec::Value::Float(f) => Value::Float(f64::from(f)),
+            rtsd_protocol::codec::Value::Double(d) => Value::Float(d),
+        }
+    }
+}
+
+/// One point of a series: its time in Unix epoch milliseconds and its value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub ts: i64,
+    pub value: Value,
+}
+
+impl Point {
+    pub fn int(ts: i64, v: i64) -> Point {
+        Point { ts, value: Value::Int(v) }
+    }
+
+    pub fn float(ts: i64, v: f64) -> Point {
+        Point { ts, value: Value::Float(v) }
+    }
+}
+
+impl From<&rtsd_protocol::codec::RowPoint> for Point {
+    fn from(p: &rtsd_protocol::codec::RowPoint) -> Point {
+        Point { ts: p.timestamp_ms, value: p.value.into() }
+    }
+}
+
+/// The value of one output point, already typed the way §1.6 prints it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OutValue {
+    /// Computed on the integer path: a JSON integer (`"1356998400":40`).
+    Int(i64),
+    /// Computed on the double path, finite: Java's `Double.toString` (`55.0`, `9.349986906415408E11`).
+    Double(f64),
+    /// NaN with any fill policy but `null`: the JSON string `"NaN"`.
+    NaN,
+    /// NaN with fill policy `null`: JSON `null`.
+    Null,
+}
+
+impl OutValue {
+    /// The value as a double (NaN for [`OutValue::NaN`] and [`OutValue::Null`]); handy in tests and summaries.
+    pub fn to_f64(self) -> f64 {
+        match self {
+            OutValue::Int(v) => v as f64,
+            OutValue::Double(v) => v,
+            OutValue::NaN | OutValue::Null => f64::NAN,
+        }
+    }
+}
+
+/// One output point: time in ms (the serializer divides by 1000, truncating, unless `msResolution`) and value.
+pub type OutPoint = (i64, OutValue);
+
+/// Appends `v` as OpenTSDB writes it in JSON (spec: query §0.6): integers plain, doubles the Java way, NaN as the
+/// string `"NaN"` (quotes included) or `null` per the fill policy the pipeline already applied.
+pub fn write_value(out: &mut String, v: &OutValue) {
+    match *v {
+        OutValue::Int(i) => {
+            use std::fmt::Write;
+            let _ = write!(out, "{i}");
+        }
+        OutValue::Double(d) => out.push_str(&javafmt::double_to_string(d)),
+        OutValue::NaN => out.push_str("\"NaN\""),
+        OutValue::Null => out.push_str("null"),
+    }
+}
+
+/// [`write_value`] into a fresh string.
+pub fn format_value(v: &OutValue) -> String {
+    let mut s = String::new();
+    write_value(&mut s, v);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // spec: query §0.6 — integers plain, doubles Java-style, NaN quoted, null for fill `null`.
+    #[test]
+    fn formats_values_like_jackson() {
+        assert_eq!(format_value(&OutValue::Int(40)), "40");
+        assert_eq!(format_value(&OutValue::Int(-13)), "-13");
+        assert_eq!(format_value(&OutValue::Double(55.0)), "55.0");
+        assert_eq!(format_value(&OutValue::Double(0.03333333333333333)), "0.03333333333333333");
+        assert_eq!(format_value(&OutValue::Double(934998690641.5408)), "9.349986906415408E11");
+        assert_eq!(format_value(&OutValue::Double(-1.6666666666666667)), "-1.6666666666666667");
+        assert_eq!(format_value(&OutValue::NaN), "\"NaN\"");
+        assert_eq!(format_value(&OutValue::Null), "null");
+    }
+
+    #[test]
+    fn stored_values_convert() {
+        use rtsd_protocol::codec::Value as Stored;
+        assert_eq!(Value::from(Stored::Int(7)), Value::Int(7));
+        assert_eq!(Value::from(Stored::Float(0.1f32)), Value::Float(f64::from(0.1f32)));
+        assert_eq!(Value::from(Stored::Double(0.1)), Value::Float(0.1));
+    }
+}
