@@ -275,6 +275,17 @@ mod tests {
         assert_eq!(next.timestamp().as_millisecond() - mar10, 23 * 3_600_000);
     }
 
+    // The zone decides where sub-day buckets start: Kolkata (UTC+05:30) hours begin at :30 UTC.
+    #[test]
+    fn hours_in_a_half_hour_zone() {
+        let c = cal(1, "h", "Asia/Kolkata");
+        assert_eq!(prev(&c, T), T - 1_800_000);
+        assert_eq!(prev(&c, T + 1_800_000), T + 1_800_000);
+        assert_eq!(prev(&cal(1, "h", "UTC"), T + 1_800_000), T);
+        // A Kolkata calendar day starts at 18:30 UTC the day before.
+        assert_eq!(prev(&cal(1, "d", "Asia/Kolkata"), T), T - 19_800_000);
+    }
+
     #[test]
     fn out_of_range_is_none() {
         let c = cal(1, "d", "UTC");

@@ -626,6 +626,40 @@ mod tests {
         }
     }
 
+    // spec: query §3.4 — TestTsdbQueryDownsample's `run*LongSingleTSDownsampleWNulls`: two series with missing
+    // points, 30s buckets with fill; 100 buckets of data, then the fill value up to the end.
+    #[test]
+    fn fill_with_missing_data_like_2_4() {
+        let web01: Vec<Point> = (0..300).filter(|i| i % 3 != 0).map(|i| Point::int(T + 10 * S * i, i + 1)).collect();
+        let web02: Vec<Point> = (0..300)
+            .map(|k| (k, 300 - k))
+            .filter(|(_, v)| v % 2 != 0)
+            .map(|(k, v)| Point::int(T + 10 * S * k, v))
+            .collect();
+        let series = [web01, web02];
+        let cases: [(&str, &str, FillPolicy, fn(usize) -> f64); 3] = [
+            ("sum", "sum", FillPolicy::NaN, |k| if k % 2 == 0 { 304.0 + 6.0 * (k / 2) as f64 } else { 603.0 }),
+            ("sum", "avg", FillPolicy::NaN, |_| 301.5),
+            ("avg", "avg", FillPolicy::Zero, |_| 150.75),
+        ];
+        for (aggregator, function, fill, want) in cases {
+            let q = Query { downsample: ds(30_000, function, fill), ..query(TS, 1_357_041_600, aggregator) };
+            let out = run(&q, &series);
+            assert_eq!(out.len(), 1441, "{aggregator}/{function}");
+            for (k, &(ts, v)) in out.iter().enumerate() {
+                assert_eq!(ts, T + 30 * S * k as i64);
+                let want = if k < 100 {
+                    OutValue::Double(want(k))
+                } else if fill == FillPolicy::Zero {
+                    OutValue::Double(0.0)
+                } else {
+                    OutValue::NaN
+                };
+                assert_eq!(v, want, "{aggregator}/{function} bucket {k}");
+            }
+        }
+    }
+
     fn web01(values: &[i64]) -> Vec<Vec<Point>> {
         let pts: Vec<(i64, i64)> = values.iter().enumerate().map(|(i, &v)| (30 * (i as i64 + 1), v)).collect();
         vec![ints(&pts)]
@@ -798,6 +832,14 @@ mod tests {
         let cal = Calendar::new(1, CalendarUnit::Day, time_zone("America/Denver").unwrap());
         let dc = Downsampler::calendar(cal, agg("sum"), FillPolicy::None);
         assert_eq!(scan_window(1_356_937_200_000, 1_356_998_460_000, Some(&dc)), (1_356_912_000_000, T + 24 * h));
+        // TestTsdbQueryDownsample's scan bounds: fully aligned (1m), unaligned (15m), weirdly (1d).
+        let s = |secs: i64| secs * 1000;
+        let m1 = Downsampler::fixed(60_000, agg("sum"), FillPolicy::None);
+        assert_eq!(scan_window(s(1356998400), s(1357041600), Some(&m1)), (s(1356998400), s(1357045200)));
+        let now = 1427415547;
+        let m15 = Downsampler::fixed(900_000, agg("sum"), FillPolicy::None);
+        assert_eq!(scan_window(s(now - 43200), s(now), Some(&m15)), (s(1427371200), s(1427418000)));
+        assert_eq!(scan_window(s(now - 43200), s(now), Some(&d1)), (s(1427328000), s(1427500800)));
         // Near the epoch: never negative.
         assert_eq!(scan_window(0, 1000, None), (0, h));
         assert!(
