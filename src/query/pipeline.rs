@@ -637,7 +637,8 @@ mod tests {
             .map(|(k, v)| Point::int(T + 10 * S * k, v))
             .collect();
         let series = [web01, web02];
-        let cases: [(&str, &str, FillPolicy, fn(usize) -> f64); 3] = [
+        type Case = (&'static str, &'static str, FillPolicy, fn(usize) -> f64);
+        let cases: [Case; 3] = [
             ("sum", "sum", FillPolicy::NaN, |k| if k % 2 == 0 { 304.0 + 6.0 * (k / 2) as f64 } else { 603.0 }),
             ("sum", "avg", FillPolicy::NaN, |_| 301.5),
             ("avg", "avg", FillPolicy::Zero, |_| 150.75),
