@@ -26,4 +26,5 @@ pub mod javafmt;
 pub mod json_put;
 pub mod number;
 pub mod point;
+pub mod query;
 pub mod telnet;
