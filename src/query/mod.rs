@@ -27,5 +27,6 @@ pub use pipeline::{in_output_window, run_group, scan_window, GroupIter, Query, Q
 pub use rate::RateConfig;
 pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 
-// The response body; written by the daemon side (the engine's modules are declared above this line).
+// The daemon side: running a parsed request against the store, and the response body.
+pub mod exec;
 pub mod output;

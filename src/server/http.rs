@@ -20,7 +20,7 @@ use rtsd_protocol::json_put::{self, BodyPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
-use super::{discovery, Tsd};
+use super::{discovery, query, Tsd};
 use crate::metrics::Protocol;
 use crate::store::AddError;
 
@@ -166,6 +166,7 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
         ["api", rest @ ..] => api(rest, &request, tsd),
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
+        ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
         ["stats"] => Reply::text(StatusCode::OK, tsd.stats_text()),
         _ => Reply::not_found(),
     };
@@ -212,6 +213,19 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     match segments.first().copied() {
         Some("put") if writes => put(req, tsd),
         Some("suggest") if tsd.config.mode.reads() => discovery::suggest(req, tsd),
+        Some("query") if tsd.config.mode.reads() => match segments.get(1).copied() {
+            Some("last") => query::last(req, tsd),
+            Some("exp") | Some("gexp") => Reply::error(
+                StatusCode::NOT_IMPLEMENTED,
+                "Expression queries (/api/query/exp, /api/query/gexp) are not implemented in rtsd",
+                None,
+            ),
+            _ => query::query(req, tsd),
+        },
+        Some("aggregators") => get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json())),
+        Some("config") if segments.get(1) == Some(&"filters") => {
+            get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::config_filters_json()))
+        }
         Some("search") if tsd.config.mode.reads() && segments.get(1) == Some(&"lookup") => discovery::lookup(req, tsd),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
         Some("stats") if segments.len() == 1 => {

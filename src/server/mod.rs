@@ -6,6 +6,7 @@
 //! (port probes, potsdb's `check_host`).
 pub mod discovery;
 pub mod http;
+pub mod query;
 pub mod telnet;
 
 use std::net::SocketAddr;

@@ -1,0 +1,237 @@
+//! Runs a parsed `/api/query` against the store (spec: query §1.5): resolve names, read the scan window, select
+//! series by their filters, group, run the engine per group, build the response objects.
+use std::collections::{BTreeMap, HashMap};
+
+use rtsd_protocol::codec;
+use rtsd_protocol::point::UidKind;
+use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as RequestError, SubQuery, TsQuery};
+
+use super::output::{split_tags, GroupOutput};
+use super::{format_value, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, Point, Query, RateConfig};
+use crate::store::{Store, StoreError, StoredSeries};
+
+/// A query that cannot be answered, as OpenTSDB's status + message + details.
+pub type ExecError = RequestError;
+
+fn bad(message: String) -> ExecError {
+    RequestError { status: 400, details: Some(message.clone()), message }
+}
+
+fn internal(e: impl std::fmt::Display) -> ExecError {
+    RequestError { status: 500, message: e.to_string(), details: None }
+}
+
+impl From<StoreError> for ExecError {
+    fn from(e: StoreError) -> Self {
+        // Storage failures are OpenTSDB's 424 ("failed dependency").
+        RequestError { status: 424, message: e.to_string(), details: None }
+    }
+}
+
+/// Runs every sub-query in order and returns the result objects of all of them.
+pub fn execute(store: &Store, query: &TsQuery) -> Result<Vec<GroupOutput>, ExecError> {
+    let mut out = Vec::new();
+    for sub in &query.queries {
+        out.extend(execute_sub(store, query, sub)?);
+    }
+    Ok(out)
+}
+
+/// Caches UID -> name for one query: rows of a series repeat the same UIDs.
+struct Names<'a> {
+    store: &'a Store,
+    cache: HashMap<(UidKind, Vec<u8>), String>,
+}
+
+impl Names<'_> {
+    fn name(&mut self, kind: UidKind, uid: &[u8]) -> Result<String, StoreError> {
+        if let Some(n) = self.cache.get(&(kind, uid.to_vec())) {
+            return Ok(n.clone());
+        }
+        let n = self.store.uids().name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid));
+        self.cache.insert((kind, uid.to_vec()), n.clone());
+        Ok(n)
+    }
+}
+
+fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<GroupOutput>, ExecError> {
+    let uids = store.uids();
+    let layout = store.layout();
+    let mw = layout.uid_widths[0];
+
+    // 1. Resolve the metric (or the TSUIDs' metric), the filtered tag keys and literal values.
+    let tsuid_filter: Option<Vec<Vec<u8>>> = match sub.tsuid_list() {
+        Some(list) => {
+            request::check_tsuids_share_metric(list, mw)?;
+            let parsed: Result<Vec<Vec<u8>>, _> = list.iter().map(|t| codec::string_to_uid(t, None)).collect();
+            Some(parsed.map_err(|e| bad(format!("Invalid TSUID: {e}")))?)
+        }
+        None => None,
+    };
+    let metric_uid: Vec<u8> = match (&tsuid_filter, &sub.metric) {
+        (Some(tsuids), _) => tsuids.first().and_then(|t| t.get(..mw)).map(<[u8]>::to_vec).unwrap_or_default(),
+        (None, Some(m)) => match uids.get(UidKind::Metric, m)? {
+            Some(uid) => uid.as_bytes().to_vec(),
+            None => return Err(bad(format!("No such name for 'metrics': '{m}'"))),
+        },
+        (None, None) => return Err(bad("Missing the metric or tsuids, provide at least one".into())),
+    };
+    let mut names = Names { store, cache: HashMap::new() };
+    let metric_name = names.name(UidKind::Metric, &metric_uid)?;
+
+    let filters = if tsuid_filter.is_some() { Vec::new() } else { sub.filters.clone() };
+    // (tagk UID, filter) for every filter; every filtered key must exist on a series (§5.2).
+    let mut keyed = Vec::with_capacity(filters.len());
+    for f in &filters {
+        let Some(k) = uids.get(UidKind::TagKey, &f.tagk)? else {
+            return Err(bad(format!("No such name for 'tagk': '{}'", f.tagk)));
+        };
+        if let Some(values) = f.literal_values() {
+            for v in values {
+                if uids.get(UidKind::TagValue, v)?.is_none() {
+                    return Err(bad(format!("No such name for 'tagv': '{v}'")));
+                }
+            }
+        }
+        keyed.push((k.as_bytes().to_vec(), f));
+    }
+    let mut filter_keys: Vec<Vec<u8>> = keyed.iter().map(|(k, _)| k.clone()).collect();
+    filter_keys.sort();
+    filter_keys.dedup();
+    let mut group_keys: Vec<Vec<u8>> = keyed.iter().filter(|(_, f)| f.group_by).map(|(k, _)| k.clone()).collect();
+    group_keys.sort();
+    group_keys.dedup();
+
+    // 2. The engine's view of the sub-query, and the window it needs read.
+    let engine = engine_query(query, sub)?;
+    let (scan_start, scan_end) = scan_window(query.start_ms, query.end_ms, engine.downsample.as_ref());
+
+    // 3. Select series.
+    let mut keep_error: Option<StoreError> = None;
+    let series = store.scan_series(&metric_uid, scan_start, scan_end, |tags| {
+        if let Some(tsuids) = &tsuid_filter {
+            let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
+            return Ok(tsuids.iter().any(|t| t.get(mw..) == Some(&series_tags[..])));
+        }
+        if sub.explicit_tags && (tags.len() != filter_keys.len() || !tags.iter().all(|(k, _)| filter_keys.iter().any(|f| f == k))) {
+            return Ok(false);
+        }
+        for (key, filter) in &keyed {
+            let value = match tags.iter().find(|(k, _)| *k == key.as_slice()) {
+                Some((_, v)) => match names.name(UidKind::TagValue, v) {
+                    Ok(n) => Some(n),
+                    Err(e) => {
+                        keep_error = Some(e);
+                        return Ok(false);
+                    }
+                },
+                None => None,
+            };
+            if !filter.matches_series(value.as_deref()) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    if let Some(e) = keep_error {
+        return Err(e.into());
+    }
+
+    // 4. Group by the values of the group-by keys (ordered by tag value UIDs); `none` keeps series apart.
+    let mut groups: BTreeMap<Vec<u8>, Vec<&StoredSeries>> = BTreeMap::new();
+    for s in &series {
+        let key = if engine.aggregator == Aggregator::None {
+            s.tsuid.clone()
+        } else {
+            let mut key = Vec::new();
+            for g in &group_keys {
+                match s.tags.iter().find(|(k, _)| k == g) {
+                    Some((_, v)) => key.extend_from_slice(v),
+                    None => continue,
+                }
+            }
+            key
+        };
+        groups.entry(key).or_default().push(s);
+    }
+
+    // 5-7. Run each group and build its result object.
+    let filter_tagk_uids: Vec<Vec<u8>> = filter_keys.clone();
+    let mut out = Vec::with_capacity(groups.len());
+    for members in groups.values() {
+        let points = members.iter().map(|s| s.points.iter().map(Point::from));
+        let mut dps = Vec::new();
+        for p in engine.run(points) {
+            let (ts, value) = p.map_err(internal)?;
+            dps.push((ts, format_value(&value)));
+        }
+        let mut tag_sets = Vec::with_capacity(members.len());
+        for s in members {
+            let mut set = Vec::with_capacity(s.tags.len());
+            for (k, v) in &s.tags {
+                set.push((k.clone(), names.name(UidKind::TagKey, k)?, names.name(UidKind::TagValue, v)?));
+            }
+            tag_sets.push(set);
+        }
+        let (tags, aggregate_tags) = split_tags(&tag_sets);
+        let tsuids = query.show_tsuids.then(|| {
+            let mut t: Vec<String> = members.iter().map(|s| codec::uid_to_string(&s.tsuid)).collect();
+            t.sort();
+            t
+        });
+        out.push(GroupOutput {
+            metric: metric_name.clone(),
+            tags,
+            aggregate_tags,
+            query: query.show_query.then(|| sub.to_query_json(&filter_tagk_uids)),
+            tsuids,
+            annotations: None,
+            global_annotations: None,
+            dps,
+        });
+    }
+    Ok(out)
+}
+
+/// Converts a parsed sub-query into the engine's [`Query`].
+fn engine_query(query: &TsQuery, sub: &SubQuery) -> Result<Query, ExecError> {
+    let aggregator = Aggregator::from_name(&sub.aggregator)
+        .ok_or_else(|| bad(format!("No such aggregation function: {}", sub.aggregator)))?;
+    let downsample = sub.downsampler.as_ref().map(downsampler).transpose()?;
+    let rate = sub.rate.then(|| {
+        let o = sub.effective_rate_options();
+        RateConfig { counter: o.counter, counter_max: o.counter_max, reset_value: o.reset_value, drop_resets: o.drop_resets }
+    });
+    Ok(Query { start_ms: query.start_ms, end_ms: query.end_ms, aggregator, downsample, rate })
+}
+
+fn downsampler(spec: &DownsampleSpec) -> Result<Downsampler, ExecError> {
+    let function = Aggregator::from_name(&spec.function)
+        .ok_or_else(|| bad(format!("No such downsampling function: {}", spec.function)))?;
+    // `scalar` is a member of OpenTSDB's enum but carries no value in a downsample spec; 2.4 fails when it runs.
+    let fill = FillPolicy::from_name(spec.fill.name())
+        .ok_or_else(|| bad(format!("Unrecognized fill policy: {}", spec.fill.name())))?;
+    if spec.run_all {
+        return Ok(Downsampler::all(function, fill));
+    }
+    if spec.calendar {
+        let step = spec.calendar_interval()?;
+        let unit = match step.unit {
+            request::CalendarUnit::Millisecond => CalendarUnit::Millisecond,
+            request::CalendarUnit::Second => CalendarUnit::Second,
+            request::CalendarUnit::Minute => CalendarUnit::Minute,
+            request::CalendarUnit::Hour => CalendarUnit::Hour,
+            request::CalendarUnit::Day => CalendarUnit::Day,
+            request::CalendarUnit::Week => CalendarUnit::Week,
+            request::CalendarUnit::Month => CalendarUnit::Month,
+            request::CalendarUnit::Year => CalendarUnit::Year,
+        };
+        let tz = match &spec.timezone {
+            Some(name) => request::resolve_timezone(name)
+                .map_err(|_| bad("The timezone specification could not be found".to_string()))?,
+            None => jiff::tz::TimeZone::UTC,
+        };
+        return Ok(Downsampler::calendar(Calendar::new(step.count, unit, tz), function, fill));
+    }
+    Ok(Downsampler::fixed(spec.interval_ms, function, fill))
+}

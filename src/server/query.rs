@@ -1,0 +1,158 @@
+//! `/api/query`, `/api/query/last`, `/api/aggregators` and `/api/config/filters` (spec: query §1, §2.1, §5.4,
+//! §6.1).
+use hyper::{Method, StatusCode};
+use rtsd_protocol::codec;
+use rtsd_protocol::point::UidKind;
+use rtsd_protocol::query::{self as request, QueryError};
+
+use super::http::{ApiRequest, Reply};
+use super::Tsd;
+use crate::query::exec;
+use crate::query::output::{render, DpsFormat};
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn error(e: &QueryError) -> Reply {
+    Reply::json(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), e.to_envelope())
+}
+
+/// `/api/query` (GET query string, POST JSON body).
+pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let parsed = match req.method {
+        Method::GET => request::parse_get(&req.params, now_ms()),
+        Method::POST => request::parse_post(&req.body, now_ms()).map(|mut q| {
+            // `arrays` is a query-string flag on POST too (Grafana's tsdbVersion 4).
+            q.arrays = req.has("arrays");
+            q
+        }),
+        Method::DELETE => {
+            return Reply::error(
+                StatusCode::BAD_REQUEST,
+                "Bad request",
+                Some("Deleting data is not enabled (tsd.http.query.allow_delete=false)"),
+            )
+        }
+        _ => return Reply::method_not_allowed(&req.method),
+    };
+    let q = match parsed {
+        Ok(q) => q,
+        Err(e) => return error(&e),
+    };
+    match exec::execute(&tsd.store, &q) {
+        Ok(groups) => {
+            Reply::json(StatusCode::OK, render(&groups, DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays }))
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// `/api/query/last`: the newest point of each addressed series, from the series index (spec: query §6.1).
+/// Unlike 2.4, `backScan` 0 needs no meta table: the index knows each series' newest hour.
+pub fn last(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let parsed = match req.method {
+        Method::GET => request::parse_last_get(&req.params),
+        Method::POST => request::parse_last_post(&req.body),
+        _ => return Reply::method_not_allowed(&req.method),
+    };
+    let q = match parsed {
+        Ok(q) => q,
+        Err(e) => return error(&e),
+    };
+    match last_points(tsd, &q) {
+        Ok(Ok(body)) => Reply::json(StatusCode::OK, body),
+        Ok(Err(message)) => Reply::error(StatusCode::BAD_REQUEST, &message, Some(&message)),
+        Err(e) => Reply::error(StatusCode::from_u16(424).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.to_string(), None),
+    }
+}
+
+fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, String>, crate::store::StoreError> {
+    let store = &tsd.store;
+    let uids = store.uids();
+    let layout = store.layout();
+    let (mw, kw, vw) = (layout.uid_widths[0], layout.uid_widths[1], layout.uid_widths[2]);
+    let mut tsuids: Vec<Vec<u8>> = Vec::new();
+    for sub in &q.queries {
+        if !sub.tsuids.is_empty() {
+            for t in &sub.tsuids {
+                match codec::string_to_uid(t, None) {
+                    Ok(t) => tsuids.push(t),
+                    Err(e) => return Ok(Err(format!("Invalid TSUID: {e}"))),
+                }
+            }
+            continue;
+        }
+        let Some(metric) = &sub.metric else { continue };
+        let Some(m) = uids.get(UidKind::Metric, metric)? else {
+            return Ok(Err(format!("No such name for 'metrics': '{metric}'")));
+        };
+        let mut wanted = Vec::new();
+        for (k, v) in &sub.tags {
+            let Some(ku) = uids.get(UidKind::TagKey, k)? else { return Ok(Err(format!("No such name for 'tagk': '{k}'"))) };
+            let Some(vu) = uids.get(UidKind::TagValue, v)? else { return Ok(Err(format!("No such name for 'tagv': '{v}'"))) };
+            wanted.push((ku, vu));
+        }
+        // The tags are matched as a subset of each series' tags (2.4's meta-table behaviour, the useful one).
+        store.for_each_series(Some(m.as_bytes()), |tsuid, _| {
+            let pairs: Vec<(&[u8], &[u8])> = tsuid[mw..].chunks_exact(kw + vw).map(|c| c.split_at(kw)).collect();
+            if wanted.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| *pk == k.as_bytes() && *pv == v.as_bytes())) {
+                tsuids.push(tsuid.to_vec());
+            }
+            true
+        })?;
+    }
+    let mut out = String::from("[");
+    let mut first = true;
+    for tsuid in tsuids {
+        let Some(hour) = store.last_hour(&tsuid)? else { continue };
+        let metric = &tsuid[..mw];
+        let mut newest = None;
+        let hour_ms = hour as i64 * 1000;
+        store.scan_series(metric, hour_ms, hour_ms + 3_600_000, |tags| {
+            let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
+            Ok(series_tags == tsuid[mw..])
+        })?
+        .into_iter()
+        .for_each(|s| newest = s.points.into_iter().max_by_key(|p| p.timestamp_ms));
+        let Some(p) = newest else { continue };
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push('{');
+        if q.resolve_names {
+            let name = |kind, uid: &[u8]| -> Result<String, crate::store::StoreError> {
+                Ok(uids.name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid)))
+            };
+            out.push_str(&format!("\"metric\":{},", rtsd_protocol::http_json::json_string(&name(UidKind::Metric, metric)?)));
+            out.push_str(&format!("\"timestamp\":{},\"value\":{},\"tags\":{{", p.timestamp_ms, last_value(&p.value)));
+            for (i, c) in tsuid[mw..].chunks_exact(kw + vw).enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&format!(
+                    "{}:{}",
+                    rtsd_protocol::http_json::json_string(&name(UidKind::TagKey, &c[..kw])?),
+                    rtsd_protocol::http_json::json_string(&name(UidKind::TagValue, &c[kw..])?)
+                ));
+            }
+            out.push_str("},");
+        } else {
+            out.push_str(&format!("\"timestamp\":{},\"value\":{},", p.timestamp_ms, last_value(&p.value)));
+        }
+        out.push_str(&format!("\"tsuid\":\"{}\"}}", codec::uid_to_string(&tsuid)));
+    }
+    out.push(']');
+    Ok(Ok(out))
+}
+
+/// A last point's value: always a JSON string, Java's `Long.toString` or `Double.toString`.
+fn last_value(v: &codec::Value) -> String {
+    let text = match v {
+        codec::Value::Int(i) => i.to_string(),
+        codec::Value::Float(f) => rtsd_protocol::javafmt::double_to_string(*f as f64),
+        codec::Value::Double(d) => rtsd_protocol::javafmt::double_to_string(*d),
+    };
+    rtsd_protocol::http_json::json_string(&text)
+}
