@@ -100,45 +100,9 @@ pub enum Aggregator {
     Percentile(PercentileLevel, Estimation),
 }
 
-/// The registered names in the byte-exact order 2.4 answers `/api/aggregators` with (Java 8+ `HashMap` order,
-/// spec: query §2.1).
-pub const AGGREGATOR_NAMES: [&str; 35] = [
-    "mult",
-    "p90",
-    "zimsum",
-    "mimmax",
-    "sum",
-    "p50",
-    "none",
-    "p95",
-    "ep99r7",
-    "pfsum",
-    "p75",
-    "p99",
-    "ep99r3",
-    "ep95r7",
-    "min",
-    "avg",
-    "ep75r7",
-    "dev",
-    "ep95r3",
-    "ep75r3",
-    "ep50r7",
-    "ep90r7",
-    "mimmin",
-    "p999",
-    "ep50r3",
-    "ep90r3",
-    "ep999r7",
-    "last",
-    "max",
-    "count",
-    "diff",
-    "median",
-    "squareSum",
-    "ep999r3",
-    "first",
-];
+/// The registered names in `/api/aggregators` order: the request parser's list, so there is one list (spec:
+/// query §2.1).
+pub const AGGREGATOR_NAMES: &[&str] = rtsd_protocol::query::AGGREGATORS;
 
 impl Aggregator {
     /// Looks up a registered name, case-sensitively (`Sum` is unknown; the multiply aggregator is `mult`).
@@ -487,7 +451,7 @@ mod tests {
     // spec: query §2.1 — 35 names, case-sensitive, `mult` not `multiply`.
     #[test]
     fn every_registered_name_round_trips() {
-        for name in AGGREGATOR_NAMES {
+        for &name in AGGREGATOR_NAMES {
             assert_eq!(agg(name).name(), name);
         }
         let mut sorted = AGGREGATOR_NAMES.to_vec();
@@ -560,7 +524,7 @@ mod tests {
             assert_eq!(agg(name).run_long(&v), want, "{name}");
         }
         // Single values.
-        for name in AGGREGATOR_NAMES {
+        for &name in AGGREGATOR_NAMES {
             let want = match name {
                 "dev" | "diff" => 0,
                 "count" => 1,
@@ -610,7 +574,7 @@ mod tests {
         assert!((dev - 250.875f64.sqrt()).abs() < 1e-12, "{dev}");
         // All NaN.
         let nans = [f64::NAN, f64::NAN];
-        for name in AGGREGATOR_NAMES {
+        for &name in AGGREGATOR_NAMES {
             let got = agg(name).run_double(&nans);
             if name == "count" {
                 assert_eq!(got, 0.0);
