@@ -163,7 +163,9 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
             body: tsd.metrics.encode().into(),
             content_type: "text/plain; version=0.0.4; charset=utf-8",
         },
-        ["api", rest @ ..] => api(rest, &request, tsd),
+        // API handlers do synchronous RocksDB work (writes, scans): let the runtime move other connections off
+        // this worker thread while they run.
+        ["api", rest @ ..] => tokio::task::block_in_place(|| api(rest, &request, tsd)),
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
