@@ -20,6 +20,7 @@
 //! ```
 
 pub mod chukwa;
+pub mod annotation;
 pub mod codec;
 pub mod http_json;
 pub mod javafmt;

@@ -2,6 +2,7 @@
 //! series by their filters, group, run the engine per group, build the response objects.
 use std::collections::{BTreeMap, HashMap};
 
+use rtsd_protocol::annotation;
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as RequestError, SubQuery, TsQuery};
@@ -157,6 +158,12 @@ fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<Gro
 
     // 5-7. Run each group and build its result object.
     let filter_tagk_uids: Vec<Vec<u8>> = filter_keys.clone();
+    let global_annotations = if query.global_annotations && !query.no_annotations {
+        let list = annotation::in_range(&store.global_annotations(query.start_ms, query.end_ms)?, query.start_ms, query.end_ms);
+        (!list.is_empty()).then(|| annotation::render_list(&list))
+    } else {
+        None
+    };
     let mut out = Vec::with_capacity(groups.len());
     for members in groups.values() {
         let points = members.iter().map(|s| s.points.iter().map(Point::from));
@@ -185,8 +192,13 @@ fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<Gro
             aggregate_tags,
             query: query.show_query.then(|| sub.to_query_json(&filter_tagk_uids)),
             tsuids,
-            annotations: None,
-            global_annotations: None,
+            // Present when any series of the group has annotations in the scanned rows, filtered to the query
+            // range (so possibly `[]`), as 2.4 does (spec: query §1.6).
+            annotations: (!query.no_annotations && members.iter().any(|s| !s.annotations.is_empty())).then(|| {
+                let stored: Vec<Vec<u8>> = members.iter().flat_map(|s| s.annotations.iter().cloned()).collect();
+                annotation::render_list(&annotation::in_range(&stored, query.start_ms, query.end_ms))
+            }),
+            global_annotations: global_annotations.clone(),
             dps,
         });
     }

@@ -20,7 +20,7 @@ use rtsd_protocol::json_put::{self, BodyPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
-use super::{discovery, query, Tsd};
+use super::{annotation, discovery, query, Tsd};
 use crate::metrics::Protocol;
 use crate::store::AddError;
 
@@ -224,6 +224,8 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
             ),
             _ => query::query(req, tsd),
         },
+        Some("annotation") if writes => annotation::annotation(req, tsd),
+        Some("annotations") => annotation::global_annotations(req, tsd),
         Some("aggregators") => get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json())),
         Some("config") if segments.get(1) == Some(&"filters") => {
             get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::config_filters_json()))

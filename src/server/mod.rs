@@ -4,6 +4,7 @@
 //! method) makes it HTTP, anything else the telnet-style line protocol. The byte is only peeked, so the chosen
 //! handler reads the stream from its start. A connection that closes before sending a byte is simply dropped
 //! (port probes, potsdb's `check_host`).
+pub mod annotation;
 pub mod discovery;
 pub mod http;
 pub mod query;

@@ -21,6 +21,7 @@ use std::time::Instant;
 use rocksdb::{
     BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, MergeOperands, Options, WriteBatch, WriteOptions, DB,
 };
+use rtsd_protocol::annotation;
 use rtsd_protocol::codec::{self, SaltConfig};
 use rtsd_protocol::point::{DataPoint, PutError, UidKind};
 
@@ -122,6 +123,8 @@ pub struct StoredSeries {
     pub tsuid: Vec<u8>,
     pub tags: Vec<(Vec<u8>, Vec<u8>)>,
     pub points: Vec<codec::RowPoint>,
+    /// JSON of the annotations stored in the series' rows of the scanned hours (deleted ones left out).
+    pub annotations: Vec<Vec<u8>>,
 }
 
 /// One stored row, decoded far enough to name its series.
@@ -376,6 +379,7 @@ impl Store {
                             tsuid,
                             tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
                             points: Vec::new(),
+                            annotations: Vec::new(),
                         });
                         Some(series.len() - 1)
                     } else {
@@ -390,12 +394,64 @@ impl Store {
                     StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key)))
                 })?;
                 series[i].points.extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
+                series[i].annotations.extend(annotation_values(row.value));
             }
             Ok(true)
         })?;
         // A series keeps one salt in every hour, so its rows come in time order even across salt buckets.
         series.sort_by(|a, b| a.tsuid.cmp(&b.tsuid));
         Ok(series)
+    }
+
+    /// The data row an annotation lives in: the series' row for its hour, or for a global annotation (no TSUID)
+    /// the row of the all-zero metric, never salted (spec: ingest §4.8).
+    pub fn annotation_row_key(&self, tsuid: Option<&[u8]>, start_time: i64) -> Vec<u8> {
+        let hour = codec::base_time(start_time);
+        match tsuid {
+            Some(t) => codec::row_key_from_tsuid(t, start_time, &self.layout.salt, self.layout.uid_widths[0]),
+            None => {
+                let mut key = vec![0u8; self.layout.salt.width + self.layout.uid_widths[0]];
+                key.extend_from_slice(&hour.to_be_bytes());
+                key
+            }
+        }
+    }
+
+    /// Stores (or, with `None`, deletes) the annotation column `qualifier` of row `key`, durably.
+    pub fn put_annotation(&self, key: &[u8], qualifier: &[u8], json: Option<&[u8]>) -> Result<(), StoreError> {
+        let mut column = Vec::new();
+        codec::push_column(&mut column, qualifier, json.unwrap_or_default());
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.merge_cf_opt(self.cf(CF_DATA), key, column, &opts)?;
+        Ok(())
+    }
+
+    /// The stored JSON of one annotation column, if present and not deleted.
+    pub fn get_annotation(&self, key: &[u8], qualifier: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(row) = self.db.get_cf(self.cf(CF_DATA), key)? else { return Ok(None) };
+        let found = codec::columns(&row)
+            .filter_map(Result::ok)
+            .filter(|c| c.qualifier == qualifier && !c.value.is_empty())
+            .last()
+            .map(|c| c.value.to_vec());
+        Ok(found)
+    }
+
+    /// Global annotations stored in the hours covering `[start_ms, end_ms]`, as JSON.
+    pub fn global_annotations(&self, start_ms: i64, end_ms: i64) -> Result<Vec<Vec<u8>>, StoreError> {
+        let last = codec::MAX_SECONDS * 1000 + 999;
+        let start_hour = codec::base_time(start_ms.clamp(0, last));
+        let end_hour = codec::base_time(end_ms.clamp(0, last));
+        let mut out = Vec::new();
+        let metric = vec![0u8; self.layout.uid_widths[0]];
+        self.for_each_row(&metric, start_hour, end_hour, |row| {
+            if row.tags.is_empty() {
+                out.extend(annotation_values(row.value));
+            }
+            Ok(true)
+        })?;
+        Ok(out)
     }
 
     /// Splits a row key into metric, base time and tag pairs; None for a key of the wrong shape.
@@ -428,6 +484,15 @@ impl Store {
         // The families are created at open, so the handle always exists.
         self.db.cf_handle(name).expect("column family created at open")
     }
+}
+
+/// The non-deleted annotation columns of a row (a deleted annotation is an empty value: merge operands can
+/// replace a column but not remove it).
+fn annotation_values(row: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    codec::columns(row)
+        .filter_map(Result::ok)
+        .filter(|c| annotation::is_annotation_qualifier(c.qualifier) && !c.value.is_empty())
+        .map(|c| c.value.to_vec())
 }
 
 /// The full merge of a data row. If the stored bytes can't be decoded, the columns are kept concatenated as they

@@ -1,0 +1,194 @@
+//! Annotations: notes attached to a series (or global) at a time, stored as odd-length columns in OpenTSDB's
+//! data rows (spec: ingest §4.8, query §6.9).
+use serde_json::{Map, Value as Json};
+
+use crate::codec::MAX_SECONDS;
+use crate::http_json::json_string;
+
+/// First byte of an annotation column's qualifier.
+pub const PREFIX: u8 = 0x01;
+
+/// One annotation, as `/api/annotation` reads and writes it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Annotation {
+    /// Upper-case hex TSUID; None for a global annotation.
+    pub tsuid: Option<String>,
+    pub description: Option<String>,
+    pub notes: Option<String>,
+    /// Free-form string map, in the order received.
+    pub custom: Option<Vec<(String, String)>>,
+    /// Seconds or milliseconds, as given.
+    pub start_time: i64,
+    pub end_time: i64,
+}
+
+impl Annotation {
+    /// The annotation's JSON as OpenTSDB writes it: `tsuid`, `description`, `notes`, `custom`, `endTime`,
+    /// `startTime`, null fields left out (spec: query §1.6, §6.9).
+    pub fn to_json(&self) -> String {
+        let mut out = String::from("{");
+        let mut field = |name: &str, value: String| {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&json_string(name));
+            out.push(':');
+            out.push_str(&value);
+        };
+        if let Some(t) = &self.tsuid {
+            field("tsuid", json_string(t));
+        }
+        if let Some(d) = &self.description {
+            field("description", json_string(d));
+        }
+        if let Some(n) = &self.notes {
+            field("notes", json_string(n));
+        }
+        if let Some(c) = &self.custom {
+            // OpenTSDB keeps `custom` in a Java HashMap: Jackson writes it in that map's order.
+            let keys: Vec<&str> = c.iter().map(|(k, _)| k.as_str()).collect();
+            let body: Vec<String> = crate::javafmt::hashmap_order(&keys)
+                .into_iter()
+                .map(|i| format!("{}:{}", json_string(&c[i].0), json_string(&c[i].1)))
+                .collect();
+            field("custom", format!("{{{}}}", body.join(",")));
+        }
+        field("endTime", self.end_time.to_string());
+        field("startTime", self.start_time.to_string());
+        out.push('}');
+        out
+    }
+
+    /// Reads the fields present in a JSON object; absent fields stay as they are in `self` (so a POST can merge
+    /// into a stored annotation). Numbers are accepted as numbers or numeric strings.
+    pub fn apply_json(&mut self, obj: &Map<String, Json>) -> Result<(), String> {
+        let text = |v: &Json| match v {
+            Json::String(s) => Ok(Some(s.clone())),
+            Json::Null => Ok(None),
+            Json::Number(n) => Ok(Some(n.to_string())),
+            Json::Bool(b) => Ok(Some(b.to_string())),
+            _ => Err("expected a string".to_string()),
+        };
+        let number = |v: &Json| match v {
+            Json::Number(n) => n.as_i64().ok_or_else(|| format!("not an integer: {n}")),
+            Json::String(s) => s.trim().parse::<i64>().map_err(|_| format!("not an integer: {s}")),
+            Json::Null => Ok(0),
+            other => Err(format!("not an integer: {other}")),
+        };
+        for (k, v) in obj {
+            match k.as_str() {
+                "tsuid" => self.tsuid = text(v)?.filter(|t| !t.is_empty()).map(|t| t.to_ascii_uppercase()),
+                "description" => self.description = text(v)?,
+                "notes" => self.notes = text(v)?,
+                "startTime" => self.start_time = number(v)?,
+                "endTime" => self.end_time = number(v)?,
+                "custom" => {
+                    self.custom = match v {
+                        Json::Null => None,
+                        Json::Object(m) => {
+                            let mut pairs = Vec::with_capacity(m.len());
+                            for (ck, cv) in m {
+                                pairs.push((ck.clone(), text(cv)?.unwrap_or_default()));
+                            }
+                            Some(pairs)
+                        }
+                        _ => return Err("custom must be an object of strings".to_string()),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses a stored or received annotation object.
+    pub fn from_json(bytes: &[u8]) -> Result<Annotation, String> {
+        let v: Json = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let Json::Object(obj) = v else { return Err("an annotation must be a JSON object".to_string()) };
+        let mut a = Annotation::default();
+        a.apply_json(&obj)?;
+        Ok(a)
+    }
+
+    /// The start time in milliseconds (seconds are scaled by their magnitude, as data point timestamps are).
+    pub fn start_ms(&self) -> i64 {
+        if self.start_time > MAX_SECONDS {
+            self.start_time
+        } else {
+            self.start_time * 1000
+        }
+    }
+}
+
+/// The column qualifier of an annotation starting at `start_time` (seconds or ms by magnitude): `01` + 2-byte
+/// seconds offset, or `01` + 4-byte ms offset, from the hour. OpenTSDB 2.4 divides any start divisible by 1000 by
+/// 1000 first, which misplaces second timestamps like 1328140000 (spec: ingest §4.8 quirk); rtsd decides by
+/// magnitude, as for data points, so every annotation lands at its real offset.
+pub fn qualifier(start_time: i64) -> Vec<u8> {
+    if start_time > MAX_SECONDS {
+        let offset = (start_time.rem_euclid(3_600_000)) as u32;
+        let mut q = vec![PREFIX];
+        q.extend_from_slice(&offset.to_be_bytes());
+        q
+    } else {
+        let offset = (start_time.rem_euclid(3600)) as u16;
+        let mut q = vec![PREFIX];
+        q.extend_from_slice(&offset.to_be_bytes());
+        q
+    }
+}
+
+/// Parses stored annotations (bad ones skipped) and keeps those starting in `[start_ms, end_ms]`, sorted by
+/// start time: what `/api/annotations` and the `annotations` of `/api/query` list.
+pub fn in_range(stored: &[Vec<u8>], start_ms: i64, end_ms: i64) -> Vec<Annotation> {
+    let mut list: Vec<Annotation> = stored
+        .iter()
+        .filter_map(|b| Annotation::from_json(b).ok())
+        .filter(|a| (start_ms..=end_ms).contains(&a.start_ms()))
+        .collect();
+    list.sort_by_key(Annotation::start_ms);
+    list
+}
+
+/// A JSON array of annotations.
+pub fn render_list(list: &[Annotation]) -> String {
+    let items: Vec<String> = list.iter().map(Annotation::to_json).collect();
+    format!("[{}]", items.join(","))
+}
+
+/// Whether a column qualifier is an annotation's.
+pub fn is_annotation_qualifier(q: &[u8]) -> bool {
+    q.first() == Some(&PREFIX) && (q.len() == 3 || q.len() == 5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualifiers_follow_the_stored_layout() {
+        // spec: ingest §4.8: annotation at 1292148123 -> 01 00 7B
+        assert_eq!(qualifier(1292148123), vec![0x01, 0x00, 0x7B]);
+        // A seconds timestamp divisible by 1000 keeps its real offset (rtsd does not replicate the quirk).
+        assert_eq!(qualifier(1328140000), vec![0x01, 0x0A, 0xF0]);
+        assert_eq!(qualifier(1356998400500), vec![0x01, 0x00, 0x00, 0x01, 0xF4]);
+        assert!(is_annotation_qualifier(&[0x01, 0x00, 0x7B]));
+        assert!(!is_annotation_qualifier(&[0x00, 0x00]));
+    }
+
+    #[test]
+    fn json_round_trips_in_opentsdb_field_order() {
+        // spec: query §1.6 example
+        let text = r#"{"tsuid":"000001000001000001","description":"Testing Annotations","notes":"These would be details about the event, the description is just a summary","custom":{"owner":"jdoe","dept":"ops"},"endTime":0,"startTime":1369141261}"#;
+        let a = Annotation::from_json(text.as_bytes()).unwrap();
+        let again: serde_json::Value = serde_json::from_str(&a.to_json()).unwrap();
+        assert_eq!(again, serde_json::from_str::<serde_json::Value>(text).unwrap());
+        assert!(a.to_json().starts_with(r#"{"tsuid":"000001000001000001","description":"Testing Annotations","notes":"#));
+        assert!(a.to_json().ends_with(r#"},"endTime":0,"startTime":1369141261}"#));
+        let global = Annotation { description: Some("deploy".into()), start_time: 1369141261, ..Annotation::default() };
+        assert_eq!(global.to_json(), r#"{"description":"deploy","endTime":0,"startTime":1369141261}"#);
+        assert_eq!(global.start_ms(), 1369141261000);
+        assert!(Annotation::from_json(b"[1]").is_err());
+        assert!(Annotation::from_json(br#"{"startTime":"soon"}"#).is_err());
+    }
+}
