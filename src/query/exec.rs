@@ -107,25 +107,20 @@ fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<Gro
     let engine = engine_query(query, sub)?;
     let (scan_start, scan_end) = scan_window(query.start_ms, query.end_ms, engine.downsample.as_ref());
 
-    // 3. Select series.
-    let mut keep_error: Option<StoreError> = None;
-    let series = store.scan_series(&metric_uid, scan_start, scan_end, |tags| {
+    // 3. Select series: every filtered key present, explicitTags, every filter matching.
+    let mut select = |tags: &[(&[u8], &[u8])]| -> Result<bool, StoreError> {
         if let Some(tsuids) = &tsuid_filter {
             let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
             return Ok(tsuids.iter().any(|t| t.get(mw..) == Some(&series_tags[..])));
         }
-        if sub.explicit_tags && (tags.len() != filter_keys.len() || !tags.iter().all(|(k, _)| filter_keys.iter().any(|f| f == k))) {
+        if sub.explicit_tags
+            && (tags.len() != filter_keys.len() || !tags.iter().all(|(k, _)| filter_keys.iter().any(|f| f == k)))
+        {
             return Ok(false);
         }
         for (key, filter) in &keyed {
             let value = match tags.iter().find(|(k, _)| *k == key.as_slice()) {
-                Some((_, v)) => match names.name(UidKind::TagValue, v) {
-                    Ok(n) => Some(n),
-                    Err(e) => {
-                        keep_error = Some(e);
-                        return Ok(false);
-                    }
-                },
+                Some((_, v)) => Some(names.name(UidKind::TagValue, v)?),
                 None => None,
             };
             if !filter.matches_series(value.as_deref()) {
@@ -133,10 +128,40 @@ fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<Gro
             }
         }
         Ok(true)
-    })?;
-    if let Some(e) = keep_error {
-        return Err(e.into());
+    };
+    // With a literal_or filter the index's postings name every candidate series: read only their rows
+    // instead of every row of the metric (spec: query §9, the million-series complaint).
+    let mut candidates: Option<Vec<Vec<u8>>> = None;
+    for (key, filter) in &keyed {
+        let Some(values) = filter.literal_values() else { continue };
+        let mut these = Vec::new();
+        for v in values {
+            if let Some(vu) = uids.get(UidKind::TagValue, v)? {
+                these.extend(store.series_with_tag(&metric_uid, key, vu.as_bytes())?);
+            }
+        }
+        candidates = Some(match candidates {
+            None => these,
+            Some(previous) => previous.into_iter().filter(|t| these.contains(t)).collect(),
+        });
     }
+    let series = match candidates {
+        Some(mut tsuids) if tsuid_filter.is_none() => {
+            tsuids.sort();
+            tsuids.dedup();
+            let pair = layout.uid_widths[1] + layout.uid_widths[2];
+            let mut selected = Vec::new();
+            for t in tsuids {
+                let pairs: Vec<(&[u8], &[u8])> =
+                    t[mw..].chunks_exact(pair).map(|c| c.split_at(layout.uid_widths[1])).collect();
+                if select(&pairs)? {
+                    selected.push(t.clone());
+                }
+            }
+            store.read_series(&selected, scan_start, scan_end)?
+        }
+        _ => store.scan_series(&metric_uid, scan_start, scan_end, select)?,
+    };
 
     // 4. Group by the values of the group-by keys (ordered by tag value UIDs); `none` keeps series apart.
     let mut groups: BTreeMap<Vec<u8>, Vec<&StoredSeries>> = BTreeMap::new();

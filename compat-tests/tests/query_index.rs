@@ -1,0 +1,45 @@
+//! Queries with literal tag filters read only their series' rows through the series index; the answers must be
+//! exactly those of a full scan of the metric (spec: query §1.5, §9).
+use rtsd_compat_tests::{barrier, Daemon};
+use std::io::Write;
+
+#[test]
+fn postings_and_scans_give_the_same_answers() {
+    let d = Daemon::start();
+    let mut lines = String::new();
+    // 30 hosts over three hours, two dcs, with a float and an int metric sharing tags.
+    for h in 0..30 {
+        for i in 0..20 {
+            let t = 1356998400 + i * 500;
+            lines.push_str(&format!("put q.int {t} {} host=h{h:02} dc=dc{}\n", h * 100 + i, h % 2));
+            lines.push_str(&format!("put q.float {t} {}.5 host=h{h:02} dc=dc{}\n", h + i, h % 2));
+        }
+    }
+    let mut t = d.telnet();
+    t.write_all(lines.as_bytes()).unwrap();
+    assert_eq!(barrier(&mut t), Vec::<String>::new());
+    let cases = [
+        // (literal filter form: postings, equivalent regexp form: full scan)
+        ("host=literal_or(h03|h07|h11)", "host=regexp(^h(03|07|11)$)"),
+        ("host=h05", "host=regexp(^h05$)"),
+        ("dc=literal_or(dc1),host=literal_or(h01|h02|h03)", "dc=regexp(^dc1$),host=regexp(^h0[123]$)"),
+    ];
+    for metric in ["q.int", "q.float"] {
+        for agg in ["sum", "avg:1h-max", "none", "max:rate"] {
+            for (literal, regexp) in cases {
+                for braces in [format!("{{{literal}}}"), format!("{{}}{{{literal}}}")] {
+                    let scan_braces = braces.replace(literal, regexp);
+                    let q = |b: &str| {
+                        let path = format!("/api/query?start=1356998400&end=1357008400&m={agg}:{metric}{b}");
+                        let r = d.http("GET", &path.replace('{', "%7B").replace('}', "%7D").replace('|', "%7C"), &[], b"");
+                        assert_eq!(r.status, 200, "{path}: {}", r.text());
+                        r.text()
+                    };
+                    let via_index = q(&braces);
+                    assert!(via_index.len() > 10 && via_index.contains("\"dps\":{\""), "{via_index}");
+                    assert_eq!(via_index, q(&scan_braces), "{agg}:{metric}{braces}");
+                }
+            }
+        }
+    }
+}
