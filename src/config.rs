@@ -35,6 +35,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     // rtsd ships it off and honours the property both ways.
     ("tsd.no_diediedie", "true"),
     ("tsd.rpc.telnet.return_errors", "true"),
+    ("tsd.query.limits.bytes.default", "0"),
+    ("tsd.query.limits.data_points.default", "0"),
+    ("tsd.query.timeout", "0"),
     ("tsd.stats.canonical", "false"),
     ("tsd.storage.fix_duplicates", "false"),
     ("tsd.storage.hbase.data_table", "tsdb"),
@@ -113,6 +116,16 @@ pub struct Config {
     pub stats_with_port: bool,
     pub uid_cache_capacity: usize,
     pub max_body_bytes: usize,
+    /// What one query may read before it is stopped (spec: query §1.4, §9 items 1-2).
+    pub query_limits: QueryLimits,
+}
+
+/// `tsd.query.timeout` (ms) and `tsd.query.limits.*`; 0 means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryLimits {
+    pub timeout_ms: u64,
+    pub max_data_points: u64,
+    pub max_bytes: u64,
 }
 
 /// Overrides from the command line; `None` leaves the property as the file says.
@@ -237,6 +250,11 @@ impl Config {
             stats_with_port: p.boolean("tsd.core.stats_with_port"),
             uid_cache_capacity,
             max_body_bytes: p.number("rtsd.http.max_body_bytes")?,
+            query_limits: QueryLimits {
+                timeout_ms: p.number("tsd.query.timeout")?,
+                max_data_points: p.number("tsd.query.limits.data_points.default")?,
+                max_bytes: p.number("tsd.query.limits.bytes.default")?,
+            },
             properties,
         })
     }

@@ -43,3 +43,45 @@ fn postings_and_scans_give_the_same_answers() {
         }
     }
 }
+
+#[test]
+fn query_limits_answer_413() {
+    // spec: query §1.4 (413 texts), §9 item 2
+    let d = Daemon::start_with(&[("tsd.query.limits.data_points.default", "10")]);
+    let mut lines = String::new();
+    for i in 0..20 {
+        lines.push_str(&format!("put lim {} {i} host=a\n", 1356998400 + i));
+    }
+    let mut t = d.telnet();
+    t.write_all(lines.as_bytes()).unwrap();
+    barrier(&mut t);
+    let r = d.http("GET", "/api/query?start=1356998400&end=1356998500&m=sum:lim", &[], b"");
+    assert_eq!(
+        (r.status, r.text()),
+        (413, r#"{"error":{"code":413,"message":"Sorry, you have attempted to fetch more than our limit of 10 data points. Please try filtering using more tags or decrease your time range."}}"#.to_string())
+    );
+    // overrideDataPointLimit lifts it (rtsd honours the override flag as 2.4's allow_override would).
+    let r = d.post(
+        "/api/query",
+        r#"{"start":1356998400,"end":1356998500,"overrideDataPointLimit":true,"queries":[{"aggregator":"sum","metric":"lim"}]}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // The byte limit counts stored row bytes; its message names the limit in whole MB as 2.4 does.
+    let d = Daemon::start_with(&[("tsd.query.limits.bytes.default", "2000")]);
+    let mut lines = String::new();
+    for i in 0..3600 {
+        lines.push_str(&format!("put big {} {} host=a\n", 1356998400 + i, i * 1_000_000_000i64));
+    }
+    let mut t = d.telnet();
+    t.write_all(lines.as_bytes()).unwrap();
+    assert_eq!(barrier(&mut t), Vec::<String>::new());
+    let r = d.http("GET", "/api/query?start=1356998400&end=1357002000&m=sum:big", &[], b"");
+    assert_eq!(
+        (r.status, r.text()),
+        (413, r#"{"error":{"code":413,"message":"Sorry, you have attempted to fetch more than our maximum amount of 0 MB from storage. Please try filtering using more tags or decrease your time range."}}"#.to_string())
+    );
+    let r = d.http("GET", "/api/query?start=1356998400&end=1356998410&m=sum:big", &[], b"");
+    assert_eq!(r.status, 413, "the whole hour row is read even for a short range");
+
+}

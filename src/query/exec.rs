@@ -9,7 +9,8 @@ use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as Reques
 
 use super::output::{split_tags, GroupOutput};
 use super::{format_value, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, Point, Query, RateConfig};
-use crate::store::{Store, StoreError, StoredSeries};
+use crate::config::QueryLimits;
+use crate::store::{BudgetExceeded, ReadBudget, Store, StoreError, StoredSeries};
 
 /// A query that cannot be answered, as OpenTSDB's status + message + details.
 pub type ExecError = RequestError;
@@ -24,16 +25,40 @@ fn internal(e: impl std::fmt::Display) -> ExecError {
 
 impl From<StoreError> for ExecError {
     fn from(e: StoreError) -> Self {
-        // Storage failures are OpenTSDB's 424 ("failed dependency").
-        RequestError { status: 424, message: e.to_string(), details: None }
+        let limit = |status, message: String| RequestError { status, message, details: None };
+        match e {
+            // OpenTSDB 2.4's 413 texts (spec: query §1.4); the byte limit is named in MB as 2.4 does.
+            StoreError::Budget(BudgetExceeded::Points(n)) => limit(
+                413,
+                format!("Sorry, you have attempted to fetch more than our limit of {n} data points. Please try filtering using more tags or decrease your time range."),
+            ),
+            StoreError::Budget(BudgetExceeded::Bytes(n)) => limit(
+                413,
+                format!("Sorry, you have attempted to fetch more than our maximum amount of {} MB from storage. Please try filtering using more tags or decrease your time range.", n / (1024 * 1024)),
+            ),
+            // 2.4 never enforces tsd.query.timeout; rtsd does, with the 408 2.4 uses for storage timeouts.
+            StoreError::Budget(BudgetExceeded::Deadline) => {
+                limit(408, "Query timed out: it ran longer than tsd.query.timeout allows".to_string())
+            }
+            // Storage failures are OpenTSDB's 424 ("failed dependency").
+            other => RequestError { status: 424, message: other.to_string(), details: None },
+        }
     }
 }
 
-/// Runs every sub-query in order and returns the result objects of all of them.
-pub fn execute(store: &Store, query: &TsQuery) -> Result<Vec<GroupOutput>, ExecError> {
+/// Runs every sub-query in order and returns the result objects of all of them. The limits apply to the whole
+/// query: its deadline starts now, and points and bytes read add up across sub-queries.
+pub fn execute(store: &Store, query: &TsQuery, limits: QueryLimits) -> Result<Vec<GroupOutput>, ExecError> {
+    let mut budget = ReadBudget {
+        deadline: (limits.timeout_ms > 0)
+            .then(|| std::time::Instant::now() + std::time::Duration::from_millis(limits.timeout_ms)),
+        max_points: if query.override_data_point_limit { 0 } else { limits.max_data_points },
+        max_bytes: if query.override_byte_limit { 0 } else { limits.max_bytes },
+        ..ReadBudget::default()
+    };
     let mut out = Vec::new();
     for sub in &query.queries {
-        out.extend(execute_sub(store, query, sub)?);
+        out.extend(execute_sub(store, query, sub, &mut budget)?);
     }
     Ok(out)
 }
@@ -55,7 +80,12 @@ impl Names<'_> {
     }
 }
 
-fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<GroupOutput>, ExecError> {
+fn execute_sub(
+    store: &Store,
+    query: &TsQuery,
+    sub: &SubQuery,
+    budget: &mut ReadBudget,
+) -> Result<Vec<GroupOutput>, ExecError> {
     let uids = store.uids();
     let layout = store.layout();
     let mw = layout.uid_widths[0];
@@ -158,9 +188,9 @@ fn execute_sub(store: &Store, query: &TsQuery, sub: &SubQuery) -> Result<Vec<Gro
                     selected.push(t.clone());
                 }
             }
-            store.read_series(&selected, scan_start, scan_end)?
+            store.read_series(&selected, scan_start, scan_end, budget)?
         }
-        _ => store.scan_series(&metric_uid, scan_start, scan_end, select)?,
+        _ => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
     };
 
     // 4. Group by the values of the group-by keys (ordered by tag value UIDs); `none` keeps series apart.

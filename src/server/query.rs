@@ -40,7 +40,7 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Ok(q) => q,
         Err(e) => return error(&e),
     };
-    match exec::execute(&tsd.store, &q) {
+    match exec::execute(&tsd.store, &q, tsd.config.query_limits) {
         Ok(groups) => {
             Reply::json(StatusCode::OK, render(&groups, DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays }))
         }
@@ -109,7 +109,7 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
         let metric = &tsuid[..mw];
         let mut newest = None;
         let hour_ms = hour as i64 * 1000;
-        store.scan_series(metric, hour_ms, hour_ms + 3_600_000, |tags| {
+        store.scan_series(metric, hour_ms, hour_ms + 3_600_000, &mut crate::store::ReadBudget::default(), |tags| {
             let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
             Ok(series_tags == tsuid[mw..])
         })?

@@ -45,6 +45,55 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{0}")]
     Layout(String),
+    /// The reader's [`ReadBudget`] ran out.
+    #[error("{0}")]
+    Budget(BudgetExceeded),
+}
+
+/// What a query may still read: a deadline and point/byte limits (0 = unlimited), checked row by row.
+#[derive(Debug, Clone, Default)]
+pub struct ReadBudget {
+    pub deadline: Option<Instant>,
+    pub max_points: u64,
+    pub max_bytes: u64,
+    pub points: u64,
+    pub bytes: u64,
+}
+
+/// Which limit a read ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetExceeded {
+    Deadline,
+    Points(u64),
+    Bytes(u64),
+}
+
+impl std::fmt::Display for BudgetExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetExceeded::Deadline => f.write_str("deadline exceeded"),
+            BudgetExceeded::Points(n) => write!(f, "more than {n} data points"),
+            BudgetExceeded::Bytes(n) => write!(f, "more than {n} bytes"),
+        }
+    }
+}
+
+impl ReadBudget {
+    /// Accounts for one row read; fails once a limit is passed.
+    fn charge(&mut self, points: usize, bytes: usize) -> Result<(), StoreError> {
+        self.points += points as u64;
+        self.bytes += bytes as u64;
+        if self.max_points > 0 && self.points > self.max_points {
+            return Err(StoreError::Budget(BudgetExceeded::Points(self.max_points)));
+        }
+        if self.max_bytes > 0 && self.bytes > self.max_bytes {
+            return Err(StoreError::Budget(BudgetExceeded::Bytes(self.max_bytes)));
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(StoreError::Budget(BudgetExceeded::Deadline));
+        }
+        Ok(())
+    }
 }
 
 /// Why one point could not be added to a batch.
@@ -355,6 +404,7 @@ impl Store {
         metric: &[u8],
         start_ms: i64,
         end_ms: i64,
+        budget: &mut ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<StoredSeries>, StoreError> {
         if end_ms <= start_ms {
@@ -393,6 +443,7 @@ impl Store {
                 let points = codec::row_points(row.base_time, row.value).map_err(|e| {
                     StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key)))
                 })?;
+                budget.charge(points.len(), row.value.len())?;
                 series[i].points.extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
                 series[i].annotations.extend(annotation_values(row.value));
             }
@@ -407,7 +458,13 @@ impl Store {
     /// fetching exactly their rows of each hour: what a query with literal tag filters reads instead of every
     /// row of the metric (the series come from the index's postings). A series none of whose rows exist in the
     /// window is left out, as a scan would leave it out.
-    pub fn read_series(&self, tsuids: &[Vec<u8>], start_ms: i64, end_ms: i64) -> Result<Vec<StoredSeries>, StoreError> {
+    pub fn read_series(
+        &self,
+        tsuids: &[Vec<u8>],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut ReadBudget,
+    ) -> Result<Vec<StoredSeries>, StoreError> {
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
         }
@@ -438,6 +495,7 @@ impl Store {
                 let base = codec::row_base_time(key, self.layout.salt.width, mw);
                 let points = codec::row_points(base, &value)
                     .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
+                budget.charge(points.len(), value.len())?;
                 series.points.extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
                 series.annotations.extend(annotation_values(&value));
             }
@@ -749,13 +807,13 @@ mod tests {
         write(&store, &[p(1356998400, "a", 1), p(1357002000, "a", 2), p(1356998410, "b", 3), p(1357005600, "a", 9)]);
         let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
         let a = store.uids().get(UidKind::TagValue, "a").unwrap().unwrap();
-        let all = store.scan_series(metric.as_bytes(), 1356998400_000, 1357005600_000, |_| Ok(true)).unwrap();
+        let all = store.scan_series(metric.as_bytes(), 1356998400_000, 1357005600_000, &mut ReadBudget::default(), |_| Ok(true)).unwrap();
         assert_eq!(all.len(), 2);
         let values = |s: &StoredSeries| s.points.iter().map(|p| (p.timestamp_ms, p.value)).collect::<Vec<_>>();
         assert_eq!(values(&all[0]), vec![(1356998400_000, Value::Int(1)), (1357002000_000, Value::Int(2))]);
         assert_eq!(values(&all[1]), vec![(1356998410_000, Value::Int(3))]);
         let only_a = store
-            .scan_series(metric.as_bytes(), 0, i64::MAX, |tags| Ok(tags.iter().any(|(_, v)| *v == a.as_bytes())))
+            .scan_series(metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |tags| Ok(tags.iter().any(|(_, v)| *v == a.as_bytes())))
             .unwrap();
         assert_eq!(only_a.len(), 1);
         assert_eq!(only_a[0].points.len(), 3);
@@ -784,6 +842,20 @@ mod tests {
         let with_b = store.series_with_tag(metric.as_bytes(), &[0, 0, 1], &[0, 0, 3]).unwrap();
         assert_eq!(with_b, vec![series[1].0.clone()]);
         assert_eq!(store.last_hour(&series[0].0).unwrap(), Some(1357005600));
+    }
+
+    #[test]
+    fn read_budgets_stop_at_their_limits() {
+        // spec: query §1.4, §10: limits and a deadline checked row by row (no clock races: the deadline is past).
+        let mut b = ReadBudget { max_points: 10, ..ReadBudget::default() };
+        assert!(b.charge(10, 100).is_ok());
+        assert!(matches!(b.charge(1, 1), Err(StoreError::Budget(BudgetExceeded::Points(10)))));
+        let mut b = ReadBudget { max_bytes: 100, ..ReadBudget::default() };
+        assert!(matches!(b.charge(1, 101), Err(StoreError::Budget(BudgetExceeded::Bytes(100)))));
+        let mut b = ReadBudget { deadline: Some(Instant::now() - std::time::Duration::from_secs(1)), ..ReadBudget::default() };
+        assert!(matches!(b.charge(0, 0), Err(StoreError::Budget(BudgetExceeded::Deadline))));
+        let mut unlimited = ReadBudget::default();
+        assert!(unlimited.charge(1 << 40, 1 << 40).is_ok());
     }
 
     #[test]
