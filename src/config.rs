@@ -35,7 +35,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     // rtsd ships it off and honours the property both ways.
     ("tsd.no_diediedie", "true"),
     ("tsd.rpc.telnet.return_errors", "true"),
+    ("tsd.query.limits.bytes.allow_override", "false"),
     ("tsd.query.limits.bytes.default", "0"),
+    ("tsd.query.limits.data_points.allow_override", "false"),
     ("tsd.query.limits.data_points.default", "0"),
     ("tsd.query.timeout", "0"),
     ("tsd.stats.canonical", "false"),
@@ -126,6 +128,9 @@ pub struct QueryLimits {
     pub timeout_ms: u64,
     pub max_data_points: u64,
     pub max_bytes: u64,
+    /// Whether a query's `overrideDataPointLimit` / `overrideByteLimit` may lift the limits.
+    pub allow_override_data_points: bool,
+    pub allow_override_bytes: bool,
 }
 
 /// Overrides from the command line; `None` leaves the property as the file says.
@@ -254,6 +259,8 @@ impl Config {
                 timeout_ms: p.number("tsd.query.timeout")?,
                 max_data_points: p.number("tsd.query.limits.data_points.default")?,
                 max_bytes: p.number("tsd.query.limits.bytes.default")?,
+                allow_override_data_points: p.boolean("tsd.query.limits.data_points.allow_override"),
+                allow_override_bytes: p.boolean("tsd.query.limits.bytes.allow_override"),
             },
             properties,
         })

@@ -47,7 +47,10 @@ fn postings_and_scans_give_the_same_answers() {
 #[test]
 fn query_limits_answer_413() {
     // spec: query §1.4 (413 texts), §9 item 2
-    let d = Daemon::start_with(&[("tsd.query.limits.data_points.default", "10")]);
+    let d = Daemon::start_with(&[
+        ("tsd.query.limits.data_points.default", "10"),
+        ("tsd.query.limits.data_points.allow_override", "true"),
+    ]);
     let mut lines = String::new();
     for i in 0..20 {
         lines.push_str(&format!("put lim {} {i} host=a\n", 1356998400 + i));
@@ -60,12 +63,22 @@ fn query_limits_answer_413() {
         (r.status, r.text()),
         (413, r#"{"error":{"code":413,"message":"Sorry, you have attempted to fetch more than our limit of 10 data points. Please try filtering using more tags or decrease your time range."}}"#.to_string())
     );
-    // overrideDataPointLimit lifts it (rtsd honours the override flag as 2.4's allow_override would).
+    // overrideDataPointLimit lifts it when tsd.query.limits.data_points.allow_override is on.
     let r = d.post(
         "/api/query",
         r#"{"start":1356998400,"end":1356998500,"overrideDataPointLimit":true,"queries":[{"aggregator":"sum","metric":"lim"}]}"#,
     );
     assert_eq!(r.status, 200, "{}", r.text());
+
+    let d = Daemon::start_with(&[("tsd.query.limits.data_points.default", "10")]);
+    let mut t = d.telnet();
+    t.write_all(lines.as_bytes()).unwrap();
+    barrier(&mut t);
+    let r = d.post(
+        "/api/query",
+        r#"{"start":1356998400,"end":1356998500,"overrideDataPointLimit":true,"queries":[{"aggregator":"sum","metric":"lim"}]}"#,
+    );
+    assert_eq!(r.status, 413, "no override without allow_override");
 
     // The byte limit counts stored row bytes; its message names the limit in whole MB as 2.4 does.
     let d = Daemon::start_with(&[("tsd.query.limits.bytes.default", "2000")]);

@@ -52,8 +52,12 @@ pub fn execute(store: &Store, query: &TsQuery, limits: QueryLimits) -> Result<Ve
     let mut budget = ReadBudget {
         deadline: (limits.timeout_ms > 0)
             .then(|| std::time::Instant::now() + std::time::Duration::from_millis(limits.timeout_ms)),
-        max_points: if query.override_data_point_limit { 0 } else { limits.max_data_points },
-        max_bytes: if query.override_byte_limit { 0 } else { limits.max_bytes },
+        max_points: if query.override_data_point_limit && limits.allow_override_data_points {
+            0
+        } else {
+            limits.max_data_points
+        },
+        max_bytes: if query.override_byte_limit && limits.allow_override_bytes { 0 } else { limits.max_bytes },
         ..ReadBudget::default()
     };
     let mut out = Vec::new();
