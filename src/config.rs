@@ -26,6 +26,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.core.socket.timeout", "0"),
     ("tsd.core.stats_with_port", "false"),
     ("tsd.core.tag.allow_specialchars", ""),
+    ("tsd.http.request.cors_domains", ""),
+    (
+        "tsd.http.request.cors_headers",
+        "Authorization, Content-Type, Accept, Origin, User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, If-Modified-Since",
+    ),
     ("tsd.http.request.max_chunk", "4096"),
     ("tsd.http.show_stack_trace", "true"),
     ("tsd.mode", "rw"),
@@ -118,6 +123,10 @@ pub struct Config {
     pub stats_with_port: bool,
     pub uid_cache_capacity: usize,
     pub max_body_bytes: usize,
+    /// `tsd.http.request.cors_domains`, lower-cased; empty = CORS off, `*` = any origin.
+    pub cors_domains: Vec<String>,
+    /// `tsd.http.request.cors_headers`, sent as `Access-Control-Allow-Headers`.
+    pub cors_headers: String,
     /// What one query may read before it is stopped (spec: query §1.4, §9 items 1-2).
     pub query_limits: QueryLimits,
 }
@@ -255,6 +264,13 @@ impl Config {
             stats_with_port: p.boolean("tsd.core.stats_with_port"),
             uid_cache_capacity,
             max_body_bytes: p.number("rtsd.http.max_body_bytes")?,
+            cors_domains: p
+                .get("tsd.http.request.cors_domains")
+                .split(',')
+                .map(|d| d.trim().to_ascii_lowercase())
+                .filter(|d| !d.is_empty())
+                .collect(),
+            cors_headers: p.get("tsd.http.request.cors_headers").to_string(),
             query_limits: QueryLimits {
                 timeout_ms: p.number("tsd.query.timeout")?,
                 max_data_points: p.number("tsd.query.limits.data_points.default")?,

@@ -125,22 +125,102 @@ impl ApiRequest {
     }
 }
 
+/// What CORS says about a request (spec: query §0.5).
+enum Cors {
+    /// `tsd.http.request.cors_domains` is empty: no headers, `OPTIONS` is refused.
+    Off,
+    /// No `Origin` header: nothing to do.
+    NoOrigin,
+    Allowed(String),
+    Denied(String),
+}
+
+fn cors(tsd: &Tsd, origin: Option<&str>) -> Cors {
+    let domains = &tsd.config.cors_domains;
+    match origin {
+        _ if domains.is_empty() => Cors::Off,
+        None => Cors::NoOrigin,
+        Some(o) if domains.iter().any(|d| d == "*" || *d == o.to_ascii_lowercase()) => Cors::Allowed(o.to_string()),
+        Some(o) => Cors::Denied(o.to_string()),
+    }
+}
+
 async fn handle(req: Request<Incoming>, tsd: &Tsd) -> Response<Full<Bytes>> {
     tsd.metrics.rpc("http");
-    let reply = route(req, tsd).await;
+    let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let gzip = req
+        .headers()
+        .get(hyper::header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().split(';').next() == Some("gzip")));
+    let cors = cors(tsd, origin.as_deref());
+    let reply = match (&cors, req.method() == Method::OPTIONS) {
+        (Cors::Off, true) => Reply::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed",
+            Some("The HTTP method [OPTIONS] is not permitted"),
+        ),
+        (Cors::Denied(o), _) => Reply::error(
+            StatusCode::OK,
+            "CORS domain not allowed",
+            Some(&format!("The domain [{o}] is not permitted access")),
+        ),
+        (_, true) => Reply::json(StatusCode::OK, Bytes::new()),
+        _ => route(req, tsd).await,
+    };
     tsd.metrics.http_response(reply.status.as_u16());
-    let mut response = Response::new(Full::new(reply.body));
+    // Compress as OpenTSDB's HttpContentCompressor does when the client allows it; tiny bodies aren't worth it.
+    let compress = gzip && reply.body.len() > 256;
+    let body = if compress { gzip_bytes(&reply.body) } else { None };
+    let mut response = Response::new(Full::new(body.clone().unwrap_or(reply.body)));
     *response.status_mut() = reply.status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    if body.is_some() {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    if let Cors::Allowed(o) = &cors {
+        if let Ok(v) = HeaderValue::from_str(o) {
+            headers.insert(hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        }
+        headers.insert(hyper::header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, PUT, DELETE"));
+        if let Ok(v) = HeaderValue::from_str(&tsd.config.cors_headers) {
+            headers.insert(hyper::header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+        }
+    }
     response
 }
 
+fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+    encoder.write_all(body).ok()?;
+    encoder.finish().ok().map(Bytes::from)
+}
+
 async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
-    let method = req.method().clone();
+    let mut method = req.method().clone();
     let path = req.uri().path().to_string();
     let params = parse_query(req.uri().query().unwrap_or(""));
+    // GET with method_override acts as the named method (spec: query §0.1).
+    if method == Method::GET {
+        if let Some((_, v)) = params.iter().rev().find(|(k, _)| k == "method_override") {
+            method = match v.to_ascii_lowercase().as_str() {
+                "get" => Method::GET,
+                "post" => Method::POST,
+                "put" => Method::PUT,
+                "delete" => Method::DELETE,
+                "" => return Reply::error(StatusCode::METHOD_NOT_ALLOWED, "Missing method override value", None),
+                _ => {
+                    return Reply::error(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "Unknown or unsupported method override value",
+                        None,
+                    )
+                }
+            };
+        }
+    }
     // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
     let segments: Vec<String> = path
         .split('/')
