@@ -11,6 +11,7 @@ use nom::IResult;
 use nom::Parser;
 use smallvec::SmallVec;
 
+use crate::codec::Value;
 use crate::number;
 use crate::point::{self, DataPoint, PutError, Rules, Tags};
 
@@ -163,6 +164,27 @@ pub fn parse_put<'a>(words: &[&'a [u8]], rules: &Rules) -> Result<DataPoint<'a>,
     Ok(point)
 }
 
+/// The timestamp and value of a `put` line whose metric and tag words are byte-for-byte those of a line that
+/// already passed [`parse_put`]: only the checks that depend on the timestamp and value can fail (spec: ingest
+/// §2.6 rows 1-5 and 8-10; rows 6-7 and 11-14 depend on the same words and passed before). Returns None when any
+/// check fails, so the caller runs [`parse_put`] for OpenTSDB's exact error.
+pub fn parse_put_known_series(words: &[&[u8]]) -> Option<(i64, Value)> {
+    if words.len() < 5 || words[1].is_empty() || words[3].is_empty() {
+        return None;
+    }
+    let timestamp = parse_timestamp(words[2]).ok()?;
+    if timestamp <= 0 || timestamp > crate::codec::MAX_MILLISECONDS {
+        return None;
+    }
+    let value = point::parse_value(&latin1(words[3])).ok()?;
+    let finite = match value {
+        Value::Float(f) => f.is_finite(),
+        Value::Double(d) => d.is_finite(),
+        Value::Int(_) => true,
+    };
+    finite.then_some((timestamp, value))
+}
+
 /// A telnet timestamp: every `.` is deleted before the integer is read, so `1365465600.250` is milliseconds
 /// and `1.2.3` is 123 seconds (spec: ingest §2.2, a quirk kept for compatibility).
 fn parse_timestamp(word: &[u8]) -> Result<i64, PutError> {
@@ -176,7 +198,6 @@ fn parse_timestamp(word: &[u8]) -> Result<i64, PutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Value;
 
     /// The reply OpenTSDB writes for a put line, or None for a silent success.
     fn reply(line: &str) -> Option<String> {
@@ -341,6 +362,22 @@ mod tests {
             "put: invalid value: Invalid character 'x' in x\n",
             "value parse precedes name validation"
         );
+    }
+
+    #[test]
+    fn the_known_series_shortcut_agrees_with_the_full_parse() {
+        // Whenever the shortcut answers, the full parser gives the same timestamp and value; whenever the full
+        // parser refuses a line, the shortcut does not answer.
+        let lines = [
+            "put m 1365465600 42 host=a", "put m 1365465600.250 4.5 host=a", "put m 0 1 host=a", "put m x 1 host=a",
+            "put m 1365465600 1e999 host=a", "put m 10000000000000 1 host=a", "put m 1365465600  host=a",
+            "put m 1365465600 NaN host=a", "put m 1365465600", "put  1 1 host=a", "put m 1365465600 -0.0 host=a",
+        ];
+        for line in lines {
+            let words = split_words(line.as_bytes());
+            let full = parse_put(&words, &Rules::default()).map(|p| (p.timestamp, p.value)).ok();
+            assert_eq!(parse_put_known_series(&words), full, "{line}");
+        }
     }
 
     #[test]
