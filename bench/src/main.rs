@@ -1,0 +1,171 @@
+//! `rtsd-bench`: rtsd against VictoriaMetrics on loopback, or the load generator against a discard sink.
+
+use rtsd_bench::runner::{self, Options, Scenario};
+use rtsd_bench::server::{self, Kind};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const HELP: &str = "\
+rtsd-bench: rtsd and VictoriaMetrics side by side (shared/spec/performance.md)
+
+USAGE:
+  rtsd-bench run  [OPTIONS]   start each server per measurement, ingest, measure, check; print the table and
+                               append it to bench/RESULTS.md
+  rtsd-bench sink [OPTIONS]   the load generator alone, into a local discard sink
+  rtsd-bench render a|b [--scale S]   print a data set's telnet lines (to look at them)
+
+OPTIONS:
+  --scale S          fraction of each data set's rounds (A: 100 rounds, B: 8640); default 1 (the spec's sizes)
+  --hosts N          hosts instead of 1000 (development only)
+  --runs N           runs per server, interleaved (default 3)
+  --conns K          connections (default 4)
+  --per-request N    points per /api/put request (default 1000)
+  --only LIST        comma-separated scenarios: a-telnet,a-http,b (default all)
+  --servers LIST     rtsd,vm (default both)
+  --rtsd PATH        the rtsd binary (default <workspace>/target/release/rtsd)
+  --vm PATH          the victoria-metrics binary (default: from PATH)
+  --scratch DIR      scratch directory (default $TMPDIR/rtsd-bench-<pid>; removed at the end)
+  --keep             keep the scratch directory
+  --results FILE     where to append (default <workspace>/bench/RESULTS.md)
+  --no-record        do not append to the results file
+  --note TEXT        a sentence to record with the results (e.g. what else ran on the machine)
+  --min-rate R       give a measurement up below R points/s (default 20000)
+  --q-repeats N      timed runs of q1 and q2 after one warm-up (default 5)
+  --probes N         visibility probes after one warm-up probe (default 5)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    match real_main(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rtsd-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(args: &[String]) -> Result<(), String> {
+    let root = runner::workspace_root();
+    let mut opts = Options {
+        scale: 1.0,
+        hosts: None,
+        runs: 3,
+        conns: 4,
+        per_request: 1000,
+        scenarios: vec![Scenario::ATelnet, Scenario::AHttp, Scenario::B],
+        servers: vec![Kind::Rtsd, Kind::Vm],
+        rtsd: root.join("target/release/rtsd"),
+        vm: server::which("victoria-metrics").unwrap_or_else(|| PathBuf::from("/usr/bin/victoria-metrics")),
+        scratch: runner::default_scratch(),
+        keep: false,
+        results: Some(root.join("bench/RESULTS.md")),
+        min_rate: 20_000.0,
+        q_repeats: 5,
+        probes: 5,
+        command: String::new(),
+        note: None,
+    };
+    let Some(cmd) = args.get(1) else {
+        print!("{HELP}");
+        return Ok(());
+    };
+    let mut render_set = None;
+    let mut i = 2;
+    let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", args[i]));
+    let num = |i: usize| -> Result<f64, String> {
+        let v = value(i)?;
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| format!("{}: bad number {v:?}", args[i]))
+    };
+    while i < args.len() {
+        let mut used = 2;
+        match args[i].as_str() {
+            "--scale" => opts.scale = num(i)?,
+            "--hosts" => opts.hosts = Some(num(i)? as u32),
+            "--runs" => opts.runs = num(i)? as usize,
+            "--conns" => opts.conns = num(i)? as usize,
+            "--per-request" => opts.per_request = num(i)? as usize,
+            "--min-rate" => opts.min_rate = num(i)?,
+            "--q-repeats" => opts.q_repeats = num(i)? as usize,
+            "--probes" => opts.probes = num(i)? as usize,
+            "--only" => {
+                opts.scenarios = value(i)?
+                    .split(',')
+                    .map(|s| Scenario::parse(s.trim()).ok_or_else(|| format!("unknown scenario {s:?}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--servers" => {
+                opts.servers = value(i)?
+                    .split(',')
+                    .map(|s| match s.trim() {
+                        "rtsd" => Ok(Kind::Rtsd),
+                        "vm" => Ok(Kind::Vm),
+                        o => Err(format!("unknown server {o:?}")),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--rtsd" => opts.rtsd = PathBuf::from(value(i)?),
+            "--vm" => opts.vm = PathBuf::from(value(i)?),
+            "--scratch" => opts.scratch = PathBuf::from(value(i)?),
+            "--results" => opts.results = Some(PathBuf::from(value(i)?)),
+            "--note" => opts.note = Some(value(i)?),
+            "--keep" => {
+                opts.keep = true;
+                used = 1
+            }
+            "--no-record" => {
+                opts.results = None;
+                used = 1
+            }
+            "-h" | "--help" => {
+                print!("{HELP}");
+                return Ok(());
+            }
+            "a" | "b" if cmd == "render" && render_set.is_none() => {
+                render_set = Some(args[i].clone());
+                used = 1
+            }
+            o => return Err(format!("unknown argument {o:?} (see --help)")),
+        }
+        i += used;
+    }
+    if opts.conns == 0 || opts.runs == 0 || opts.per_request == 0 {
+        return Err("--conns, --runs and --per-request must be at least 1".into());
+    }
+    opts.command =
+        std::iter::once("rtsd-bench").chain(args[1..].iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
+    match cmd.as_str() {
+        "run" => runner::run(&opts),
+        "sink" => runner::sink_only(&opts),
+        "render" => {
+            use std::io::Write;
+            let last = rtsd_bench::data::default_last_ts(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or(0),
+            );
+            let set = match render_set.as_deref() {
+                Some("a") => rtsd_bench::data::DataSet::a(opts.scale, opts.hosts, last),
+                Some("b") => rtsd_bench::data::DataSet::b(opts.scale, opts.hosts, last),
+                _ => return Err("render needs a or b".into()),
+            };
+            let mut out = std::io::stdout().lock();
+            for buf in set.render_telnet(1) {
+                // A closed pipe (`| head`) ends the output quietly.
+                if out.write_all(&buf).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        "-h" | "--help" | "help" => {
+            print!("{HELP}");
+            Ok(())
+        }
+        o => Err(format!("unknown command {o:?} (see --help)")),
+    }
+}

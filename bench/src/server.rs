@@ -1,0 +1,300 @@
+//! The servers under test, started on loopback with scratch data directories and stopped by a guard.
+//!
+//! rtsd speaks telnet, `/api/put`, `/api/query` and `/metrics` on one port. VictoriaMetrics takes telnet puts on
+//! `-opentsdbListenAddr`, `/api/put` on `-opentsdbHTTPListenAddr`, and queries and `/metrics` on
+//! `-httpListenAddr`.
+
+use crate::http;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Rtsd,
+    Vm,
+}
+
+impl Kind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Rtsd => "rtsd",
+            Kind::Vm => "VictoriaMetrics",
+        }
+    }
+    pub fn short(self) -> &'static str {
+        match self {
+            Kind::Rtsd => "rtsd",
+            Kind::Vm => "vm",
+        }
+    }
+}
+
+/// Which ingest protocol's counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Telnet,
+    Http,
+}
+
+/// A running server. Dropping it stops the process (SIGTERM, then SIGKILL after 10 s).
+pub struct Server {
+    pub kind: Kind,
+    child: Option<Child>,
+    pub pid: u32,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    /// Where telnet `put` lines go.
+    pub telnet: SocketAddr,
+    /// Where `POST /api/put` goes.
+    pub http_put: SocketAddr,
+    /// Where `/metrics` and queries go.
+    pub api: SocketAddr,
+}
+
+/// `n` distinct free loopback ports (all held until all are chosen).
+fn free_ports(n: usize) -> Result<Vec<SocketAddr>, String> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(|e| format!("binding a free port: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners.iter().map(|l| l.local_addr().map_err(|e| e.to_string())).collect()
+}
+
+/// Sends `signal` (a `kill` name such as `TERM`) to `pid`.
+fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+impl Server {
+    /// Starts `kind` from `bin` with a fresh data directory `dir/<kind>-data` and its log in `dir/<kind>.log`,
+    /// and waits (at most 60 s) until it answers.
+    pub fn start(kind: Kind, bin: &Path, dir: &Path) -> Result<Server, String> {
+        let data_dir = dir.join(format!("{}-data", kind.short()));
+        let log = dir.join(format!("{}.log", kind.short()));
+        if data_dir.exists() {
+            std::fs::remove_dir_all(&data_dir).map_err(|e| format!("clearing {}: {e}", data_dir.display()))?;
+        }
+        std::fs::create_dir_all(&data_dir).map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
+        let log_file = File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+        let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(bin);
+        let (telnet, http_put, api);
+        match kind {
+            Kind::Rtsd => {
+                let addr = free_ports(1)?[0];
+                (telnet, http_put, api) = (addr, addr, addr);
+                cmd.arg("serve")
+                    .arg("--data-dir")
+                    .arg(&data_dir)
+                    .arg("--port")
+                    .arg(addr.port().to_string())
+                    .arg("--bind")
+                    .arg("127.0.0.1");
+            }
+            Kind::Vm => {
+                let p = free_ports(3)?;
+                (api, telnet, http_put) = (p[0], p[1], p[2]);
+                cmd.arg("-storageDataPath")
+                    .arg(&data_dir)
+                    .arg(format!("-httpListenAddr={api}"))
+                    .arg(format!("-opentsdbListenAddr={telnet}"))
+                    .arg(format!("-opentsdbHTTPListenAddr={http_put}"));
+            }
+        }
+        cmd.stdin(Stdio::null()).stdout(log_file).stderr(log_err);
+        let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", bin.display()))?;
+        let pid = child.id();
+        let mut server = Server { kind, child: Some(child), pid, data_dir, log, telnet, http_put, api };
+        server.wait_ready(Duration::from_secs(60))?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!(
+                        "{} exited during start-up ({status}); log:\n{}",
+                        self.kind.label(),
+                        self.log_tail(20)
+                    ));
+                }
+            }
+            let metrics_ok = http::get(self.api, "/metrics", Duration::from_secs(2)).is_ok_and(|r| r.status == 200);
+            let ports_ok = [self.telnet, self.http_put]
+                .iter()
+                .all(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).is_ok());
+            if metrics_ok && ports_ok {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!("{} did not answer within {limit:?}; log:\n{}", self.kind.label(), self.log_tail(20)))
+    }
+
+    /// The last `n` lines of the server's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// `/metrics` as text.
+    pub fn metrics(&self) -> Result<String, String> {
+        let r = http::get(self.api, "/metrics", Duration::from_secs(10)).map_err(|e| format!("/metrics: {e}"))?;
+        if r.status != 200 {
+            return Err(format!("/metrics answered {}", r.status));
+        }
+        Ok(r.text())
+    }
+
+    /// The server's own count of stored points for `proto`.
+    pub fn stored(&self, proto: Proto) -> Result<u64, String> {
+        let series = match (self.kind, proto) {
+            (Kind::Rtsd, Proto::Telnet) => r#"rtsd_datapoints_added_total{protocol="telnet"}"#,
+            (Kind::Rtsd, Proto::Http) => r#"rtsd_datapoints_added_total{protocol="http"}"#,
+            (Kind::Vm, Proto::Telnet) => r#"vm_rows_inserted_total{type="opentsdb"}"#,
+            (Kind::Vm, Proto::Http) => r#"vm_rows_inserted_total{type="opentsdbhttp"}"#,
+        };
+        Ok(metric_value(&self.metrics()?, series).unwrap_or(0.0) as u64)
+    }
+
+    /// User + system CPU seconds the server has used so far (all threads).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / clock_ticks() as f64)
+    }
+
+    /// Peak resident set size so far (`VmHWM`, what `/usr/bin/time -v` reports as maximum RSS), in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// VictoriaMetrics: `/internal/force_flush`, then `/internal/force_merge` of each month prefix, then waits
+    /// (at most `limit`) until no forced merge is active. rtsd has no such endpoints: it flushes at shutdown.
+    pub fn flush_and_merge(&self, months: &[String], limit: Duration) -> Result<(), String> {
+        if self.kind != Kind::Vm {
+            return Ok(());
+        }
+        let t = Duration::from_secs(120);
+        let r = http::get(self.api, "/internal/force_flush", t).map_err(|e| format!("force_flush: {e}"))?;
+        if r.status != 200 {
+            return Err(format!("force_flush answered {}: {}", r.status, r.text()));
+        }
+        for m in months {
+            let r = http::get(self.api, &format!("/internal/force_merge?partition_prefix={m}"), t)
+                .map_err(|e| format!("force_merge: {e}"))?;
+            if r.status != 200 {
+                return Err(format!("force_merge answered {}: {}", r.status, r.text()));
+            }
+        }
+        let until = Instant::now() + limit;
+        std::thread::sleep(Duration::from_millis(200));
+        loop {
+            let active = metric_value(&self.metrics()?, "vm_active_force_merges").unwrap_or(0.0);
+            if active == 0.0 {
+                return Ok(());
+            }
+            if Instant::now() > until {
+                return Err(format!("force merge still running after {limit:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops the server with SIGTERM (both flush their data on it) and waits at most `limit`, then SIGKILL.
+    pub fn stop(&mut self, limit: Duration) -> Result<(), String> {
+        let Some(mut child) = self.child.take() else { return Ok(()) };
+        signal(self.pid, "TERM");
+        let until = Instant::now() + limit;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => return Err(format!("{} exited with {status}", self.kind.label())),
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("{} did not stop within {limit:?}; killed", self.kind.label()));
+                }
+            }
+        }
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.stop(Duration::from_secs(10));
+        }
+    }
+}
+
+/// The value of the sample line `series` (exact name and labels) in Prometheus text.
+pub fn metric_value(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.split_whitespace().next()?.parse().ok())
+}
+
+/// `getconf CLK_TCK` (100 on Linux almost everywhere).
+fn clock_ticks() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+            .unwrap_or(100)
+    })
+}
+
+/// `du -s -B1 dir`: bytes allocated on disk, and `du -s -b dir`: apparent bytes.
+pub fn du(dir: &Path) -> Result<(u64, u64), String> {
+    let run = |flag: &str| -> Result<u64, String> {
+        let out = Command::new("du").arg("-s").arg(flag).arg(dir).output().map_err(|e| format!("du: {e}"))?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("du {flag} {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr)))
+    };
+    Ok((run("-B1")?, run("-b")?))
+}
+
+/// Finds `name` on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_sample_lines() {
+        let text = "# HELP x\nvm_rows_inserted_total{type=\"opentsdb\"} 1234\nvm_rows_inserted_total{type=\"opentsdbhttp\"} 5\nrtsd_datapoints_added_total{protocol=\"telnet\"} 1.5e+06\n";
+        assert_eq!(metric_value(text, r#"vm_rows_inserted_total{type="opentsdb"}"#), Some(1234.0));
+        assert_eq!(metric_value(text, r#"vm_rows_inserted_total{type="opentsdbhttp"}"#), Some(5.0));
+        assert_eq!(metric_value(text, r#"rtsd_datapoints_added_total{protocol="telnet"}"#), Some(1.5e6));
+        assert_eq!(metric_value(text, r#"rtsd_datapoints_added_total{protocol="http"}"#), None);
+    }
+}
