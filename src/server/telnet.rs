@@ -4,6 +4,7 @@
 //! before the read ends and before any non-`put` command is answered. So when a client gets the reply to, say,
 //! `version`, every `put` it sent before is in the write-ahead log: a cheap durability barrier for clients that
 //! want one. Successful puts get no reply; errors get OpenTSDB's exact line and the connection stays open.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use tokio::net::TcpStream;
 
 use super::Tsd;
 use crate::metrics::Protocol;
-use crate::store::{AddError, PointBatch};
+use crate::store::{AddError, PointBatch, SeriesKey};
 
 /// What the connection should do after a chunk of lines.
 enum Next {
@@ -23,9 +24,30 @@ enum Next {
     Close,
 }
 
+/// The series this connection has written, resolved to UIDs: a collector sends the same few thousand series
+/// over and over, and a line of a known series needs neither name lookups nor tag validation again.
+struct SeriesCache {
+    map: HashMap<Vec<u8>, SeriesKey>,
+    key: Vec<u8>,
+    generation: u64,
+}
+
+/// Bounds a connection's cache; past it the cache starts over (a collector's series set is far smaller).
+const SERIES_CACHE_CAPACITY: usize = 200_000;
+
+/// The cache key of a put line: the metric and tag words, each length-prefixed so no two lines collide.
+fn series_cache_key(key: &mut Vec<u8>, words: &[&[u8]]) {
+    key.clear();
+    for w in std::iter::once(&words[1]).chain(&words[4..]) {
+        key.extend_from_slice(&(w.len() as u32).to_be_bytes());
+        key.extend_from_slice(w);
+    }
+}
+
 pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut out: Vec<u8> = Vec::new();
+    let mut cache = SeriesCache { map: HashMap::new(), key: Vec::new(), generation: tsd.store.cache_generation() };
     let idle = tsd.config.socket_timeout_secs;
     loop {
         let read = async {
@@ -56,7 +78,7 @@ pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
             }
         }
         // Parsing and the RocksDB write are short, synchronous work; keep them off the async scheduler's toes.
-        let (consumed, next) = tokio::task::block_in_place(|| handle_lines(&buf, &tsd, &mut out));
+        let (consumed, next) = tokio::task::block_in_place(|| handle_lines(&buf, &tsd, &mut out, &mut cache));
         let _ = buf.split_to(consumed);
         if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
@@ -79,8 +101,13 @@ pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
 }
 
 /// Handles every complete line in `buf`; returns the bytes consumed.
-fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>) -> (usize, Next) {
-    let mut session = Session { tsd, batch: tsd.store.new_batch(), out, puts: 0 };
+fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCache) -> (usize, Next) {
+    let generation = tsd.store.cache_generation();
+    if cache.generation != generation || cache.map.len() >= SERIES_CACHE_CAPACITY {
+        cache.map.clear();
+        cache.generation = generation;
+    }
+    let mut session = Session { tsd, batch: tsd.store.new_batch(), out, puts: 0, cache };
     let mut pos = 0;
     let mut lines = 0;
     let mut next = Next::Continue;
@@ -104,6 +131,7 @@ struct Session<'a> {
     out: &'a mut Vec<u8>,
     /// `put` lines seen, reported to the shared counters once per read.
     puts: u64,
+    cache: &'a mut SeriesCache,
 }
 
 impl Session<'_> {
@@ -157,6 +185,15 @@ impl Session<'_> {
     fn put(&mut self, words: &[&[u8]]) {
         let metrics = &self.tsd.metrics;
         self.puts += 1;
+        if words.len() >= 5 {
+            series_cache_key(&mut self.cache.key, words);
+            if let Some(series) = self.cache.map.get(&self.cache.key) {
+                if let Some((timestamp, value)) = telnet::parse_put_known_series(words) {
+                    self.tsd.store.add_to_series(&mut self.batch, series, timestamp, value);
+                    return;
+                }
+            }
+        }
         let point = match telnet::parse_put(words, &self.tsd.config.rules) {
             Ok(p) => p,
             Err(e) => {
@@ -165,8 +202,12 @@ impl Session<'_> {
                 return;
             }
         };
-        match self.tsd.store.add_point(&mut self.batch, &point) {
-            Ok(()) => {}
+        match self.tsd.store.series_key(&point) {
+            Ok(series) => {
+                self.tsd.store.add_to_series(&mut self.batch, &series, point.timestamp, point.value);
+                series_cache_key(&mut self.cache.key, words);
+                self.cache.map.insert(self.cache.key.clone(), series);
+            }
             Err(AddError::Put(e)) => {
                 metrics.put_error(e.category());
                 self.reply(&format!("put: {e}\n"));

@@ -11,6 +11,8 @@
 //! * `rtsd:series` is rtsd's series index (see [`series`]): every series, its newest hour, tag postings.
 //! * `rtsd:meta` records the layout a data directory was created with, so a config that would misread it is
 //!   refused at start-up.
+pub mod admin;
+pub mod meta;
 pub mod series;
 pub mod uid;
 
@@ -34,7 +36,25 @@ pub const CF_UID_ID: &str = "tsdb-uid:id";
 pub const CF_UID_NAME: &str = "tsdb-uid:name";
 pub const CF_META: &str = "rtsd:meta";
 pub use series::CF_SERIES;
-const COLUMN_FAMILIES: [&str; 5] = [CF_DATA, CF_UID_ID, CF_UID_NAME, CF_META, CF_SERIES];
+pub use meta::CF_TSDB_META;
+/// Chukwa 0.7+'s tables (`chukwa` families `t` and `a`, `chukwa_meta` family `k`) and the Chukwa port's stream
+/// de-duplication state (see `crate::chukwa`).
+pub const CF_CHUKWA_T: &str = "chukwa:t";
+pub const CF_CHUKWA_A: &str = "chukwa:a";
+pub const CF_CHUKWA_META: &str = "chukwa_meta:k";
+pub const CF_CHUKWA_STREAMS: &str = "rtsd:chukwa_streams";
+const COLUMN_FAMILIES: [&str; 10] = [
+    CF_DATA,
+    CF_UID_ID,
+    CF_UID_NAME,
+    CF_META,
+    CF_SERIES,
+    CF_TSDB_META,
+    CF_CHUKWA_T,
+    CF_CHUKWA_A,
+    CF_CHUKWA_META,
+    CF_CHUKWA_STREAMS,
+];
 
 /// A storage failure: RocksDB refused, or bytes on disk make no sense.
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +165,9 @@ pub struct Store {
     uids: Uids,
     series: series::SeriesIndex,
     metrics: Arc<Metrics>,
+    /// Bumped whenever a name may map to another UID than before (`dropcaches`, renames): connections that
+    /// keep their own [`SeriesKey`] caches drop them when it changes.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Points on their way into one atomic RocksDB write.
@@ -163,6 +186,12 @@ impl PointBatch {
     pub fn is_empty(&self) -> bool {
         self.points == 0
     }
+}
+
+/// A series resolved to UIDs: its row key with the hour left zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesKey {
+    template: Vec<u8>,
 }
 
 /// The points of one series read by [`Store::scan_series`].
@@ -259,7 +288,7 @@ impl Store {
         check_layout(&db, &layout, read_only)?;
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
-        Ok(Store { db, layout, auto_create, uids, series, metrics })
+        Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default() })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -299,10 +328,16 @@ impl Store {
         series::last_hour(&self.db, tsuid)
     }
 
-    /// Forgets cached UIDs and indexed-series memory (`dropcaches`).
+    /// Forgets cached UIDs and indexed-series memory (`dropcaches`), and tells connections to drop theirs.
     pub fn drop_caches(&self) {
         self.uids.drop_caches();
         self.series.clear();
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Changes whenever cached name -> UID resolutions may be stale (see [`Store::drop_caches`]).
+    pub fn cache_generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn new_batch(&self) -> PointBatch {
@@ -311,6 +346,14 @@ impl Store {
 
     /// Resolves a validated point's UIDs (assigning new ones as configured) and adds its cell to `batch`.
     pub fn add_point(&self, batch: &mut PointBatch, point: &DataPoint<'_>) -> Result<(), AddError> {
+        let series = self.series_key(point)?;
+        self.add_to_series(batch, &series, point.timestamp, point.value);
+        Ok(())
+    }
+
+    /// Resolves a point's series to UIDs once, so a connection that sends the same series again can skip the
+    /// name lookups and validation (`add_to_series`).
+    pub fn series_key(&self, point: &DataPoint<'_>) -> Result<SeriesKey, AddError> {
         // UID lookup order as OpenTSDB: metric first, then each tag key and value (spec: ingest §2.6).
         let metric = self.uids.get_or_create(UidKind::Metric, &point.metric, self.auto_create[0])?;
         let mut tags: smallvec::SmallVec<[(Uid, Uid); 8]> = smallvec::SmallVec::new();
@@ -321,27 +364,34 @@ impl Store {
         }
         let pairs: smallvec::SmallVec<[(&[u8], &[u8]); 8]> =
             tags.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
-        let hour = codec::base_time(point.timestamp);
-        let key = codec::row_key(&self.layout.salt, metric.as_bytes(), hour, &pairs);
-        let qualifier = codec::build_qualifier(point.timestamp, point.value.flags());
+        // A row key at hour 0 carries everything but the hour: salt, metric, sorted pairs.
+        let template = codec::row_key(&self.layout.salt, metric.as_bytes(), 0, &pairs);
+        Ok(SeriesKey { template })
+    }
+
+    /// Adds one point of an already resolved series to `batch`.
+    pub fn add_to_series(&self, batch: &mut PointBatch, series: &SeriesKey, timestamp: i64, value: codec::Value) {
+        let hour = codec::base_time(timestamp);
+        let metric_end = self.layout.salt.width + self.layout.uid_widths[0];
+        let mut key: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::from_slice(&series.template);
+        key[metric_end..metric_end + 4].copy_from_slice(&hour.to_be_bytes());
+        let qualifier = codec::build_qualifier(timestamp, value.flags());
         batch.column.clear();
-        codec::push_column(&mut batch.column, &qualifier, &point.value.encode());
+        codec::push_column(&mut batch.column, &qualifier, &value.encode());
         batch.batch.merge_cf(self.cf(CF_DATA), &key, &batch.column);
         // The TSUID is the row key without salt and base time.
-        let metric_end = self.layout.salt.width + self.layout.uid_widths[0];
         batch.tsuid.clear();
         batch.tsuid.extend_from_slice(&key[self.layout.salt.width..metric_end]);
         batch.tsuid.extend_from_slice(&key[metric_end + 4..]);
         self.series.note(&mut batch.batch, self.cf(CF_SERIES), &self.layout, &batch.tsuid, hour);
         batch.points += 1;
-        Ok(())
     }
 
     /// Writes a batch atomically. When this returns Ok the points are in RocksDB's write-ahead log (fsynced too
     /// when `sync`): a crash of the process cannot lose them.
     pub fn commit(&self, batch: &mut PointBatch, sync: bool) -> Result<u64, StoreError> {
         let points = batch.points;
-        if points == 0 {
+        if points == 0 && batch.batch.is_empty() {
             return Ok(0);
         }
         let mut opts = WriteOptions::default();
@@ -580,6 +630,33 @@ impl Store {
         for name in COLUMN_FAMILIES {
             self.db.flush_cf(self.cf(name))?;
         }
+        Ok(())
+    }
+
+    /// Adds a plain put to `batch`, written atomically with its points: how the Chukwa port stores its stream
+    /// state and Chukwa's own tables in the same write as the points they go with. `cf` is one of the `CF_*`.
+    pub fn put_raw(&self, batch: &mut PointBatch, cf: &'static str, key: &[u8], value: &[u8]) {
+        batch.batch.put_cf(self.cf(cf), key, value);
+    }
+
+    /// Adds a delete to `batch` (see [`Store::put_raw`]).
+    pub fn delete_raw(&self, batch: &mut PointBatch, cf: &'static str, key: &[u8]) {
+        batch.batch.delete_cf(self.cf(cf), key);
+    }
+
+    /// Calls `f` with each (key, value) of column family `cf` from `from` on, in key order, until it returns
+    /// false.
+    pub fn scan_raw(&self, cf: &'static str, from: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(cf));
+        iter.seek(from);
+        while iter.valid() {
+            let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
+            if !f(key, value) {
+                return Ok(());
+            }
+            iter.next();
+        }
+        iter.status()?;
         Ok(())
     }
 
