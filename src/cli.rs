@@ -1,12 +1,14 @@
-//! The `rtsd` command line: `serve` runs the daemon; `scan` prints stored points.
+//! The `rtsd` command line: `serve` runs the daemon; `scan`, `import`, `query`, `uid`, `mkmetric` and `fsck` are
+//! OpenTSDB's `tsdb` tools on a data directory (see [`crate::tools`]).
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
+use rtsd_protocol::point::UidKind;
+
 use crate::config::{Config, Flags};
-use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::scan::ScanFormat;
+use crate::tools;
 
 #[derive(Parser)]
 #[command(name = "rtsd", version, about = "A time-series daemon that speaks OpenTSDB 2.4's protocols")]
@@ -19,15 +21,108 @@ struct Cli {
 enum Command {
     /// Run the daemon: telnet-style put lines and HTTP on one port.
     Serve(Common),
-    /// Print stored points. `--import` gives OpenTSDB's import format, as `tsdb scan --import` does.
+    /// Print stored rows as `tsdb scan` does; `--import` gives the import format, `--delete` deletes them.
     Scan {
         #[command(flatten)]
         common: Common,
         /// Print in OpenTSDB's import format (`metric timestamp value tag=value ...`).
         #[arg(long)]
         import: bool,
-        /// START [END] AGG [rate] [downsample N FUNC] METRIC [TAG=VALUE ...]
+        /// Delete every row printed (implies --import). Needs the data directory to itself.
+        #[arg(long)]
+        delete: bool,
+        /// START [END] AGG [rate] [downsample N FUNC] METRIC [TAG=VALUE ...] [more queries]
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        query: Vec<String>,
+    },
+    /// Import data points in OpenTSDB's text format (`metric timestamp value tag=value ...`; `.gz` read too,
+    /// `-` is stdin). Through the running daemon when it holds the data directory.
+    Import {
+        #[command(flatten)]
+        common: Common,
+        /// Report and skip bad lines instead of stopping at the first one.
+        #[arg(long)]
+        skip_errors: bool,
+        /// Create metrics that have no UID yet (tsd.core.auto_create_metrics=true for this run).
+        #[arg(long)]
+        auto_metric: bool,
+        #[arg(required = true, num_args = 1.., value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// Query and print data points as `tsdb query` does: `metric timestamp value {tags}`.
+    Query {
+        #[command(flatten)]
+        common: Common,
+        /// Write Gnuplot data files and script under this base path instead of printing.
+        #[arg(long, value_name = "BASEPATH")]
+        graph: Option<String>,
+        /// START [END] AGG [rate [counter[,MAX[,RESET]]]] [downsample N FUNC] METRIC [TAG=VALUE ...] [...]
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        query: Vec<String>,
+    },
+    /// UID maintenance as `tsdb uid`: grep [KIND] RE | assign KIND NAME... | rename KIND OLD NEW |
+    /// delete KIND NAME | fsck [fix] [delete_unknown] | metasync | treesync | [KIND] NAME-or-ID.
+    Uid {
+        #[command(flatten)]
+        common: Common,
+        /// Ignore case when grepping.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// Bytes of an id looked up by number (default: the kind's configured width).
+        #[arg(long, value_name = "N")]
+        idwidth: Option<usize>,
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<String>,
+    },
+    /// Assign metric UIDs (`uid assign metrics NAME...`).
+    Mkmetric {
+        #[command(flatten)]
+        common: Common,
+        #[arg(required = true, num_args = 1.., value_name = "NAME")]
+        names: Vec<String>,
+    },
+    /// Check the data rows for errors as `tsdb fsck` does, and with --fix repair them.
+    Fsck {
+        #[command(flatten)]
+        common: Common,
+        /// Check every row (instead of the rows of a query).
+        #[arg(long)]
+        full_scan: bool,
+        /// Fix errors (refined by the flags below; rows with unrepaired errors are left as they are).
+        #[arg(long)]
+        fix: bool,
+        /// Fix with every repair flag set.
+        #[arg(long)]
+        fix_all: bool,
+        /// Accepted for compatibility: rewritten rows are always compacted.
+        #[arg(long)]
+        compact: bool,
+        /// Keep one point of duplicates (the oldest, or the latest with --last-write-wins).
+        #[arg(long)]
+        resolve_duplicates: bool,
+        /// Keep the last written of duplicates (default: tsd.storage.fix_duplicates).
+        #[arg(long)]
+        last_write_wins: bool,
+        /// Delete rows whose metric or tag UIDs have no name.
+        #[arg(long)]
+        delete_orphans: bool,
+        /// Delete columns that are not OpenTSDB's.
+        #[arg(long)]
+        delete_unknown_columns: bool,
+        /// Delete data points with values that cannot be read.
+        #[arg(long)]
+        delete_bad_values: bool,
+        /// Delete rows with invalid keys.
+        #[arg(long)]
+        delete_bad_rows: bool,
+        /// Delete compacted columns that cannot be parsed.
+        #[arg(long)]
+        delete_bad_compacts: bool,
+        /// Accepted for compatibility; the scan is single-threaded.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// [START [END] AGG METRIC [TAG=VALUE ...] ...]
+        #[arg(num_args = 0.., allow_hyphen_values = true)]
         query: Vec<String>,
     },
 }
@@ -72,19 +167,61 @@ impl Common {
 /// Parses the command line and runs it; the `rtsd` binary is this function.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The daemon logs at info; the tools print their own results and summaries, so only warnings are logged.
+    let default_level = if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
-        Command::Serve(common) => serve(&common),
-        Command::Scan { common, import, query } => scan(&common, import, &query),
+        Command::Serve(common) => serve(&common).map(|()| 0),
+        Command::Scan { common, import, delete, query } => scan(&common, import, delete, &query),
+        Command::Import { common, skip_errors, auto_metric, files } => {
+            import(&common, skip_errors, auto_metric, &files)
+        }
+        Command::Query { common, graph, query } => query_cmd(&common, graph.as_deref(), &query),
+        Command::Uid { common, ignore_case, idwidth, args } => uid(&common, ignore_case, idwidth, &args),
+        Command::Mkmetric { common, names } => mkmetric(&common, &names),
+        Command::Fsck {
+            common,
+            full_scan,
+            fix,
+            fix_all,
+            compact: _,
+            resolve_duplicates,
+            last_write_wins,
+            delete_orphans,
+            delete_unknown_columns,
+            delete_bad_values,
+            delete_bad_rows,
+            delete_bad_compacts,
+            threads: _,
+            query,
+        } => {
+            let config = common.config();
+            config.and_then(|config| {
+                let lww = last_write_wins || config.fix_duplicates;
+                let options = if fix_all {
+                    tools::fsck::FsckOptions::fix_all(lww)
+                } else {
+                    tools::fsck::FsckOptions {
+                        fix,
+                        resolve_duplicates,
+                        last_write_wins: lww,
+                        delete_orphans,
+                        delete_unknown_columns,
+                        delete_bad_values,
+                        delete_bad_rows,
+                        delete_bad_compacts,
+                    }
+                };
+                fsck(&config, full_scan, options, &query)
+            })
+        }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("rtsd: {e}");
             ExitCode::FAILURE
@@ -98,21 +235,173 @@ fn serve(common: &Common) -> Result<(), String> {
     runtime.block_on(crate::daemon::run(config)).map_err(|e| e.to_string())
 }
 
-fn scan(common: &Common, import: bool, query: &[String]) -> Result<(), String> {
-    if !import {
-        return Err("only the --import form of scan is implemented so far: rtsd scan --import START [END] AGG METRIC [TAG=VALUE ...]".into());
-    }
+const STOP_HINT: &str = "";
+
+fn scan(common: &Common, import: bool, delete: bool, query: &[String]) -> Result<u8, String> {
     let config = common.config()?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    let q = crate::scan::parse_args(query, now_ms)?;
-    let store = Store::open_read_only(&config, Arc::new(Metrics::new()))
-        .map_err(|e| format!("cannot open data directory {}: {e}", config.data_dir.display()))?;
+    let now = tools::now_ms();
+    let q = crate::scan::parse_command_line(query, now)?;
+    let store = if delete { tools::open_writable(&config, STOP_HINT) } else { tools::open_read_only(&config) }
+        .map_err(|e| e.to_string())?;
+    let format = if import || delete { ScanFormat::Import } else { ScanFormat::Raw };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    crate::scan::scan_import(&store, &q, &mut out).map_err(|e| e.to_string())?;
+    let summary = crate::scan::scan(&store, &q, now, format, delete, &mut out).map_err(|e| e.to_string())?;
     std::io::Write::flush(&mut out).map_err(|e| e.to_string())?;
-    Ok(())
+    if delete {
+        eprintln!("deleted {} rows ({} data points)", summary.deleted_rows, summary.points);
+    }
+    Ok(0)
+}
+
+fn import(common: &Common, skip_errors: bool, auto_metric: bool, files: &[String]) -> Result<u8, String> {
+    let mut config = common.config()?;
+    if auto_metric {
+        config.auto_create[0] = true;
+    }
+    tools::import::run(&config, files, tools::import::ImportOptions { skip_errors })
+}
+
+fn query_cmd(common: &Common, graph: Option<&str>, query: &[String]) -> Result<u8, String> {
+    let config = common.config()?;
+    let now = tools::now_ms();
+    let q = crate::scan::parse_command_line(query, now)?;
+    let store = tools::open_read_only(&config).map_err(|e| e.to_string())?;
+    let results = tools::query::run_queries(&store, &q, now, config.query_limits)?;
+    let groups: Vec<_> = results.into_iter().flatten().collect();
+    if let Some(base) = graph {
+        let n = tools::query::write_graph(base, &groups, &q.plot_params)
+            .map_err(|e| format!("cannot write the Gnuplot files under {base}: {e}"))?;
+        eprintln!("Wrote {n} for Gnuplot");
+        return Ok(0);
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    tools::query::print_groups(&groups, &mut out).map_err(|e| e.to_string())?;
+    std::io::Write::flush(&mut out).map_err(|e| e.to_string())?;
+    Ok(0)
+}
+
+fn uid(common: &Common, ignore_case: bool, idwidth: Option<usize>, args: &[String]) -> Result<u8, String> {
+    use tools::uid::parse_kind;
+    let config = common.config()?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut err = std::io::stderr();
+    let usage = |what: &str| {
+        format!("{what}: rtsd uid grep [KIND] RE | assign KIND NAME... | rename KIND OLD NEW | delete KIND NAME | fsck [fix] [delete_unknown] | metasync | treesync | [KIND] NAME-or-ID")
+    };
+    let n = args.len();
+    match args[0].as_str() {
+        "grep" => {
+            if !(2..=3).contains(&n) {
+                return Err(usage("Wrong number of arguments"));
+            }
+            let kind = if n == 3 { Some(parse_kind(&args[1])?) } else { None };
+            let store = tools::open_read_only(&config).map_err(|e| e.to_string())?;
+            let found = tools::uid::grep(&store, kind, &args[n - 1], ignore_case, &mut out)?;
+            Ok(if found { 0 } else { 1 })
+        }
+        "assign" => {
+            if n < 3 {
+                return Err(usage("Wrong number of arguments"));
+            }
+            let kind = parse_kind(&args[1])?;
+            let store = tools::open_writable(&config, "; or use POST /api/uid/assign").map_err(|e| e.to_string())?;
+            let ok = tools::uid::assign(&store, kind, &args[2..], &config.rules, &mut out, &mut err)?;
+            store.flush().map_err(|e| e.to_string())?;
+            Ok(if ok { 0 } else { 1 })
+        }
+        "rename" => {
+            if n != 4 {
+                return Err(usage("Wrong number of arguments"));
+            }
+            parse_kind(&args[1])?;
+            Err("uid rename is not available yet: it waits for the store's UID rename (shared with /api/uid/rename)"
+                .into())
+        }
+        "delete" => {
+            if n != 3 {
+                return Err(usage("Wrong number of arguments"));
+            }
+            let kind = parse_kind(&args[1])?;
+            let store = tools::open_writable(&config, STOP_HINT).map_err(|e| e.to_string())?;
+            match tools::uid::delete(&store, kind, &args[2]) {
+                Ok(_) => {
+                    eprintln!("UID {} {} deleted.", args[1], args[2]);
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(1)
+                }
+            }
+        }
+        "fsck" => {
+            let fix = args[1..].iter().any(|a| a == "fix");
+            let delete_unknown = args[1..].iter().any(|a| a == "delete_unknown");
+            let store = if fix { tools::open_writable(&config, STOP_HINT) } else { tools::open_read_only(&config) }
+                .map_err(|e| e.to_string())?;
+            let errors = tools::uid::fsck(&store, fix, delete_unknown, &mut out)?;
+            Ok(if errors == 0 { 0 } else { 1 })
+        }
+        "metasync" => {
+            let store = tools::open_writable(&config, STOP_HINT).map_err(|e| e.to_string())?;
+            let bar = tools::progress(store.estimated_rows(), "rows");
+            let (rows, series) = store.rebuild_series_index(|n| bar.set_position(n)).map_err(|e| e.to_string())?;
+            store.flush().map_err(|e| e.to_string())?;
+            bar.finish_and_clear();
+            eprintln!("Completed meta data synchronization: {rows} rows scanned, {series} series indexed");
+            Ok(0)
+        }
+        "treesync" | "treepurge" => {
+            eprintln!("Tree processing is disabled (rtsd has no trees)");
+            Ok(0)
+        }
+        "metapurge" => {
+            Err("rtsd keeps no UID or TS meta rows to purge; its series index is rebuilt by `rtsd uid metasync`".into())
+        }
+        _ => {
+            if n > 2 {
+                return Err(usage("Wrong number of arguments"));
+            }
+            let kind = if n == 2 { Some(parse_kind(&args[0])?) } else { None };
+            let store = tools::open_read_only(&config).map_err(|e| e.to_string())?;
+            let found = tools::uid::lookup(&store, kind, &args[n - 1], idwidth, &mut out, &mut err)?;
+            Ok(if found { 0 } else { 1 })
+        }
+    }
+}
+
+fn mkmetric(common: &Common, names: &[String]) -> Result<u8, String> {
+    let config = common.config()?;
+    let store = tools::open_writable(&config, "; or use POST /api/uid/assign").map_err(|e| e.to_string())?;
+    let stdout = std::io::stdout();
+    let ok =
+        tools::uid::assign(&store, UidKind::Metric, names, &config.rules, &mut stdout.lock(), &mut std::io::stderr())?;
+    store.flush().map_err(|e| e.to_string())?;
+    Ok(if ok { 0 } else { 1 })
+}
+
+fn fsck(config: &Config, full_scan: bool, options: tools::fsck::FsckOptions, query: &[String]) -> Result<u8, String> {
+    let now = tools::now_ms();
+    let q = if query.is_empty() {
+        if !full_scan {
+            return Err("Must supply a query or use the '--full-scan' flag".into());
+        }
+        None
+    } else {
+        Some(crate::scan::parse_command_line(query, now)?)
+    };
+    let store = if options.fix { tools::open_writable(config, STOP_HINT) } else { tools::open_read_only(config) }
+        .map_err(|e| e.to_string())?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let counts = tools::fsck::run(&store, q.as_ref(), now, options, &mut out)?;
+    std::io::Write::write_all(&mut out, counts.report().as_bytes()).map_err(|e| e.to_string())?;
+    std::io::Write::flush(&mut out).map_err(|e| e.to_string())?;
+    if options.fix {
+        store.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(if counts.total_errors() == 0 { 0 } else { 1 })
 }

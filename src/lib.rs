@@ -5,7 +5,8 @@
 //! * [`server`]: the shared port (telnet lines and HTTP), connection handling, graceful shutdown.
 //! * [`store`]: RocksDB in OpenTSDB's layout: UIDs, rows, the write path, scans.
 //! * [`metrics`]: Prometheus `/metrics` and OpenTSDB's `stats`.
-//! * [`scan`]: `rtsd scan`, stored points printed in OpenTSDB's import format.
+//! * [`scan`]: `rtsd scan`, stored rows printed as `tsdb scan` does, and the command-line query grammar.
+//! * [`tools`]: the other `tsdb` tools: `import`, `query`, `uid`, `mkmetric`, `fsck`.
 //!
 //! Parsing and byte layouts live in the `rtsd-protocol` crate, which does no I/O.
 pub mod cli;
@@ -17,4 +18,5 @@ pub mod scan;
 pub mod server;
 pub mod store;
 pub mod timefmt;
+pub mod tools;
 pub mod version;

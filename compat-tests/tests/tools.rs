@@ -1,0 +1,460 @@
+//! OpenTSDB's `tsdb` command-line tools as `rtsd` subcommands (`import`, `query`, `scan`, `uid`, `mkmetric`,
+//! `fsck`), run as processes on a data directory the daemon wrote and then released, the way an operator runs
+//! them; and `import` through a running daemon.
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use rtsd::config::Config;
+use rtsd::metrics::Metrics;
+use rtsd::store::Store;
+use rtsd_compat_tests::{binary, normalize, Daemon};
+
+#[test]
+fn the_binary_is_the_one_cargo_built() {
+    assert_eq!(binary(), Path::new(env!("CARGO_BIN_EXE_rtsd-compat")));
+}
+
+/// Runs `rtsd-compat SUBCOMMAND --data-dir DIR ARGS...`; returns (exit code, stdout, stderr).
+fn tool(dir: &Path, subcommand: &str, args: &[&str]) -> (i32, String, String) {
+    tool_with(dir, subcommand, &[], args)
+}
+
+fn tool_with(dir: &Path, subcommand: &str, flags: &[&str], args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary())
+        .arg(subcommand)
+        .arg("--data-dir")
+        .arg(dir)
+        .args(flags)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the tool");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A daemon that wrote `lines` (telnet puts) and stopped, leaving its data directory to the tools.
+fn stopped_daemon_with(lines: &str) -> Daemon {
+    let mut d = Daemon::start();
+    if !lines.is_empty() {
+        d.put_lines(lines);
+    }
+    stop(&mut d);
+    d
+}
+
+/// SIGTERM and wait. The exit status is not asserted: a SIGTERM that arrives right after `rtsd ready`, before
+/// the daemon has installed its handler, ends it by the signal's default action (the daemon's race, not the
+/// tools'); every acknowledged point is in the write-ahead log either way, which is all the tools need.
+fn stop(d: &mut Daemon) {
+    let _ = d.terminate();
+}
+
+fn lines(s: &str) -> Vec<String> {
+    s.lines().map(str::to_string).collect()
+}
+
+const RANGE: [&str; 2] = ["1356998400", "1357005600"];
+
+fn scan_import(dir: &Path, metric: &str) -> Vec<String> {
+    let (code, out, err) = tool_with(dir, "scan", &["--import"], &[RANGE[0], RANGE[1], "sum", metric]);
+    assert_eq!(code, 0, "{err}");
+    normalize(out.lines())
+}
+
+#[test]
+fn import_reports_each_bad_line_with_file_and_line_and_a_summary() {
+    let d = stopped_daemon_with("put sys.cpu.user 1356998400 1 host=web01\n");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("points.txt");
+    std::fs::write(
+        &file,
+        "sys.cpu.user 1356998400 42 host=web01\n\
+         sys.cpu.user 1356998460 43.5 host=web01\n\
+         sys.cpu.user 1356998520 x host=web01\n\
+         sys.cpu.user 1356998580\n\
+         \n\
+         sys.cpu.user 1356998640 45 host=web01 host=web02\n\
+         sys.cpu.user 1356998400500 7 host=web02\r\n\
+         sys.cpu.user 1356998700 46 host=web#01\n",
+    )
+    .unwrap();
+    let f = file.display().to_string();
+
+    // Without --skip-errors the first bad line stops the import; what came before it is written.
+    let (code, _, err) = tool(d.data_dir(), "import", &[&f]);
+    assert_eq!(code, 1, "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with(&f)).collect();
+    assert_eq!(errors, vec![format!("{f}:3: invalid value: Invalid character 'x' in x")]);
+    assert!(err.contains(&format!("Processed {f} in ")), "{err}");
+    assert!(err.contains(", 2 data points ("), "{err}");
+    assert!(
+        err.contains(&format!("import stopped at the bad line {f}:3; the 2 data points before it are written")),
+        "{err}"
+    );
+    assert_eq!(
+        scan_import(d.data_dir(), "sys.cpu.user"),
+        normalize(["sys.cpu.user 1356998400 42 host=web01", "sys.cpu.user 1356998460 43.5 host=web01"])
+    );
+
+    // With --skip-errors every bad line is reported and skipped; the rest is imported, and the summary counts.
+    let (code, _, err) = tool_with(d.data_dir(), "import", &["--skip-errors"], &[&f]);
+    assert_eq!(code, 0, "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with(&f)).collect();
+    assert_eq!(
+        errors,
+        vec![
+            format!("{f}:3: invalid value: Invalid character 'x' in x"),
+            format!("{f}:4: illegal argument: not enough arguments (need least 4, got 2)"),
+            format!("{f}:6: illegal argument: duplicate tag: host=web02, tags={{host=web01}}"),
+            format!("{f}:8: illegal argument: Invalid tag value with key [host] (\"web#01\"): illegal character: #"),
+        ]
+    );
+    assert!(err.contains(", 3 data points ("), "{err}");
+    assert!(err.contains("Total: imported 3 data points in "), "{err}");
+    assert!(err.contains(", 4 bad lines skipped"), "{err}");
+    assert_eq!(
+        scan_import(d.data_dir(), "sys.cpu.user"),
+        normalize([
+            "sys.cpu.user 1356998400 42 host=web01",
+            "sys.cpu.user 1356998460 43.5 host=web01",
+            "sys.cpu.user 1356998400500 7 host=web02",
+        ])
+    );
+
+    // The imported points are the daemon's data like any other.
+    let d = d.restart();
+    let r = d.http("GET", "/api/query?start=1356998400&end=1356999000&m=sum:sys.cpu.user%7Bhost=web01%7D", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    // (whether 42 prints as 42 or 42.0 next to a float is the query engine's business, not the importer's)
+    assert!(
+        r.text().contains(r#""dps":{"1356998400":42"#) && r.text().contains(r#","1356998460":43.5}"#),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn gzip_import_and_a_rerun_duplicate_nothing() {
+    let d = stopped_daemon_with("");
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("points.txt.gz");
+    let mut text = String::new();
+    for h in 0..5 {
+        for i in 0..200 {
+            let v = if i % 3 == 0 { format!("{}.25", i) } else { (h * 1000 + i).to_string() };
+            text.push_str(&format!("gz.metric {} {v} host=h{h} dc=dc{}\n", 1356998400 + i * 30, h % 2));
+        }
+    }
+    let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::default());
+    enc.write_all(text.as_bytes()).unwrap();
+    enc.finish().unwrap();
+    let g = gz.display().to_string();
+
+    let (code, _, err) = tool(d.data_dir(), "import", &[&g]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Total: imported 1000 data points in "), "{err}");
+    let first = scan_import(d.data_dir(), "gz.metric");
+    assert_eq!(first, normalize(text.lines()));
+
+    // Interrupted or not, running the same import again writes every point to the cell it already has.
+    let (code, _, err) = tool(d.data_dir(), "import", &[&g]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(scan_import(d.data_dir(), "gz.metric"), first);
+    let (code, out, err) = tool_with(d.data_dir(), "fsck", &["--full-scan"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Duplicate Datapoints: 0\n") && out.contains("Valid Datapoints: 1000\n"), "{out}");
+}
+
+#[test]
+fn query_prints_as_tsdb_query_does() {
+    let d = stopped_daemon_with(
+        "put sys.cpu.user 1356998400 42 host=web01\n\
+         put sys.cpu.user 1356998460 43 host=web01\n\
+         put sys.cpu.user 1356998520 45 host=web01\n\
+         put sys.cpu.user 1356998400 10.5 host=web02\n\
+         put sys.cpu.user 1356998460 11.25 host=web02\n\
+         put sys.cpu.user 1356998520 12 host=web02\n",
+    );
+    let q = |args: &str| {
+        let args: Vec<&str> = args.split(' ').collect();
+        let (code, out, err) = tool(d.data_dir(), "query", &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        lines(&out)
+    };
+    // `metric timestamp(ms) value {tags}`: longs as they are, doubles with %f.
+    assert_eq!(
+        q("1356998400 1356998600 sum sys.cpu.user host=web01"),
+        [
+            "sys.cpu.user 1356998400000 42 {host=web01}",
+            "sys.cpu.user 1356998460000 43 {host=web01}",
+            "sys.cpu.user 1356998520000 45 {host=web01}",
+        ]
+    );
+    assert_eq!(
+        q("1356998400 1356998600 sum sys.cpu.user"),
+        [
+            "sys.cpu.user 1356998400000 52.500000 {}",
+            "sys.cpu.user 1356998460000 54.250000 {}",
+            "sys.cpu.user 1356998520000 57 {}",
+        ]
+    );
+    assert_eq!(
+        q("1356998400 1356998600 sum rate sys.cpu.user host=web01"),
+        ["sys.cpu.user 1356998460000 0.016667 {host=web01}", "sys.cpu.user 1356998520000 0.033333 {host=web01}"]
+    );
+    // downsample N FUNC: N in milliseconds. Two queries on one command line print one after the other.
+    assert_eq!(
+        q("1356998400 1356998600 max downsample 120000 avg sys.cpu.user sum sys.cpu.user host=web02"),
+        [
+            "sys.cpu.user 1356998400000 42.500000 {}",
+            "sys.cpu.user 1356998520000 45.000000 {}",
+            "sys.cpu.user 1356998400000 10.500000 {host=web02}",
+            "sys.cpu.user 1356998460000 11.250000 {host=web02}",
+            "sys.cpu.user 1356998520000 12 {host=web02}",
+        ]
+    );
+    // The same numbers as /api/query.
+    let d = d.restart();
+    let r = d.http("GET", "/api/query?start=1356998400&end=1356998600&m=sum:sys.cpu.user", &[], b"");
+    assert!(r.text().contains(r#""dps":{"1356998400":52.5,"1356998460":54.25,"1356998520":57}"#), "{}", r.text());
+    let mut d = d;
+    stop(&mut d);
+    let (code, _, err) = tool(d.data_dir(), "query", &["1356998400", "sum", "no.such.metric"]);
+    assert_eq!((code, err.trim()), (1, "rtsd: No such name for 'metrics': 'no.such.metric'"));
+}
+
+#[test]
+fn scan_prints_rows_and_cells_and_deletes() {
+    let d = stopped_daemon_with(
+        "put scan.m 1356998400 42 host=web01\n\
+         put scan.m 1356998460 1.5 host=web01\n\
+         put scan.m 1356998400500 7 host=web02\n\
+         put other.m 1356998400 1 host=web01\n",
+    );
+    let (code, out, err) = tool(d.data_dir(), "scan", &[RANGE[0], RANGE[1], "sum", "scan.m"]);
+    assert_eq!(code, 0, "{err}");
+    // UIDs: scan.m 1, host 1, web01 1, web02 2 (other.m 2).
+    assert_eq!(
+        lines(&out),
+        [
+            "[0, 0, 1, 80, -30, 39, 0, 0, 0, 1, 0, 0, 1] scan.m 1356998400 (Tue Jan 01 00:00:00 UTC 2013) {host=web01}",
+            "  [0, 0, 3, -53]\t[42, 63, -64, 0, 0, 0] = 2 values:",
+            "    [0, 0]\t[42]\t0\tl\t1356998400\t(Tue Jan 01 00:00:00 UTC 2013)",
+            "    [3, -53]\t[63, -64, 0, 0]\t60\tf\t1356998460\t(Tue Jan 01 00:01:00 UTC 2013)",
+            "[0, 0, 1, 80, -30, 39, 0, 0, 0, 1, 0, 0, 2] scan.m 1356998400 (Tue Jan 01 00:00:00 UTC 2013) {host=web02}",
+            "  [-16, 0, 125, 0]\t[7]\t500\tl\t1356998400500\t(Tue Jan 01 00:00:00 UTC 2013)",
+        ]
+    );
+    let (code, out, err) =
+        tool_with(d.data_dir(), "scan", &["--delete"], &[RANGE[0], RANGE[1], "sum", "scan.m", "host=web02"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), ["scan.m 1356998400500 7 host=web02"]);
+    assert!(err.contains("deleted 1 rows (1 data points)"), "{err}");
+    assert_eq!(
+        scan_import(d.data_dir(), "scan.m"),
+        normalize(["scan.m 1356998400 42 host=web01", "scan.m 1356998460 1.5 host=web01"])
+    );
+    assert_eq!(scan_import(d.data_dir(), "other.m"), ["other.m 1356998400 1 host=web01"]);
+}
+
+#[test]
+fn mkmetric_and_uid_assign_grep_lookup_delete() {
+    let d = stopped_daemon_with("put sys.cpu.user 1356998400 1 host=web01\n");
+    let dir = d.data_dir();
+    let (code, out, err) = tool(dir, "mkmetric", &["sys.cpu.nice", "sys.mem.free"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), ["metrics sys.cpu.nice: [0, 0, 2]", "metrics sys.mem.free: [0, 0, 3]"]);
+    // Assigning an existing name prints its UID; a bad name is refused, the others still assigned.
+    let (code, out, err) = tool(dir, "uid", &["assign", "tagk", "host", "dc", "bad name"]);
+    assert_eq!(code, 1);
+    assert_eq!(lines(&out), ["tagk host: [0, 0, 1]", "tagk dc: [0, 0, 2]"]);
+    assert!(err.contains("Invalid tagk name (\"bad name\"): illegal character:  "), "{err}");
+    let (code, _, err) = tool(dir, "uid", &["assign", "nosuchkind", "x"]);
+    assert_eq!((code, err.trim()), (1, "rtsd: Invalid type requested: nosuchkind"));
+
+    let (code, out, _) = tool(dir, "uid", &["grep", "cpu"]);
+    assert_eq!(code, 0);
+    assert_eq!(lines(&out), ["metrics sys.cpu.nice: [0, 0, 2]", "metrics sys.cpu.user: [0, 0, 1]"]);
+    let (code, out, _) = tool_with(dir, "uid", &["-i"], &["grep", "tagk", "^H"]);
+    assert_eq!((code, lines(&out)), (0, vec!["tagk host: [0, 0, 1]".to_string()]));
+    let (code, out, _) = tool(dir, "uid", &["grep", "metrics", "nomatch"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+
+    let (code, out, _) = tool(dir, "uid", &["metrics", "sys.mem.free"]);
+    assert_eq!((code, lines(&out)), (0, vec!["metrics sys.mem.free: [0, 0, 3]".to_string()]));
+    let (code, out, _) = tool(dir, "uid", &["tagv", "1"]);
+    assert_eq!((code, lines(&out)), (0, vec!["tagv web01: [0, 0, 1]".to_string()]));
+    let (code, out, _) = tool(dir, "uid", &["2"]);
+    assert_eq!(
+        (code, lines(&out)),
+        (0, vec!["metrics sys.cpu.nice: [0, 0, 2]".to_string(), "tagk dc: [0, 0, 2]".to_string()])
+    );
+
+    let (code, _, err) = tool(dir, "uid", &["delete", "metrics", "sys.mem.free"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("UID metrics sys.mem.free deleted."), "{err}");
+    let (code, _, err) = tool(dir, "uid", &["metrics", "sys.mem.free"]);
+    assert_eq!((code, err.trim()), (1, "No such name for 'metrics': 'sys.mem.free'"));
+    // The id is not handed out again.
+    let (_, out, _) = tool(dir, "mkmetric", &["sys.mem.used"]);
+    assert_eq!(lines(&out), ["metrics sys.mem.used: [0, 0, 4]"]);
+    let (code, out, _) = tool(dir, "uid", &["fsck"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Max ID for metrics is 4 but only 3 entries were found.  Maybe 1 IDs were deleted?"), "{out}");
+    assert!(out.ends_with("No errors found.\n"), "{out}");
+    let (code, _, err) = tool(dir, "uid", &["treesync"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+fn open_store(dir: &Path) -> Store {
+    let config = Config::for_data_dir(dir, &[]).unwrap();
+    Store::open(&config, Arc::new(Metrics::new())).unwrap()
+}
+
+/// A row value in rtsd's encoding (`len qualifier len value` per column; every length here is below 128, so one
+/// LEB128 byte).
+fn row_of(cols: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (q, v) in cols {
+        out.push(q.len() as u8);
+        out.extend_from_slice(q);
+        out.push(v.len() as u8);
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+#[test]
+fn fsck_finds_and_repairs_damage() {
+    // A variant duplicate through the normal write path (tsd.storage.fix_duplicates is off, as in OpenTSDB):
+    // the row keeps both cells. Then a second metric whose UID is deleted: its rows become orphans.
+    let d = stopped_daemon_with(
+        "put fsck.m 1356998400 1 host=a\n\
+         put fsck.m 1356998400 1.5 host=a\n\
+         put fsck.m 1356998460 2 host=a\n\
+         put gone.m 1356998400 5 host=a\n",
+    );
+    let dir = d.data_dir();
+    let (code, _, err) = tool(dir, "uid", &["delete", "metrics", "gone.m"]);
+    assert_eq!(code, 0, "{err}");
+    {
+        // Damage no write path makes, written straight into rows: fsck.m=1, host=1, a=1.
+        let s = open_store(dir);
+        let key = |hour: u32| {
+            let mut k = vec![0, 0, 1];
+            k.extend_from_slice(&hour.to_be_bytes());
+            k.extend_from_slice(&[0, 0, 1, 0, 0, 1]);
+            k
+        };
+        s.rewrite_rows(&[
+            // An invalid key (one byte short of a tag pair).
+            (vec![0, 0, 1, 0x50, 0xE2, 0x35, 0x10, 0, 0, 1, 0, 0], Some(row_of(&[(&[0, 0], &[1])]))),
+            // A 1-byte qualifier next to a good point, an 8-byte integer (VLE) and an int whose bytes disagree
+            // with its qualifier.
+            (
+                key(1357002000),
+                Some(row_of(&[
+                    (&[0x01], &[9]),
+                    (&[0x00, 0x07], &[0, 0, 0, 0, 0, 0, 0, 3]),
+                    (&[0x00, 0x10], &[0, 5]),
+                    (&[0x00, 0x20], &[4]),
+                ])),
+            ),
+            // A compacted column whose values don't add up.
+            (key(1357005600), Some(row_of(&[(&[0x00, 0x00, 0x00, 0x10], &[1, 2, 3, 0])]))),
+        ])
+        .unwrap();
+    }
+    let (code, out, err) = tool_with(dir, "fsck", &["--full-scan"], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    for expected in [
+        "Invalid row key.\n\tKey: 00000150E235100000010000\n",
+        "Unable to resolve the metric from the row key.\n\tKey: 00000250E22700000001000001\n",
+        "No such unique ID for 'metrics': [0, 0, 2]",
+        "Invalid qualifier, must be on 2 bytes or more.",
+        "More than one column had a value for the same timestamp: (1356998400000 - Tue Jan 01 00:00:00 UTC 2013)",
+        "The integer value is 2 bytes long but should be 1 bytes.",
+        "Corrupted value: couldn't break down into individual values",
+        "Rows Processed: 5\n",
+        "Invalid Row Keys Found: 1\n",
+        "Duplicate Datapoints: 1\n",
+        "Orphaned UID Rows: 1\n",
+        "Unknown Objects: 1\n",
+        "Unparseable Datapoint Values: 1\n",
+        "Unparseable Compacted Columns: 1\n",
+        "Datapoints Qualified for VLE : 1\n",
+        "Total Errors: 6\n",
+        "Total Errors Fixed: 0\n",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+
+    // --fix-all repairs everything: bad rows and orphans deleted, bad columns dropped, duplicates resolved.
+    let (code, out, _) = tool_with(dir, "fsck", &["--full-scan", "--fix-all"], &[]);
+    assert_eq!(code, 1, "errors were found (and fixed): {out}");
+    for expected in [
+        "Invalid Rows Deleted: 1\n",
+        "Duplicate Datapoints Resolved: 1\n",
+        "Orphaned UID Rows Deleted: 1\n",
+        "Unknown Objects Deleted: 1\n",
+        "Unparseable Datapoint Values Deleted: 1\n",
+        "Unparseable Compacted Columns Deleted: 1\n",
+        "Datapoints Compressed with VLE: 1\n",
+        "Total Errors Fixed: 6\n",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    let (code, out, err) = tool_with(dir, "fsck", &["--full-scan"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Total Errors: 0\n") && out.contains("Rows Processed: 2\n"), "{out}");
+    // What survives: the oldest of the duplicates, the good points of the damaged row, the VLE'd value.
+    assert_eq!(
+        scan_import(dir, "fsck.m"),
+        normalize([
+            "fsck.m 1356998400 1 host=a",
+            "fsck.m 1356998460 2 host=a",
+            "fsck.m 1357002000 3 host=a",
+            "fsck.m 1357002002 4 host=a",
+        ])
+    );
+    let (_, out, _) = tool(dir, "scan", &[RANGE[0], "1357009200", "sum", "fsck.m"]);
+    assert!(out.contains("  [0, 0, 0, 32]\t[3, 4, 0] = 2 values:"), "{out}");
+
+    // The same check on the rows of one query, with the tools' common command-line grammar.
+    let (code, out, _) = tool(dir, "fsck", &["1356998400", "1357009200", "sum", "fsck.m", "host=a"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Rows Processed: 2\n") && out.contains("Valid Datapoints: 4\n"), "{out}");
+}
+
+#[test]
+fn writing_tools_go_through_a_running_daemon_or_say_why_not() {
+    let d = Daemon::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live.txt");
+    std::fs::write(&file, "live.m 1356998400 1 host=a\nlive.m 1356998460 2 host=a\nlive.m 1356998520 oops host=a\n")
+        .unwrap();
+    let f = file.display().to_string();
+    let port = d.port().to_string();
+    let (code, _, err) = tool_with(d.data_dir(), "import", &["--port", &port, "--skip-errors"], &[&f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("is in use by a running rtsd: importing through it at 127.0.0.1:"), "{err}");
+    assert!(err.contains(&format!("{f}:3: invalid value: Invalid character 'o' in oops")), "{err}");
+    assert!(err.contains("Total: imported 2 data points"), "{err}");
+    let r = d.http("GET", "/api/query?start=1356998400&end=1356999000&m=sum:live.m", &[], b"");
+    assert!(r.text().contains(r#""dps":{"1356998400":1,"1356998460":2}"#), "{}", r.text());
+    // Reading tools work beside the daemon; writing ones explain.
+    let (code, out, err) = tool(d.data_dir(), "query", &["1356998400", "1356999000", "sum", "live.m"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), ["live.m 1356998400000 1 {host=a}", "live.m 1356998460000 2 {host=a}"]);
+    let (code, _, err) = tool(d.data_dir(), "mkmetric", &["x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is in use by a running rtsd (RocksDB allows one writer); stop the daemon first"), "{err}");
+}

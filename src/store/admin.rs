@@ -1,0 +1,184 @@
+//! Maintenance access for the command-line tools (`rtsd scan --delete`, `rtsd fsck`, `rtsd uid ...`): raw rows and
+//! UID cells as stored, whole-row rewrites and deletes, and rebuilding the series index. The daemon's own paths
+//! never use these; every write here is one atomic RocksDB batch, so an interrupted tool leaves each row either
+//! as it was or as it was meant to become.
+use rocksdb::{WriteBatch, WriteOptions};
+use rtsd_protocol::codec;
+use rtsd_protocol::point::UidKind;
+
+use super::{cells, Store, StoreError, CF_DATA, CF_SERIES, CF_UID_ID, CF_UID_NAME};
+
+/// Which half of the UID table a cell belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UidFamily {
+    /// `id`: forward map, row = name, value = UID (and the max-id counter at row `\0`).
+    Id,
+    /// `name`: reverse map, row = UID, value = name.
+    Name,
+}
+
+impl UidFamily {
+    fn cf(self) -> &'static str {
+        match self {
+            UidFamily::Id => CF_UID_ID,
+            UidFamily::Name => CF_UID_NAME,
+        }
+    }
+}
+
+impl Store {
+    /// Calls `f(key, value)` for every data row (including rows whose keys don't decode), in key order, until
+    /// `f` returns false.
+    pub fn for_each_raw_row(
+        &self,
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+        iter.seek_to_first();
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            if !f(key, value)? {
+                return Ok(());
+            }
+            iter.next();
+        }
+        iter.status()?;
+        Ok(())
+    }
+
+    /// An estimate of the number of data rows (RocksDB's key estimate), for progress bars.
+    pub fn estimated_rows(&self) -> u64 {
+        self.db.property_int_value_cf(self.cf(CF_DATA), "rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
+    }
+
+    /// Replaces whole rows (`Some(value)`) or deletes them (`None`) in one atomic, synced write. A replaced row
+    /// is written as a plain value: earlier merge operands are gone, later ones merge on top of it.
+    pub fn rewrite_rows(&self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let cf = self.cf(CF_DATA);
+        let mut batch = WriteBatch::default();
+        for (key, value) in rows {
+            match value {
+                Some(v) => batch.put_cf(cf, key, v),
+                None => batch.delete_cf(cf, key),
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.write_opt(batch, &opts)?;
+        Ok(())
+    }
+
+    /// Deletes data rows in one atomic, synced write.
+    pub fn delete_rows(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = keys.iter().map(|k| (k.clone(), None)).collect();
+        self.rewrite_rows(&rows)
+    }
+
+    /// Merges raw columns (`codec` row encoding) into a row, as a point write does but with any qualifier and
+    /// value: for tests that need rows the write path would never produce.
+    pub fn merge_raw_columns(&self, key: &[u8], columns: &[u8]) -> Result<(), StoreError> {
+        self.db.merge_cf(self.cf(CF_DATA), key, columns)?;
+        Ok(())
+    }
+
+    /// Calls `f(kind qualifier, row, value)` for every cell of one UID family, in key order. Cells whose key has
+    /// no `0x00` separator are passed with an empty qualifier and the whole key as row.
+    pub fn for_each_uid_cell(
+        &self,
+        family: UidFamily,
+        mut f: impl FnMut(&[u8], &[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(family.cf()));
+        iter.seek_to_first();
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            let (qualifier, row) = match key.iter().position(|&b| b == 0) {
+                Some(i) => (&key[..i], &key[i + 1..]),
+                None => (&key[..0], key),
+            };
+            if !f(qualifier, row, value)? {
+                return Ok(());
+            }
+            iter.next();
+        }
+        iter.status()?;
+        Ok(())
+    }
+
+    /// Applies UID-cell puts (`Some`) and deletes (`None`) as one atomic, synced write: `(family, qualifier,
+    /// row, value)`.
+    pub fn write_uid_cells(
+        &self,
+        cells_to_write: &[(UidFamily, Vec<u8>, Vec<u8>, Option<Vec<u8>>)],
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for (family, qualifier, row, value) in cells_to_write {
+            let cf = self.cf(family.cf());
+            let key = cells::key(qualifier, row);
+            match value {
+                Some(v) => batch.put_cf(cf, key, v),
+                None => batch.delete_cf(cf, key),
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.write_opt(batch, &opts)?;
+        self.uids.drop_caches();
+        Ok(())
+    }
+
+    /// Deletes a name's UID (forward and reverse mapping) as OpenTSDB's `uid delete` does: the id is not reused
+    /// and data rows that carry it are left in place (orphaned; `rtsd fsck --delete-orphans` removes them).
+    pub fn delete_uid(&self, kind: UidKind, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(uid) = self.uids.get(kind, name)? else { return Ok(None) };
+        let q = kind.as_str().as_bytes().to_vec();
+        let uid = uid.as_bytes().to_vec();
+        self.write_uid_cells(&[
+            (UidFamily::Id, q.clone(), name.as_bytes().to_vec(), None),
+            (UidFamily::Name, q, uid.clone(), None),
+        ])?;
+        Ok(Some(uid))
+    }
+
+    /// Sets a kind's max-id counter (the next assignment continues after it).
+    pub fn set_max_uid(&self, kind: UidKind, max: u64) -> Result<(), StoreError> {
+        self.write_uid_cells(&[(
+            UidFamily::Id,
+            kind.as_str().as_bytes().to_vec(),
+            vec![0],
+            Some(max.to_be_bytes().to_vec()),
+        )])
+    }
+
+    /// Re-creates the series index entries of every decodable data row (OpenTSDB's `uid metasync` creates
+    /// missing TSMeta the same way, from a full data scan). Index writes are idempotent; returns (rows, series).
+    pub fn rebuild_series_index(&self, mut progress: impl FnMut(u64)) -> Result<(u64, u64), StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let mut batch = WriteBatch::default();
+        let mut rows = 0u64;
+        let mut series = std::collections::HashSet::new();
+        let cf_series = self.cf(CF_SERIES);
+        let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+        iter.seek_to_first();
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            if let Some(row) = self.decode_row(key, value) {
+                if row.metric.iter().any(|&b| b != 0) {
+                    let tsuid = codec::tsuid_from_row_key(key, sw, mw);
+                    self.series.note(&mut batch, cf_series, &self.layout, &tsuid, row.base_time);
+                    series.insert(tsuid);
+                }
+            }
+            rows += 1;
+            if batch.len() >= 4096 {
+                self.db.write(std::mem::take(&mut batch))?;
+                progress(rows);
+            }
+            iter.next();
+        }
+        iter.status()?;
+        self.db.write(batch)?;
+        progress(rows);
+        Ok((rows, series.len() as u64))
+    }
+}

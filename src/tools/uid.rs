@@ -1,0 +1,385 @@
+//! `rtsd uid ...` and `rtsd mkmetric`: OpenTSDB's `tsdb uid` on rtsd's UID table (the `tsdb-uid` cells, kept in
+//! RocksDB as forward `id` and reverse `name` maps plus a max-id counter per kind).
+//!
+//! * `grep [KIND] REGEX`: names matching the regular expression (found anywhere in the name; `-i` ignores case),
+//!   printed `kind name: [uid bytes]` in name order; exit 1 when nothing matches.
+//! * `assign KIND NAME...` (and `mkmetric NAME...` = `assign metrics NAME...`): creates missing UIDs, prints each.
+//! * `rename KIND OLD NEW`: renames a UID in place (data keeps its UID).
+//! * `delete KIND NAME`: removes both mappings; data rows with the UID become orphans (`rtsd fsck
+//!   --delete-orphans` removes them), the id is never reused.
+//! * `fsck [fix] [delete_unknown]`: forward and reverse maps must agree, ids must have the configured width,
+//!   the counter must cover every id; `fix` repairs as OpenTSDB does.
+//! * `metasync`: rebuilds rtsd's series index from a full scan of the data (OpenTSDB builds TSMeta this way).
+//! * `treesync` / `treepurge`: rtsd has no tree processing; like OpenTSDB with trees disabled, nothing to do.
+//! * `[KIND] NAME` / `[KIND] ID`: looks up one mapping.
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+
+use rtsd_protocol::codec;
+use rtsd_protocol::javafmt;
+use rtsd_protocol::point::{validate_string, Rules, UidKind};
+
+use crate::store::admin::UidFamily;
+use crate::store::{Store, StoreError};
+
+/// A kind from its OpenTSDB name (`metrics`/`metric`, `tagk`, `tagv`).
+pub fn parse_kind(s: &str) -> Result<UidKind, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "metrics" | "metric" => Ok(UidKind::Metric),
+        "tagk" => Ok(UidKind::TagKey),
+        "tagv" => Ok(UidKind::TagValue),
+        _ => Err(format!("Invalid type requested: {s}")),
+    }
+}
+
+fn kind_of_qualifier(q: &[u8]) -> Option<UidKind> {
+    UidKind::ALL.into_iter().find(|k| k.as_str().as_bytes() == q)
+}
+
+/// `kind name: [uid bytes]`, OpenTSDB's line for one mapping.
+fn mapping_line(kind: &str, name: &str, uid: &[u8]) -> String {
+    format!("{kind} {name}: {}", javafmt::byte_array(uid))
+}
+
+/// `uid grep`: returns whether anything matched.
+pub fn grep(
+    store: &Store,
+    kind: Option<UidKind>,
+    pattern: &str,
+    ignore_case: bool,
+    out: &mut impl Write,
+) -> Result<bool, String> {
+    let re = regex::RegexBuilder::new(pattern)
+        .case_insensitive(ignore_case)
+        .build()
+        .map_err(|e| format!("invalid regular expression: {e}"))?;
+    // HBase order: by name (the row), then by kind (the qualifier).
+    let mut found: BTreeMap<(Vec<u8>, Vec<u8>), Vec<u8>> = BTreeMap::new();
+    store
+        .for_each_uid_cell(UidFamily::Id, |q, row, value| {
+            let Some(k) = kind_of_qualifier(q) else { return Ok(true) };
+            if row == [0] || kind.is_some_and(|want| want != k) {
+                return Ok(true);
+            }
+            if re.is_match(&String::from_utf8_lossy(row)) {
+                found.insert((row.to_vec(), q.to_vec()), value.to_vec());
+            }
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+    for ((name, q), uid) in &found {
+        writeln!(out, "{}", mapping_line(&String::from_utf8_lossy(q), &String::from_utf8_lossy(name), uid))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(!found.is_empty())
+}
+
+/// `uid assign` / `mkmetric`: assigns (or finds) each name's UID and prints it. Names are checked with
+/// OpenTSDB's character rules first; a bad name is reported and the rest still assigned. Returns whether all
+/// succeeded.
+pub fn assign(
+    store: &Store,
+    kind: UidKind,
+    names: &[String],
+    rules: &Rules,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<bool, String> {
+    let mut ok = true;
+    for name in names {
+        if let Err(e) = validate_string(&format_args!("{} name", kind), name, rules) {
+            let _ = writeln!(err, "{}", e.message());
+            ok = false;
+            continue;
+        }
+        match store.uids().get_or_create(kind, name, true) {
+            Ok(uid) => {
+                writeln!(out, "{}", mapping_line(kind.as_str(), name, uid.as_bytes())).map_err(|e| e.to_string())?
+            }
+            Err(e) => {
+                let _ = writeln!(err, "error while processing {name}: {e}");
+                ok = false;
+            }
+        }
+    }
+    Ok(ok)
+}
+
+/// `uid delete`: returns the deleted UID.
+pub fn delete(store: &Store, kind: UidKind, name: &str) -> Result<Vec<u8>, String> {
+    store
+        .delete_uid(kind, name)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("No such name for '{kind}': '{name}'"))
+}
+
+/// `uid [KIND] NAME|ID`. An all-digit argument is an id (on the kind's width, or `idwidth` when given); without a
+/// kind every kind is looked up. Returns whether anything was found.
+pub fn lookup(
+    store: &Store,
+    kind: Option<UidKind>,
+    arg: &str,
+    idwidth: Option<usize>,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<bool, String> {
+    let kinds: Vec<UidKind> = kind.map(|k| vec![k]).unwrap_or_else(|| UidKind::ALL.to_vec());
+    let mut found = false;
+    if let Ok(id) = arg.parse::<u64>() {
+        for k in kinds {
+            let width = idwidth.unwrap_or(store.uids().table(k).width());
+            let Ok(uid) = codec::long_to_uid(id, width) else {
+                let _ =
+                    writeln!(err, "{id} is too large to fit on {width} bytes.  Maybe you forgot to adjust --idwidth?");
+                continue;
+            };
+            match store.uids().name_of(k, &uid).map_err(|e| e.to_string())? {
+                Some(name) => {
+                    writeln!(out, "{}", mapping_line(k.as_str(), &name, &uid)).map_err(|e| e.to_string())?;
+                    found = true;
+                }
+                None if kind.is_some() => {
+                    let _ = writeln!(err, "No such unique ID for '{k}': {}", javafmt::byte_array(&uid));
+                }
+                None => {}
+            }
+        }
+    } else {
+        for k in kinds {
+            match store.uids().get(k, arg).map_err(|e| e.to_string())? {
+                Some(uid) => {
+                    writeln!(out, "{}", mapping_line(k.as_str(), arg, uid.as_bytes())).map_err(|e| e.to_string())?;
+                    found = true;
+                }
+                None if kind.is_some() => {
+                    let _ = writeln!(err, "No such name for '{k}': '{arg}'");
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Qualifiers of UID meta objects and TSMeta counters: not mappings, skipped by the check.
+const META_QUALIFIERS: [&[u8]; 5] = [b"metric_meta", b"tagk_meta", b"tagv_meta", b"ts_meta", b"ts_ctr"];
+
+/// One kind's view for the check.
+#[derive(Default)]
+struct KindState {
+    max_id: Option<u64>,
+    max_found: u64,
+    /// name -> hex uid (forward)
+    name2id: BTreeMap<String, String>,
+    /// hex uid -> name (reverse)
+    id2name: BTreeMap<String, String>,
+    errors: u64,
+}
+
+/// `uid fsck`: checks (and with `fix` repairs) the UID maps; returns the number of errors found. Messages are
+/// OpenTSDB's, one per line, on `out`.
+pub fn fsck(store: &Store, fix: bool, delete_unknown: bool, out: &mut impl Write) -> Result<u64, String> {
+    let started = std::time::Instant::now();
+    let mut say = |line: String| {
+        let _ = writeln!(out, "{line}");
+    };
+    if fix {
+        say(format!("Running fsck in FIX mode (remove unknowns: {delete_unknown})"));
+    } else {
+        say("Running in log only mode".into());
+    }
+    let mut kinds: HashMap<UidKind, KindState> = HashMap::new();
+    let mut kvs = 0u64;
+    let mut writes: Vec<(UidFamily, Vec<u8>, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    for family in [UidFamily::Id, UidFamily::Name] {
+        let mut cells = Vec::new();
+        store
+            .for_each_uid_cell(family, |q, row, value| {
+                cells.push((q.to_vec(), row.to_vec(), value.to_vec()));
+                Ok(true)
+            })
+            .map_err(|e: StoreError| e.to_string())?;
+        for (q, row, value) in cells {
+            kvs += 1;
+            if META_QUALIFIERS.contains(&q.as_slice()) {
+                continue;
+            }
+            let Some(kind) = kind_of_qualifier(&q) else {
+                say(format!("Unknown qualifier {} in row {}", codec::uid_to_string(&q), codec::uid_to_string(&row)));
+                if fix && delete_unknown {
+                    writes.push((family, q.clone(), row.clone(), None));
+                    say(format!(
+                        "FIX: Removed unknown qualifier {} in row {}",
+                        codec::uid_to_string(&q),
+                        codec::uid_to_string(&row)
+                    ));
+                }
+                continue;
+            };
+            let width = store.uids().table(kind).width();
+            let st = kinds.entry(kind).or_default();
+            if family == UidFamily::Id && row == [0] {
+                if value.len() != 8 {
+                    st.errors += 1;
+                    say(format!(
+                        "Invalid maximum ID for {kind}: should be on 8 bytes: {}",
+                        codec::uid_to_string(&value)
+                    ));
+                } else {
+                    let max = u64::from_be_bytes(value[..8].try_into().unwrap_or([0; 8]));
+                    st.max_id = Some(max);
+                    say(format!("Maximum ID for {kind}: {max}"));
+                }
+                continue;
+            }
+            let (uid, name) = match family {
+                UidFamily::Id => (value.as_slice(), String::from_utf8_lossy(&row).into_owned()),
+                UidFamily::Name => (row.as_slice(), String::from_utf8_lossy(&value).into_owned()),
+            };
+            if uid.len() != width {
+                st.errors += 1;
+                say(format!(
+                    "Invalid {kind} ID of length {} (expected: {width}): {name} -> {}",
+                    uid.len(),
+                    codec::uid_to_string(uid)
+                ));
+                continue;
+            }
+            let hex = codec::uid_to_string(uid);
+            if family == UidFamily::Id {
+                st.max_found = st.max_found.max(codec::uid_to_long(uid));
+                st.name2id.insert(name, hex);
+            } else {
+                st.id2name.insert(hex, name);
+            }
+        }
+    }
+    let mut total = 0u64;
+    for kind in UidKind::ALL {
+        let Some(st) = kinds.get_mut(&kind) else { continue };
+        let q = kind.as_str().as_bytes().to_vec();
+        let restore = |writes: &mut Vec<_>, id: &str, name: &str| {
+            if let Ok(uid) = codec::string_to_uid(id, None) {
+                writes.push((UidFamily::Name, q.clone(), uid, Some(name.as_bytes().to_vec())));
+            }
+        };
+        // Forward mappings: each needs the matching reverse mapping; several names on one id is a collision.
+        let mut by_id: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (name, id) in &st.name2id {
+            by_id.entry(id.as_str()).or_default().insert(name.as_str());
+        }
+        let mut messages = Vec::new();
+        let mut errors = 0u64;
+        let mut renamed: Vec<(String, String, Vec<String>)> = Vec::new();
+        for (id, names) in &by_id {
+            if names.len() > 1 {
+                errors += 1;
+                let fsck_name = format!("fsck.{}", names.iter().copied().collect::<Vec<_>>().join("."));
+                messages.push(format!(
+                    "UID collision: {kind} {} all map to {id}",
+                    names.iter().copied().collect::<Vec<_>>().join(", ")
+                ));
+                if fix {
+                    renamed.push((id.to_string(), fsck_name, names.iter().map(|s| s.to_string()).collect()));
+                }
+                continue;
+            }
+            let name = names.iter().next().copied().unwrap_or_default();
+            match st.id2name.get(*id) {
+                None => {
+                    errors += 1;
+                    messages.push(format!("Forward {kind} mapping is missing reverse mapping: {name} -> {id}"));
+                    if fix {
+                        restore(&mut writes, id, name);
+                        messages.push(format!("FIX: Restoring {kind} reverse mapping: {id} -> {name}"));
+                    }
+                }
+                Some(found) if found != name => {
+                    errors += 1;
+                    messages.push(format!(
+                        "Forward {kind} mapping {name} -> {id} is different than reverse mapping: {id} -> {found}"
+                    ));
+                    if fix {
+                        restore(&mut writes, id, name);
+                        messages.push(format!("FIX: Restoring {kind} reverse mapping: {id} -> {name}"));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        for (id, fsck_name, names) in &renamed {
+            for n in names {
+                writes.push((UidFamily::Id, q.clone(), n.as_bytes().to_vec(), None));
+                messages.push(format!("FIX: Removed forward {kind} mapping for {n} -> {id}"));
+            }
+            if let Ok(uid) = codec::string_to_uid(id, None) {
+                writes.push((UidFamily::Id, q.clone(), fsck_name.as_bytes().to_vec(), Some(uid)));
+            }
+            restore(&mut writes, id, fsck_name);
+            messages.push(format!("FIX: Created forward {kind} mapping for fsck'd UID {fsck_name} -> {id}"));
+            messages.push(format!("Corrupted UID [{id}] renamed to [{fsck_name}]"));
+        }
+        // Reverse mappings: one without a forward mapping is harmless (warned); one that disagrees is an error.
+        for (id, name) in &st.id2name {
+            match st.name2id.get(name) {
+                None => {
+                    messages.push(format!("Reverse {kind} mapping is missing forward mapping: {name} -> {id}"));
+                    if fix {
+                        if let Ok(uid) = codec::string_to_uid(id, None) {
+                            writes.push((UidFamily::Name, q.clone(), uid, None));
+                        }
+                        messages.push(format!("FIX: Removed {kind} reverse mapping: {id} -> {name}"));
+                    }
+                }
+                Some(found) if found != id && !renamed.iter().any(|r| &r.0 == id) => {
+                    errors += 1;
+                    messages.push(format!("Inconsistent reverse {kind} mapping {id} -> {name} vs {found} -> {name}"));
+                    if fix && st.name2id.values().all(|v| v != id) {
+                        if let Ok(uid) = codec::string_to_uid(id, None) {
+                            writes.push((UidFamily::Name, q.clone(), uid, None));
+                        }
+                        messages.push(format!("FIX: Removed {kind} reverse mapping: {id} -> {name}"));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let max_id = st.max_id.unwrap_or(0);
+        let entries = st.name2id.len().max(st.id2name.len()) as u64;
+        if max_id < st.max_found {
+            errors += 1;
+            messages.push(format!(
+                "We found an ID of {} for {kind} but the max ID is only {max_id}!  Future IDs may be double-assigned!",
+                st.max_found
+            ));
+            if fix {
+                writes.push((UidFamily::Id, q.clone(), vec![0], Some(st.max_found.to_be_bytes().to_vec())));
+                messages.push(format!("FIX: Updated max ID for {kind} to {}", st.max_found));
+            }
+        } else if max_id > entries {
+            messages.push(format!(
+                "Max ID for {kind} is {max_id} but only {entries} entries were found.  Maybe {} IDs were deleted?",
+                max_id - entries
+            ));
+        }
+        for m in messages {
+            say(m);
+        }
+        st.errors += errors;
+        if st.errors > 0 {
+            say(format!("{kind}: Found {} errors.", st.errors));
+            total += st.errors;
+        }
+    }
+    if fix && !writes.is_empty() {
+        store.write_uid_cells(&writes).map_err(|e| e.to_string())?;
+    }
+    let ms = started.elapsed().as_millis().max(1);
+    say(format!("{kvs} KVs analyzed in {ms}ms (~{} KV/s)", kvs as u128 * 1000 / ms));
+    if total == 0 {
+        say("No errors found.".into());
+    } else {
+        say(format!("{total} errors found."));
+    }
+    Ok(total)
+}
