@@ -8,6 +8,9 @@
 //!   back). A prefix scan on `S metric` lists a metric's series.
 //! * `T metric tagk tagv tsuid-tags` -> empty: the series of a metric carrying one tag pair, so a literal tag
 //!   filter reads only its series (spec: query §9, the million-series complaint).
+//! * `F tsuid` -> when the series was first indexed (u32 big-endian Unix seconds, wall clock; merged with `min`,
+//!   so re-noting a series after a restart never moves it forward): the `created` of its TSMeta (spec: ingest
+//!   §4.11). Written with the postings, i.e. once per series per process lifetime, never per point.
 use quick_cache::sync::Cache;
 use rocksdb::{MergeOperands, WriteBatch, DB};
 
@@ -16,6 +19,7 @@ use super::{Layout, StoreError};
 pub const CF_SERIES: &str = "rtsd:series";
 const SERIES: u8 = b'S';
 const POSTING: u8 = b'T';
+const FIRST_SEEN: u8 = b'F';
 
 /// The write side's memory of which series it has indexed, and up to which hour.
 pub struct SeriesIndex {
@@ -46,6 +50,10 @@ impl SeriesIndex {
                     key.extend_from_slice(tags);
                     batch.put_cf(cf, key, []);
                 }
+                let mut key = Vec::with_capacity(1 + tsuid.len());
+                key.push(FIRST_SEEN);
+                key.extend_from_slice(tsuid);
+                batch.merge_cf(cf, key, now_seconds().to_be_bytes());
             }
         }
         let mut key = Vec::with_capacity(1 + tsuid.len());
@@ -104,6 +112,18 @@ pub fn last_hour(db: &DB, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
     Ok(db.get_cf(cf, key)?.and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
 }
 
+/// When a series was first indexed (Unix seconds), if the index knows it.
+pub fn first_seen(db: &DB, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
+    let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
+    let mut key = vec![FIRST_SEEN];
+    key.extend_from_slice(tsuid);
+    Ok(db.get_cf(cf, key)?.and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
+}
+
+fn now_seconds() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(0)
+}
+
 fn scan_prefix(db: &DB, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
     let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
     let mut iter = db.raw_iterator_cf(cf);
@@ -118,9 +138,11 @@ fn scan_prefix(db: &DB, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) 
     Ok(())
 }
 
-/// Merge for `S` keys: the largest hour wins, whatever order the operands arrive in. `T` keys are plain puts.
-pub fn merge_max_hour(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+/// Merge for `S` keys: the largest hour wins, whatever order the operands arrive in; for `F` keys the earliest
+/// time wins. `T` keys are plain puts.
+pub fn merge_max_hour(key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
     let hour = |b: &[u8]| b.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-    let max = existing.into_iter().chain(operands.iter()).filter_map(hour).max();
-    Some(max.map(|h| h.to_be_bytes().to_vec()).unwrap_or_default())
+    let values = existing.into_iter().chain(operands.iter()).filter_map(hour);
+    let merged = if key.first() == Some(&FIRST_SEEN) { values.min() } else { values.max() };
+    Some(merged.map(|h| h.to_be_bytes().to_vec()).unwrap_or_default())
 }

@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use quick_cache::sync::Cache;
 use rocksdb::{WriteBatch, DB};
 use rtsd_protocol::codec;
+use rtsd_protocol::javafmt;
 use rtsd_protocol::point::UidKind;
 
-use super::{cells, StoreError, CF_UID_ID, CF_UID_NAME};
+use super::{cells, meta, Store, StoreError, CF_UID_ID, CF_UID_NAME};
 use crate::metrics::Metrics;
 
 /// A UID: `width` big-endian bytes (1..8), on the stack.
@@ -59,6 +60,35 @@ pub enum UidError {
     /// Every id of the width is taken (OpenTSDB's exact text).
     #[error("All Unique IDs for {kind} on {width} bytes are already assigned!")]
     Exhausted { kind: UidKind, width: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why `/api/uid/assign` gave no new UID to a name; `Display` is OpenTSDB's reason text.
+#[derive(Debug, thiserror::Error)]
+pub enum AssignError {
+    #[error("Name already exists with UID: {}", codec::uid_to_string(.0.as_bytes()))]
+    Exists(Uid),
+    #[error(transparent)]
+    Uid(#[from] UidError),
+}
+
+impl From<StoreError> for AssignError {
+    fn from(e: StoreError) -> Self {
+        AssignError::Uid(UidError::Store(e))
+    }
+}
+
+/// Why `/api/uid/rename` refused; `Display` is OpenTSDB's text (`TSDB.renameUid`, `UniqueId.rename`).
+#[derive(Debug, thiserror::Error)]
+pub enum RenameError {
+    #[error("Name(\"{0}\") does not exist")]
+    NoSuchName(String),
+    #[error(
+        "When trying rename(\"{old}\", \"{new}\") on UniqueId(tsdb-uid, {kind}, {width}): new name already \
+         assigned ID={id}"
+    )]
+    Exists { old: String, new: String, kind: UidKind, width: usize, id: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -175,6 +205,21 @@ impl UidTable {
             self.remember(name, uid);
             return Ok(uid);
         }
+        self.assign_locked(db, metrics, name)
+    }
+
+    /// `/api/uid/assign`: a new UID for `name`, or the UID it already has as [`AssignError::Exists`].
+    fn assign_new(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, AssignError> {
+        let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(uid) = self.lookup_stored(db, name)? {
+            self.remember(name, uid);
+            return Err(AssignError::Exists(uid));
+        }
+        Ok(self.assign_locked(db, metrics, name)?)
+    }
+
+    /// Hands out the next id; the caller holds the assignment lock and knows `name` is unassigned.
+    fn assign_locked(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
         let id = self.max_id.load(Ordering::Acquire) + 1;
         if id > codec::max_uid(self.width) {
             metrics.uid_rejected(self.kind);
@@ -185,7 +230,8 @@ impl UidTable {
         }
         let uid = Uid::from_id(id, self.width);
         let kind = self.kind.as_str().as_bytes();
-        // Counter, reverse map and forward map in one atomic write: all three or none survive a crash.
+        // Counter, reverse map, forward map and the UIDMeta (its `created` time, as OpenTSDB writes with
+        // `tsd.core.meta.enable_realtime_uid`) in one atomic write: all or none survive a crash.
         let mut batch = WriteBatch::default();
         cells::put(db, &mut batch, CF_UID_ID, kind, &[0], &id.to_be_bytes())?;
         cells::put(
@@ -204,6 +250,9 @@ impl UidTable {
             name.as_bytes(),
             uid.as_bytes(),
         )?;
+        let uid_meta = meta::uid_meta_storage_json(self.kind, meta::now_seconds());
+        let meta_qualifier = meta::uid_meta_qualifier(self.kind);
+        cells::put(db, &mut batch, CF_UID_NAME, meta_qualifier, uid.as_bytes(), uid_meta.as_bytes())?;
         db.write(batch).map_err(StoreError::from)?;
         self.max_id.store(id, Ordering::Release);
         self.names
@@ -213,6 +262,39 @@ impl UidTable {
         metrics.uid_assigned(self.kind);
         tracing::info!(kind = %self.kind, name, uid = %codec::uid_to_string(uid.as_bytes()), "assigned UID");
         self.remember(name, uid);
+        Ok(uid)
+    }
+
+    /// Gives the UID of `old` the name `new` (OpenTSDB's `UniqueId.rename`): the reverse map, the new forward map
+    /// and the removal of the old one in one atomic write, then the caches and the suggest index. Data rows,
+    /// the series index and metadata are keyed by UID, so they follow the new name with no rewrite.
+    fn rename(&self, db: &DB, old: &str, new: &str) -> Result<Uid, RenameError> {
+        let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(uid) = self.lookup_stored(db, old)? else {
+            return Err(RenameError::NoSuchName(old.to_string()));
+        };
+        if let Some(taken) = self.lookup_stored(db, new)? {
+            return Err(RenameError::Exists {
+                old: old.to_string(),
+                new: new.to_string(),
+                kind: self.kind,
+                width: self.width,
+                id: javafmt::byte_array(taken.as_bytes()),
+            });
+        }
+        let kind = self.kind.as_str().as_bytes();
+        let mut batch = WriteBatch::default();
+        cells::put(db, &mut batch, CF_UID_NAME, kind, uid.as_bytes(), new.as_bytes())?;
+        cells::put(db, &mut batch, CF_UID_ID, kind, new.as_bytes(), uid.as_bytes())?;
+        let ids = db.cf_handle(CF_UID_ID).expect("column family created at open");
+        batch.delete_cf(ids, cells::key(kind, old.as_bytes()));
+        db.write(batch).map_err(StoreError::from)?;
+        self.by_name.remove(old);
+        self.remember(new, uid);
+        let mut names = self.names.write().unwrap_or_else(|p| p.into_inner());
+        names.remove(old);
+        names.insert(new.to_string());
+        tracing::info!(kind = %self.kind, old, new, uid = %codec::uid_to_string(uid.as_bytes()), "renamed UID");
         Ok(uid)
     }
 
@@ -315,6 +397,16 @@ impl Uids {
             .get_or_create(&self.db, &self.metrics, name, create)
     }
 
+    /// A new UID for `name` (`/api/uid/assign`); a name that has one already is reported with it.
+    pub fn assign_new(&self, kind: UidKind, name: &str) -> Result<Uid, AssignError> {
+        self.table(kind).assign_new(&self.db, &self.metrics, name)
+    }
+
+    /// Renames `old` to `new`, keeping its UID (`/api/uid/rename`).
+    pub fn rename(&self, kind: UidKind, old: &str, new: &str) -> Result<Uid, RenameError> {
+        self.table(kind).rename(&self.db, old, new)
+    }
+
     /// The UID of a name if it has one.
     pub fn get(&self, kind: UidKind, name: &str) -> Result<Option<Uid>, StoreError> {
         match self.get_or_create(kind, name, false) {
@@ -335,5 +427,15 @@ impl Uids {
         for t in &self.tables {
             t.clear();
         }
+    }
+}
+
+impl Store {
+    /// Renames a UID's name (`/api/uid/rename`) and tells connections to drop the name -> UID resolutions they
+    /// cached, so a later point named `old` is a new name again, as on the OpenTSDB daemon that did the rename.
+    pub fn rename_uid(&self, kind: UidKind, old: &str, new: &str) -> Result<Uid, RenameError> {
+        let uid = self.uids.rename(kind, old, new)?;
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(uid)
     }
 }
