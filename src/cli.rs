@@ -144,6 +144,9 @@ struct Common {
     /// Set any property: --set tsd.core.auto_create_metrics=false (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// rtsd.chukwa.port: the Chukwa collector listener (default 8080; 0 turns it off)
+    #[arg(long)]
+    chukwa_port: Option<u16>,
 }
 
 impl Common {
@@ -159,6 +162,7 @@ impl Common {
             bind: self.bind.clone(),
             data_dir: self.data_dir.clone(),
             set,
+            chukwa_port: self.chukwa_port,
         };
         Config::load(&flags).map_err(|e| e.to_string())
     }

@@ -129,6 +129,8 @@ pub struct Config {
     pub cors_headers: String,
     /// What one query may read before it is stopped (spec: query §1.4, §9 items 1-2).
     pub query_limits: QueryLimits,
+    /// `rtsd.chukwa.*`: the Chukwa collector port.
+    pub chukwa: crate::chukwa::ChukwaConfig,
 }
 
 /// `tsd.query.timeout` (ms) and `tsd.query.limits.*`; 0 means unlimited.
@@ -151,6 +153,8 @@ pub struct Flags {
     pub data_dir: Option<PathBuf>,
     /// Extra `key=value` properties (`--set`), applied last.
     pub set: Vec<(String, String)>,
+    /// `--chukwa-port`: `rtsd.chukwa.port`.
+    pub chukwa_port: Option<u16>,
 }
 
 impl Config {
@@ -158,6 +162,7 @@ impl Config {
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
         let mut properties: BTreeMap<String, String> = DEFAULTS
             .iter()
+            .chain(crate::chukwa::config::DEFAULTS)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let text = match &flags.config {
@@ -167,7 +172,14 @@ impl Config {
             })?,
             None => SHIPPED_CONFIG.to_string(),
         };
-        properties.extend(parse_properties(&text));
+        let from_file = parse_properties(&text);
+        // A Chukwa port asked for (rather than the default) must be bound, or the daemon doesn't start.
+        let chukwa_port_required = flags.chukwa_port.is_some()
+            || from_file.iter().chain(&flags.set).any(|(k, _)| k == crate::chukwa::config::PORT_PROPERTY);
+        properties.extend(from_file);
+        if let Some(port) = flags.chukwa_port {
+            properties.insert(crate::chukwa::config::PORT_PROPERTY.into(), port.to_string());
+        }
         if let Some(port) = flags.port {
             properties.insert("tsd.network.port".into(), port.to_string());
         }
@@ -180,7 +192,9 @@ impl Config {
         for (k, v) in &flags.set {
             properties.insert(k.clone(), v.clone());
         }
-        Config::from_properties(properties)
+        let mut config = Config::from_properties(properties)?;
+        config.chukwa.port_required = chukwa_port_required;
+        Ok(config)
     }
 
     /// Validates and types a full property map.
@@ -278,6 +292,7 @@ impl Config {
                 allow_override_data_points: p.boolean("tsd.query.limits.data_points.allow_override"),
                 allow_override_bytes: p.boolean("tsd.query.limits.bytes.allow_override"),
             },
+            chukwa: crate::chukwa::ChukwaConfig::from_properties(&properties, bind)?,
             properties,
         })
     }

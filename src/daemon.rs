@@ -22,8 +22,11 @@ pub enum StartError {
 /// A daemon that is serving.
 pub struct Running {
     pub addr: SocketAddr,
+    /// Where the Chukwa collector port listens, when it does (`rtsd.chukwa.port`).
+    pub chukwa_addr: Option<SocketAddr>,
     pub tsd: Arc<Tsd>,
     task: tokio::task::JoinHandle<()>,
+    chukwa_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
@@ -35,6 +38,9 @@ impl Running {
     /// Waits until every connection is closed and the store is flushed.
     pub async fn stopped(self) {
         let _ = self.task.await;
+        if let Some(task) = self.chukwa_task {
+            let _ = task.await;
+        }
         if let Err(e) = self.tsd.store.flush() {
             tracing::error!(error = %e, "flush at shutdown failed; the write-ahead log still holds every point");
         }
@@ -50,6 +56,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .await
         .map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
+    let chukwa = server::chukwa::bind_configured(&config).await.map_err(|(addr, source)| StartError::Bind { addr, source })?;
     let tsd = Arc::new(Tsd {
         config,
         store,
@@ -58,14 +65,26 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         started: Instant::now(),
         port: addr.port(),
     });
+    let (chukwa_addr, chukwa_task) = match chukwa {
+        Some(listener) => {
+            let collector = crate::chukwa::Collector::open(&tsd.store, tsd.config.chukwa.clone())
+                .map_err(|source| StartError::Store { dir: tsd.config.data_dir.display().to_string(), source })?;
+            let addr = listener.local_addr().ok();
+            (addr, Some(tokio::spawn(server::chukwa::serve(listener, tsd.clone(), Arc::new(collector)))))
+        }
+        None => (None, None),
+    };
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
-    Ok(Running { addr, tsd, task })
+    Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task })
 }
 
 /// Runs until SIGINT, SIGTERM or `diediedie`.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let data_dir = config.data_dir.display().to_string();
     let running = start(config).await?;
+    if let Some(chukwa_addr) = running.chukwa_addr {
+        tracing::info!(%chukwa_addr, "Chukwa collector port listening");
+    }
     tracing::info!(addr = %running.addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
     let token = running.tsd.shutdown.clone();
     tokio::spawn(async move {

@@ -9,6 +9,7 @@
 //! * [`tools`]: the other `tsdb` tools: `import`, `query`, `uid`, `mkmetric`, `fsck`.
 //!
 //! Parsing and byte layouts live in the `rtsd-protocol` crate, which does no I/O.
+pub mod chukwa;
 pub mod cli;
 pub mod config;
 pub mod daemon;

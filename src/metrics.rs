@@ -30,6 +30,12 @@ pub struct TypeLabel {
     pub r#type: &'static str,
 }
 
+/// A Chukwa dataType (user-chosen, so an owned string).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DataTypeLabel {
+    pub datatype: String,
+}
+
 /// Which door a point or request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -62,6 +68,15 @@ pub struct Metrics {
     pub rocksdb_write_seconds: Histogram,
     pub compaction_duplicates: Family<TypeLabel, Counter>,
     pub http_requests: Family<TypeLabel, Counter>,
+    /// The Chukwa collector port (see `crate::chukwa`): posts by result, what was new after de-duplication by
+    /// dataType, de-duplication outcomes, and content dropped.
+    pub chukwa_posts: Family<TypeLabel, Counter>,
+    pub chukwa_chunks: Family<DataTypeLabel, Counter>,
+    pub chukwa_bytes: Family<DataTypeLabel, Counter>,
+    pub chukwa_records: Family<DataTypeLabel, Counter>,
+    pub chukwa_points: Family<DataTypeLabel, Counter>,
+    pub chukwa_dedup: Family<TypeLabel, Counter>,
+    pub chukwa_dropped: Family<TypeLabel, Counter>,
     /// Points refused by the put path, OpenTSDB's `rpc.errors type=socket_writes_blocked` aside.
     writes_blocked: AtomicU64,
     /// Handles into `uid_cache_hits` / `uid_cache_misses` per kind: UID lookups happen several times per data
@@ -93,6 +108,13 @@ impl Metrics {
             rocksdb_write_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
             compaction_duplicates: Family::default(),
             http_requests: Family::default(),
+            chukwa_posts: Family::default(),
+            chukwa_chunks: Family::default(),
+            chukwa_bytes: Family::default(),
+            chukwa_records: Family::default(),
+            chukwa_points: Family::default(),
+            chukwa_dedup: Family::default(),
+            chukwa_dropped: Family::default(),
             writes_blocked: AtomicU64::new(0),
             uid_hit_handles: Default::default(),
             uid_miss_handles: Default::default(),
@@ -131,6 +153,25 @@ impl Metrics {
             m.compaction_duplicates.clone(),
         );
         registry.register("http_requests", "HTTP requests by response status class", m.http_requests.clone());
+        registry.register(
+            "chukwa_posts",
+            "Chukwa agent posts by result (ok, bad_body, commit_failed, too_large)",
+            m.chukwa_posts.clone(),
+        );
+        registry.register("chukwa_chunks", "Chukwa chunks with new data, by dataType", m.chukwa_chunks.clone());
+        registry.register("chukwa_bytes", "Chukwa chunk bytes accepted as new, by dataType", m.chukwa_bytes.clone());
+        registry.register("chukwa_records", "Chukwa records accepted as new, by dataType", m.chukwa_records.clone());
+        registry.register("chukwa_points", "Data points written from Chukwa records, by dataType", m.chukwa_points.clone());
+        registry.register(
+            "chukwa_dedup",
+            "Chukwa chunks by de-duplication outcome (duplicate, reset, gap, window_miss)",
+            m.chukwa_dedup.clone(),
+        );
+        registry.register(
+            "chukwa_dropped",
+            "Chukwa content acknowledged but not stored (unparsable chunks, refused points)",
+            m.chukwa_dropped.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -204,6 +245,37 @@ impl Metrics {
             _ => "5xx",
         };
         self.http_requests.get_or_create(&TypeLabel { r#type: class }).inc();
+    }
+
+    pub fn chukwa_post(&self, result: &'static str) {
+        self.chukwa_posts.get_or_create(&TypeLabel { r#type: result }).inc();
+    }
+
+    /// What one post brought for one dataType, after de-duplication.
+    pub fn chukwa_ingested(&self, data_type: &str, chunks: u64, bytes: u64, records: u64, points: u64) {
+        let label = DataTypeLabel { datatype: data_type.to_string() };
+        for (family, n) in [
+            (&self.chukwa_chunks, chunks),
+            (&self.chukwa_bytes, bytes),
+            (&self.chukwa_records, records),
+            (&self.chukwa_points, points),
+        ] {
+            if n > 0 {
+                family.get_or_create(&label).inc_by(n);
+            }
+        }
+    }
+
+    pub fn chukwa_dedup(&self, outcome: &'static str, n: u64) {
+        if n > 0 {
+            self.chukwa_dedup.get_or_create(&TypeLabel { r#type: outcome }).inc_by(n);
+        }
+    }
+
+    pub fn chukwa_dropped(&self, reason: &'static str, n: u64) {
+        if n > 0 {
+            self.chukwa_dropped.get_or_create(&TypeLabel { r#type: reason }).inc_by(n);
+        }
     }
 
     pub fn write_blocked(&self) {

@@ -5,11 +5,11 @@
 //! handler reads the stream from its start. A connection that closes before sending a byte is simply dropped
 //! (port probes, potsdb's `check_host`).
 pub mod annotation;
+pub mod chukwa;
 pub mod discovery;
 pub mod http;
 pub mod query;
 pub mod telnet;
-pub mod uid;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,315 @@
+//! The collector over a real store: replies, exactly-once across resends and restarts, the record mapping as
+//! stored, and bad bodies that change nothing (spec: chukwa §8.2-§8.5, §8.7).
+use std::path::Path;
+use std::sync::Arc;
+
+use rtsd_protocol::chukwa::{encode_body, Chunk, RecordEnds};
+use rtsd_protocol::codec::Value;
+use rtsd_protocol::point::{Rules, UidKind};
+
+use super::*;
+use crate::config::Config;
+use crate::store::ReadBudget;
+
+const T: i64 = 1_466_380_800_000;
+const TAGS: &str = r#" cluster="demo""#;
+
+struct Fixture {
+    store: Store,
+    collector: Collector,
+    metrics: Metrics,
+    rules: Rules,
+}
+
+fn open(dir: &Path) -> Fixture {
+    let config = Config::for_data_dir(dir, &[]).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let store = Store::open(&config, metrics).unwrap();
+    let collector = Collector::open(&store, config.chukwa.clone()).unwrap();
+    Fixture { store, collector, metrics: Metrics::new(), rules: config.rules.clone() }
+}
+
+impl Fixture {
+    fn post(&self, chunks: &[Chunk<'_>]) -> (String, PostSummary) {
+        let body = encode_body(chunks).unwrap();
+        self.collector.ingest_summary(&self.store, &self.metrics, &self.rules, &body).unwrap()
+    }
+
+    fn post_raw(&self, body: &[u8]) -> Result<String, IngestError> {
+        self.collector.ingest(&self.store, &self.metrics, &self.rules, body)
+    }
+
+    /// Every stored point of `metric`: (ms, value, tags sorted).
+    fn points(&self, metric: &str) -> Vec<(i64, Value, Vec<(String, String)>)> {
+        let uids = self.store.uids();
+        let Some(uid) = uids.get(UidKind::Metric, metric).unwrap() else { return Vec::new() };
+        let series =
+            self.store.scan_series(uid.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |_| Ok(true)).unwrap();
+        let mut out = Vec::new();
+        for s in series {
+            let mut tags: Vec<(String, String)> = s
+                .tags
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        uids.name_of(UidKind::TagKey, k).unwrap().unwrap(),
+                        uids.name_of(UidKind::TagValue, v).unwrap().unwrap(),
+                    )
+                })
+                .collect();
+            tags.sort();
+            out.extend(s.points.iter().map(|p| (p.timestamp_ms, p.value, tags.clone())));
+        }
+        out.sort_by_key(|p| p.0);
+        out
+    }
+
+    /// Number of keys in a column family.
+    fn keys(&self, cf: &'static str) -> usize {
+        let mut n = 0;
+        self.store
+            .scan_raw(cf, &[], |_, _| {
+                n += 1;
+                true
+            })
+            .unwrap();
+        n
+    }
+}
+
+fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    v.sort();
+    v
+}
+
+/// Lines `[from, to)` of a log whose line `i` is `line i\n` padded to 20 bytes: a chunk of them with one record
+/// per line (CharFileTailingAdaptorUTF8).
+fn log_bytes(from: usize, to: usize) -> Vec<u8> {
+    (from..to).flat_map(|i| format!("{:<19}\n", format!("line {i}")).into_bytes()).collect()
+}
+
+fn log_chunk(data: &[u8], first_line: usize) -> Chunk<'_> {
+    let seq = ((first_line * 20) + data.len()) as i64;
+    Chunk::new(seq, "host1", TAGS, "/var/log/app.log", "AppLog", data)
+        .with_record_ends(RecordEnds::from_lengths(std::iter::repeat_n(20, data.len() / 20)))
+}
+
+/// §8.7 vector 1: the §2.1 body, one chunk, one line; vector 2: the empty chunk.
+#[test]
+fn replies_one_ok_line_per_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let chunk = Chunk::new(8, "host1", TAGS, "/var/log/app.log", "AppLog", b"a=1\nb=2\n").with_record_ends([3, 7]);
+    let body = encode_body([&chunk]).unwrap();
+    assert_eq!(body.len(), 88);
+    assert_eq!(f.post_raw(&body).unwrap(), "ok: 8 bytes ending at offset 7\n");
+    let empty = Chunk::new(5, "host1", TAGS, "/x", "AppLog", b"");
+    let (reply, summary) = f.post(&[empty.clone(), chunk.clone()]);
+    assert_eq!(reply, "ok: 0 bytes ending at offset 4\nok: 8 bytes ending at offset 7\n");
+    assert_eq!(summary.new_chunks, 0, "the resent chunk is a duplicate, the empty one ignored");
+    assert_eq!(f.post_raw(&encode_body([]).unwrap()).unwrap(), "");
+}
+
+/// §8.5's worked example, stored both ways: OpenTSDB points and Chukwa's `chukwa` rows, and `chukwa_meta`.
+#[test]
+fn sigar_sample_becomes_points_and_chukwa_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let json = format!(
+        r#"{{"timestamp":{T},"cpu":[{{"combined":12.5,"user":10,"sys":2.5,"idle":87.5,"Vendor":"Intel"}}],"memory":{{"UsedPercent":"43.2"}}}}"#
+    );
+    let chunk = Chunk::new(json.len() as i64, "host1", TAGS, "Sigar", "SystemMetrics", json.as_bytes());
+    let (_, summary) = f.post(&[chunk]);
+    assert_eq!((summary.new_chunks, summary.records), (1, 1));
+    let demo = tags(&[("cluster", "demo"), ("host", "host1")]);
+    assert_eq!(f.points("SystemMetrics.cpu.combined.0"), [(T, Value::Float(12.5), demo.clone())]);
+    assert_eq!(f.points("SystemMetrics.cpu.combined"), [(T, Value::Float(12.5), demo.clone())]);
+    assert_eq!(f.points("SystemMetrics.memory.UsedPercent"), [(T, Value::Double(43.2), demo.clone())]);
+    assert_eq!(f.points("SystemMetrics.cpu.user.0"), [(T, Value::Int(10), demo.clone())]);
+    assert!(f.points("SystemMetrics.cpu.Vendor.0").is_empty(), "not a number");
+
+    // Chukwa's row for the metric, keyed as HBaseUtil.buildKey (spec §5.3 first example).
+    let key = schema::cell_key(T, "SystemMetrics.cpu.combined", "host1");
+    assert_eq!(&key[..2], b"17");
+    let mut found = None;
+    f.store
+        .scan_raw(CF_CHUKWA_T, &key, |k, v| {
+            found = (k == key).then(|| v.to_vec());
+            false
+        })
+        .unwrap();
+    assert_eq!(found.as_deref(), Some(&b"12.5"[..]));
+    assert_eq!(schema::read_series(&f.store, "SystemMetrics.cpu.combined", "host1", T, T + 1).unwrap(), [(T, 12.5)]);
+    assert_eq!(schema::read_series(&f.store, "SystemMetrics.cpu.combined", "host1", T + 1, T + 2).unwrap(), []);
+    assert_eq!(schema::metric_groups(&f.store).unwrap(), ["SystemMetrics"]);
+    let names = schema::metric_names(&f.store, "SystemMetrics").unwrap();
+    assert!(
+        names.contains(&"SystemMetrics.cpu.combined".to_string())
+            && names.contains(&"SystemMetrics.cpu.Vendor.0".to_string())
+    );
+    assert_eq!(schema::source_names(&f.store).unwrap(), ["host1"]);
+    // The annotation row holds the tags.
+    let mut tags_row = None;
+    let akey = schema::cell_key(T, "SystemMetrics", "host1");
+    f.store
+        .scan_raw(CF_CHUKWA_A, &akey, |k, v| {
+            tags_row = (k == akey).then(|| v.to_vec());
+            false
+        })
+        .unwrap();
+    assert_eq!(tags_row.as_deref(), Some(TAGS.as_bytes()));
+}
+
+/// §8.7 vector 4 with records, then the same after a restart of the collector and store.
+#[test]
+fn resends_store_each_record_once_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let f = open(dir.path());
+        let (a, b) = (log_bytes(0, 5), log_bytes(5, 12));
+        let (_, s) = f.post(&[log_chunk(&a, 0), log_chunk(&b, 5)]);
+        assert_eq!((s.new_chunks, s.records), (2, 12));
+        // Reply lost: the agent re-reads from line 5 with other boundaries, up to line 15.
+        let c = log_bytes(5, 15);
+        let (_, s) = f.post(&[log_chunk(&c, 5)]);
+        assert_eq!((s.new_chunks, s.records), (1, 3), "only lines 12-14 are new");
+    }
+    let f = open(dir.path());
+    // After a restart: the agent resumes from its older checkpoint (line 5) with smaller reads, in two posts; the
+    // second chunk starts at no chunk boundary seen before (a continuation). Only lines 15-17 are new.
+    let (d, e) = (log_bytes(5, 9), log_bytes(9, 18));
+    assert_eq!(f.post(&[log_chunk(&d, 5)]).1.records, 0);
+    let (_, s) = f.post(&[log_chunk(&e, 9)]);
+    assert_eq!((s.new_chunks, s.records), (1, 3));
+    // A rotation: a new file from 0 with other bytes is new again.
+    let rotated: Vec<u8> = (0..3).flat_map(|i| format!("{:<19}\n", format!("new {i}")).into_bytes()).collect();
+    let (_, s) = f.post(&[log_chunk(&rotated, 0)]);
+    assert_eq!((s.new_chunks, s.records), (1, 3));
+}
+
+/// §8.7 vector 6 through the store: SocketAdaptor events of HadoopMetrics, and the process tag.
+#[test]
+fn hadoop_metrics_events_are_deduplicated_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let event = |t: i64, v: i64| {
+        format!(
+            "2016-06-20 00:00:00,000 INFO chukwa.metrics.HadoopMetrics: {{\"timestamp\":{t},\"contextName\":\"jvm\",\"recordName\":\"JvmMetrics\",\"Hostname\":\"nn1\",\"ProcessName\":\"NameNode\",\"GcCount\":{v}}}\n"
+        )
+        .into_bytes()
+    };
+    let (e1, e2) = (event(T, 1), event(T + 1000, 2));
+    let chunk = |e: &'static [u8]| Chunk::new(e.len() as i64, "agent1", TAGS, "agent1", "HadoopMetrics", e);
+    let e1: &'static [u8] = Box::leak(e1.into_boxed_slice());
+    let e2: &'static [u8] = Box::leak(e2.into_boxed_slice());
+    assert_eq!(f.post(&[chunk(e1)]).1.new_chunks, 1);
+    assert_eq!(f.post(&[chunk(e2)]).1.new_chunks, 1);
+    assert_eq!(f.post(&[chunk(e1), chunk(e2)]).1.new_chunks, 0);
+    let nn = tags(&[("cluster", "demo"), ("host", "nn1"), ("process", "NameNode")]);
+    assert_eq!(
+        f.points("HadoopMetrics.jvm.JvmMetrics.GcCount"),
+        [(T, Value::Int(1), nn.clone()), (T + 1000, Value::Int(2), nn)]
+    );
+    let mut sources = schema::source_names(&f.store).unwrap();
+    sources.sort();
+    assert_eq!(sources, ["agent1", "nn1:NameNode"]);
+}
+
+/// Framing errors refuse the whole post and change nothing, not even the chunks before the bad one.
+#[test]
+fn bad_bodies_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let json = format!(r#"{{"timestamp":{T},"cpu":[{{"combined":1,"user":1,"sys":1,"idle":1}}]}}"#);
+    let good = Chunk::new(json.len() as i64, "host1", TAGS, "Sigar", "SystemMetrics", json.as_bytes());
+    let body = encode_body([&good]).unwrap();
+    let with_count = |n: i32, rest: &[u8]| [&n.to_be_bytes()[..], rest].concat();
+    let chunk_bytes = &body[4..];
+    let mut wrong_version = chunk_bytes.to_vec();
+    wrong_version[3] = 2;
+    // The source's first byte made an invalid UTF-8 lead byte.
+    let mut bad_utf8 = chunk_bytes.to_vec();
+    bad_utf8[14] = 0xff;
+    let no_records = {
+        let c = Chunk::new(0, "host1", TAGS, "stream", "AppLog", b"");
+        let mut b = encode_body([&c]).unwrap();
+        let n = b.len();
+        b[n - 8..n - 4].copy_from_slice(&0i32.to_be_bytes());
+        b.truncate(n - 4);
+        b
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated", body[..body.len() - 1].to_vec(), "truncated data"),
+        ("wrong version", with_count(1, &wrong_version), "Protocol version mismatched"),
+        ("bad UTF-8", with_count(1, &bad_utf8), "in source"),
+        ("absurd count", with_count(1 << 30, chunk_bytes), "more than the limit of 100000"),
+        ("count beyond body", with_count(1000, chunk_bytes), "cannot fit"),
+        ("negative count", with_count(-1, chunk_bytes), "negative chunk count"),
+        ("good then truncated", with_count(2, &[chunk_bytes, &chunk_bytes[..20]].concat()), "bad chunk 1"),
+        ("no records", no_records, "numRecords is 0"),
+        ("empty body", Vec::new(), "truncated chunk count"),
+    ];
+    for (what, body, text) in cases {
+        match f.post_raw(&body) {
+            Err(IngestError::Frame(e)) => assert!(e.to_string().contains(text), "{what}: {e}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    for cf in [CF_CHUKWA_STREAMS, CF_CHUKWA_T, CF_CHUKWA_A, CF_CHUKWA_META] {
+        assert_eq!(f.keys(cf), 0, "{cf}");
+    }
+    assert!(f.points("SystemMetrics.cpu.combined").is_empty());
+    // Framed but unparsable content is acknowledged and counted, not stored.
+    let junk = Chunk::new(9, "host1", TAGS, "Sigar", "SystemMetrics", b"not json!");
+    assert_eq!(f.post(&[junk]).0, "ok: 9 bytes ending at offset 8\n");
+    assert_eq!(f.keys(CF_CHUKWA_T), 0);
+    assert!(f.metrics.encode().contains("rtsd_chukwa_dropped_total{type=\"unparsable\"} 1"));
+}
+
+/// The `chukwa.ingest.*` series count what was new, durably and with the data.
+#[test]
+fn ingest_series_count_new_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let a = log_bytes(0, 4);
+    f.post(&[log_chunk(&a, 0)]);
+    f.post(&[log_chunk(&a, 0)]);
+    let records = f.points("chukwa.ingest.records");
+    let lines = tags(&[("cluster", "demo"), ("datatype", "AppLog"), ("host", "host1")]);
+    assert_eq!(records.len(), 1);
+    assert_eq!((records[0].1, &records[0].2), (Value::Int(4), &lines));
+    let dups = f.points("chukwa.dedup.duplicate");
+    assert_eq!((dups.len(), dups[0].1), (1, Value::Int(1)));
+    let text = f.metrics.encode();
+    assert!(text.contains("rtsd_chukwa_records_total{datatype=\"AppLog\"} 4"), "{text}");
+    assert!(text.contains("rtsd_chukwa_dedup_total{type=\"duplicate\"} 1"), "{text}");
+}
+
+#[test]
+fn kept_records_and_bytes() {
+    let data = log_bytes(0, 3);
+    let c = log_chunk(&data, 0);
+    assert_eq!(Kept::of(&c, None), Kept { records: 3, record_from: 0, byte_from: 0 });
+    assert_eq!(Kept::of(&c, Some(20)), Kept { records: 2, record_from: 20, byte_from: 20 });
+    assert_eq!(Kept::of(&c, Some(30)), Kept { records: 2, record_from: 20, byte_from: 30 });
+    assert_eq!(Kept::of(&c, Some(40)), Kept { records: 1, record_from: 40, byte_from: 40 });
+    assert_eq!(Kept::of(&c, Some(60)), Kept { records: 0, record_from: 60, byte_from: 60 });
+    // One record straddling: whole for JSON, the bytes past the mark for raw lines.
+    let one = Chunk::new(60, "h", "", "s", "T", &data);
+    assert_eq!(Kept::of(&one, Some(25)), Kept { records: 1, record_from: 0, byte_from: 25 });
+}
+
+#[test]
+fn sanitising() {
+    let rules = Rules::default();
+    assert_eq!(sanitize("nn1.example.com:NameNode", &rules, "x"), "nn1.example.com_NameNode");
+    assert_eq!(sanitize("java.lang:type=Memory", &rules, "x"), "java.lang_type_Memory");
+    assert_eq!(sanitize("ünïcode/ok-_", &rules, "x"), "ünïcode/ok-_");
+    assert_eq!(sanitize("", &rules, "undefined"), "undefined");
+    assert_eq!(tsdb_value("12.5"), Some(Value::Float(12.5)));
+    assert_eq!(tsdb_value("8589934592"), Some(Value::Int(8_589_934_592)));
+    assert_eq!(tsdb_value("true"), Some(Value::Int(1)));
+    assert_eq!(tsdb_value("NaN"), None);
+    assert_eq!(tsdb_value("Intel"), None);
+}
