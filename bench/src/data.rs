@@ -214,7 +214,7 @@ impl Series {
             }
             2 => {
                 let r = self.next_u64();
-                if first || r % 10 == 0 {
+                if first || r.is_multiple_of(10) {
                     self.value = ((r >> 8) % 21) as i64;
                 }
                 Val::Int(self.value)

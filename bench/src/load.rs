@@ -97,11 +97,14 @@ impl Gate {
     }
 }
 
+/// A reader thread's result: bytes the server sent back, and the first of them.
+type Replies = JoinHandle<(u64, Vec<u8>)>;
+
 /// Connected client threads waiting for [`Clients::go`].
 pub struct Clients {
     gate: Arc<Gate>,
     writers: Vec<JoinHandle<ConnOutcome>>,
-    readers: Vec<Option<JoinHandle<(u64, Vec<u8>)>>>,
+    readers: Vec<Option<Replies>>,
     stop: Arc<AtomicBool>,
     /// Points acknowledged or written so far, for progress (updated per request / chunk).
     pub progress: Arc<AtomicU64>,

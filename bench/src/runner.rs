@@ -206,7 +206,7 @@ fn run_scenario(opts: &Options, scenario: Scenario, last_ts: i64, s: &mut Sessio
             s.checks.push(Check::fail(format!("generator {} into a discard sink", scenario.label()), e.to_string()))
         }
     }
-    let mut answers: BTreeMap<(usize, &'static str), Vec<(Kind, Vec<(i64, f64)>)>> = BTreeMap::new();
+    let mut answers: Answers = BTreeMap::new();
     for run in 0..opts.runs {
         let mut order = opts.servers.clone();
         if run % 2 == 1 {
@@ -234,6 +234,9 @@ fn run_scenario(opts: &Options, scenario: Scenario, last_ts: i64, s: &mut Sessio
         }
     }
 }
+
+/// Query answers by (run, query name): each server's (bucket start, value) list.
+type Answers = BTreeMap<(usize, &'static str), Vec<(Kind, Vec<(i64, f64)>)>>;
 
 /// Tolerance for comparing query answers: rtsd stores a decimal that fits a float as OpenTSDB does (4-byte
 /// float), VictoriaMetrics keeps it as a decimal; sums of a thousand such values agree to about 1e-7.
@@ -317,7 +320,7 @@ fn measure(
     wire: &Wire,
     run: usize,
     s: &mut Session,
-    answers: &mut BTreeMap<(usize, &'static str), Vec<(Kind, Vec<(i64, f64)>)>>,
+    answers: &mut Answers,
 ) -> Result<(), String> {
     let bin = match kind {
         Kind::Rtsd => &opts.rtsd,

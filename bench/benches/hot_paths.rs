@@ -1,0 +1,204 @@
+//! Micro-benchmarks of rtsd's hot paths: put-line parse, JSON put parse, UID lookup, row encode, row decode,
+//! downsample + aggregate. `cargo bench -p rtsd-bench` (or `-- <filter>`, e.g. `-- put_line`).
+//!
+//! Inputs come from the same data sets as the side-by-side runner (`rtsd_bench::data`), so a line here is a line
+//! there. Each benchmark reports elements (points or lines) per second.
+
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rtsd::config::Config;
+use rtsd::metrics::Metrics;
+use rtsd::query::{run_group, Aggregator, Downsampler, FillPolicy, Point, Query};
+use rtsd::store::Store;
+use rtsd_bench::data::{self, DataSet};
+use rtsd_protocol::codec::{self, SaltConfig, Value};
+use rtsd_protocol::json_put;
+use rtsd_protocol::point::{Rules, UidKind};
+use rtsd_protocol::telnet::{self, Command};
+use std::sync::Arc;
+
+/// 1000 points of data set A: 100 metrics x 10 hosts, one round.
+fn sample() -> DataSet {
+    DataSet { name: "A", metrics: 100, hosts: 10, rounds: 1, last_ts: 1_795_302_470 }
+}
+
+fn put_line_parse(c: &mut Criterion) {
+    let set = sample();
+    let buf = set.render_telnet(1).concat();
+    let rules = Rules::default();
+    let mut g = c.benchmark_group("put_line_parse");
+    g.throughput(Throughput::Elements(set.points()));
+    g.bench_function("1000 lines", |b| {
+        b.iter(|| {
+            let mut pos = 0;
+            let mut ok = 0u32;
+            while let Some((line, used)) = telnet::next_line(&buf[pos..]) {
+                pos += used;
+                if let Command::Put(words) = telnet::parse_command(line) {
+                    ok += telnet::parse_put(&words, &rules).is_ok() as u32;
+                }
+            }
+            assert_eq!(ok, 1000);
+            black_box(ok)
+        })
+    });
+    g.finish();
+}
+
+fn json_put_parse(c: &mut Criterion) {
+    let set = sample();
+    let req = set.render_http(1, 1000).concat().concat();
+    let body = &req[req.windows(4).position(|w| w == b"\r\n\r\n").expect("a request head") + 4..];
+    let mut g = c.benchmark_group("json_put_parse");
+    g.throughput(Throughput::Elements(set.points()));
+    g.bench_function("1000-point body", |b| {
+        b.iter(|| {
+            let points = json_put::parse_put_body(black_box(body)).expect("the body parses");
+            assert_eq!(points.len(), 1000);
+            points
+        })
+    });
+    g.finish();
+}
+
+fn open_store(dir: &std::path::Path) -> Store {
+    let config = Config::for_data_dir(dir, &[]).expect("a test config");
+    Store::open(&config, Arc::new(Metrics::new())).expect("a fresh store")
+}
+
+fn uid_lookup(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open_store(dir.path());
+    let hosts: Vec<String> = (0..1000).map(data::host_name).collect();
+    for h in &hosts {
+        store.uids().get_or_create(UidKind::TagValue, h, true).expect("assigned");
+    }
+    let mut g = c.benchmark_group("uid_lookup");
+    g.throughput(Throughput::Elements(hosts.len() as u64));
+    g.bench_function("1000 cached tag values", |b| {
+        b.iter(|| {
+            for h in &hosts {
+                black_box(store.uids().get_or_create(UidKind::TagValue, h, true).expect("cached"));
+            }
+        })
+    });
+    g.finish();
+}
+
+/// One hour of one series at 10 s: 360 float points.
+fn hour_points() -> Vec<(i64, Value)> {
+    let mut s = data::Series::new(7, 0);
+    (0..360).map(|i| (1_795_298_400 + i * 10, Value::Float(s.next_value().as_f64() as f32))).collect()
+}
+
+fn row_encode(c: &mut Criterion) {
+    let points = hour_points();
+    let salt = SaltConfig::default();
+    let (metric, tagk, tagv) = ([0u8, 0, 1], [0u8, 0, 1], [0u8, 0, 7]);
+    let mut g = c.benchmark_group("row_encode");
+    g.throughput(Throughput::Elements(points.len() as u64));
+    g.bench_function("codec: row key + 360 cells", |b| {
+        let mut out = Vec::with_capacity(8192);
+        b.iter(|| {
+            out.clear();
+            let key = codec::row_key(&salt, &metric, codec::base_time(points[0].0), &[(&tagk, &tagv)]);
+            for (ts, v) in &points {
+                let q = codec::build_qualifier(*ts, v.flags());
+                codec::push_column(&mut out, &q, &v.encode());
+            }
+            black_box((key, out.len()))
+        })
+    });
+    // The daemon's write path without the commit: UIDs (cached), row key, qualifier, value, merge operand.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open_store(dir.path());
+    let set = sample();
+    let buf = set.render_telnet(1).concat();
+    let rules = Rules::default();
+    let lines: Vec<&[u8]> = buf.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let parsed: Vec<_> = lines
+        .iter()
+        .map(|l| match telnet::parse_command(l) {
+            Command::Put(words) => telnet::parse_put(&words, &rules).expect("valid").into_owned(),
+            _ => unreachable!("put lines only"),
+        })
+        .collect();
+    let mut warm = store.new_batch();
+    for p in &parsed {
+        store.add_point(&mut warm, p).expect("added");
+    }
+    g.throughput(Throughput::Elements(parsed.len() as u64));
+    g.bench_function("store: add_point x1000 into a batch", |b| {
+        b.iter_batched(
+            || store.new_batch(),
+            |mut batch| {
+                for p in &parsed {
+                    store.add_point(&mut batch, p).expect("added");
+                }
+                batch
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+fn row_decode(c: &mut Criterion) {
+    let points = hour_points();
+    let base = codec::base_time(points[0].0);
+    let mut cells = Vec::new();
+    for (ts, v) in &points {
+        codec::push_column(&mut cells, &codec::build_qualifier(*ts, v.flags()), &v.encode());
+    }
+    let compacted = codec::merge_row(None, &[&cells], false).expect("merges").row;
+    let mut g = c.benchmark_group("row_decode");
+    g.throughput(Throughput::Elements(points.len() as u64));
+    g.bench_function("compacted row, 360 points", |b| {
+        b.iter(|| {
+            let p = codec::row_points(base, black_box(&compacted)).expect("decodes");
+            assert_eq!(p.len(), 360);
+            p
+        })
+    });
+    g.bench_function("360 single cells", |b| {
+        b.iter(|| {
+            let p = codec::row_points(base, black_box(&cells)).expect("decodes");
+            assert_eq!(p.len(), 360);
+            p
+        })
+    });
+    g.bench_function("merge 360 cells into one compacted column", |b| {
+        b.iter(|| codec::merge_row(None, &[black_box(&cells)], false).expect("merges"))
+    });
+    g.finish();
+}
+
+fn downsample_aggregate(c: &mut Criterion) {
+    // q1 in miniature: 100 hosts x 1 hour at 10 s, sum:1m-avg.
+    let start_ms = 1_795_298_400_000i64;
+    let series: Vec<Vec<Point>> = (0..100)
+        .map(|h| {
+            let mut s = data::Series::new(h, 0);
+            (0..360).map(|i| Point::float(start_ms + i * 10_000, s.next_value().as_f64())).collect()
+        })
+        .collect();
+    let query = Query {
+        start_ms,
+        end_ms: start_ms + 3_599_999,
+        aggregator: Aggregator::Sum,
+        downsample: Some(Downsampler::fixed(60_000, Aggregator::Avg, FillPolicy::None)),
+        rate: None,
+    };
+    let mut g = c.benchmark_group("downsample_aggregate");
+    g.throughput(Throughput::Elements(100 * 360));
+    g.bench_function("sum:1m-avg, 100 series x 360 points", |b| {
+        b.iter(|| {
+            let out = run_group(&query, series.iter().map(|s| s.iter().copied())).expect("finite");
+            assert_eq!(out.len(), 60);
+            out
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, put_line_parse, json_put_parse, uid_lookup, row_encode, row_decode, downsample_aggregate);
+criterion_main!(benches);
