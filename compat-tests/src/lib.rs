@@ -14,6 +14,8 @@
 //!   ([`Proxy::connections`], [`Proxy::http_requests`]).
 //! * [`venv_python`] / [`collectd_binary`]: the external clients installed by `scripts/install-test-deps`; missing
 //!   ones fail the test with instructions.
+pub mod chukwa_agent;
+
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
