@@ -1,6 +1,11 @@
 //! Dates as OpenTSDB writes and reads them: `YYYY/MM/DD HH:MM:SS` out, and for command-line times seconds,
 //! milliseconds or `YYYY/MM/DD-HH:MM:SS` in (interpreted as UTC).
 
+/// Milliseconds since the epoch, from the system clock: the "now" of relative times and default query ends.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };

@@ -6,10 +6,7 @@ use rtsd_protocol::codec;
 
 use super::http::{ApiRequest, Reply};
 use super::Tsd;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
+use crate::timefmt::now_ms;
 
 /// A time parameter: a plain integer is kept as given (seconds or ms by magnitude, like `startTime` in JSON);
 /// anything else goes through OpenTSDB's time parser and comes back as seconds when it falls on a second.

@@ -7,12 +7,9 @@ use rtsd_protocol::query::{self as request, QueryError};
 
 use super::http::{ApiRequest, Reply};
 use super::Tsd;
+use crate::timefmt::now_ms;
 use crate::query::exec;
 use crate::query::output::{render, DpsFormat};
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 fn error(e: &QueryError) -> Reply {
     Reply::json(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), e.to_envelope())
