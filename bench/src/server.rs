@@ -202,11 +202,18 @@ impl Server {
                 return Err(format!("force_merge answered {}: {}", r.status, r.text()));
             }
         }
+        // The merge runs in the background. `vm_active_force_merges` has been seen at 0 while a merge was still
+        // running (and a SIGTERM then makes 1.79 panic: "unexpected refCount=2 when closing the partition"), so
+        // wait for the log line that says each merge finished, and for the gauge.
         let until = Instant::now() + limit;
-        std::thread::sleep(Duration::from_millis(200));
         loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let done = log
+                .lines()
+                .filter(|l| l.contains("forced merge for partition_prefix=") && !l.contains("has been started"))
+                .count();
             let active = metric_value(&self.metrics()?, "vm_active_force_merges").unwrap_or(0.0);
-            if active == 0.0 {
+            if done >= months.len() && active == 0.0 {
                 return Ok(());
             }
             if Instant::now() > until {
