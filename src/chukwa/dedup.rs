@@ -197,7 +197,7 @@ impl StreamState {
         self.last_seen_ms = now_ms;
         self.dirty.header = true;
         if self.kind == Kind::ByteOffset && (s < 0 || status) {
-            self.to_opaque(true);
+            self.become_opaque(true);
         }
         if let Kind::Opaque { sticky } = self.kind {
             if sticky || s <= 0 {
@@ -226,7 +226,7 @@ impl StreamState {
         if matches!(verdict.outcome, Outcome::Reset { .. }) {
             if s == 0 && self.last_start_zero {
                 // Restarting at 0 again and again with other bytes: SocketAdaptor (seqID = event length).
-                self.to_opaque(false);
+                self.become_opaque(false);
                 return self.observe_opaque(e, data, now_ms, limits);
             }
             self.clear_ring();
@@ -267,7 +267,7 @@ impl StreamState {
 
     /// Turns the stream opaque. Chunks the ring remembers keep being recognised: their opaque key is known from
     /// the ring entry (its end, length and the whole-chunk hash that ends every fingerprint).
-    fn to_opaque(&mut self, sticky: bool) {
+    fn become_opaque(&mut self, sticky: bool) {
         let seeds: Vec<(OpaqueKey, i64)> = self
             .ring
             .iter()
@@ -449,6 +449,8 @@ const FORMAT_VERSION: u8 = 1;
 const TAG_HEADER: u8 = 0;
 const TAG_RING: u8 = 1;
 const TAG_OPAQUE: u8 = 2;
+/// The largest tag after a stream prefix: keys of a stream all sort below `prefix ‖ LAST_TAG + 1`.
+pub const LAST_TAG: u8 = TAG_OPAQUE;
 
 /// The key prefix of a stream's state: each of cluster, source, dataType and streamName as a `u32` big-endian
 /// byte length and the UTF-8 bytes. Self-delimiting, so no stream's keys can be mistaken for another's.
@@ -539,7 +541,10 @@ fn encode_ring_entry(e: &RingEntry) -> Vec<u8> {
 }
 
 /// A count byte and that many (u32 length, u64 hash) pairs; the pairs and the bytes after them.
-fn read_pairs(b: &[u8]) -> Option<(Vec<(u32, u64)>, &[u8])> {
+/// Decoded (length, hash) pairs and the bytes after them.
+type Pairs<'a> = (Vec<(u32, u64)>, &'a [u8]);
+
+fn read_pairs(b: &[u8]) -> Option<Pairs<'_>> {
     let (&n, rest) = b.split_first()?;
     let size = 12 * n as usize;
     let pairs = rest

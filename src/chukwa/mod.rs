@@ -63,6 +63,9 @@ pub struct Collector {
     ping: Mutex<PingStats>,
     /// The last timestamp given to the `chukwa.ingest.*` series: strictly increasing, so no two posts overwrite.
     last_series_ms: AtomicI64,
+    /// Tests make the next commit fail, as a storage error would.
+    #[cfg(test)]
+    fail_next_commit: std::sync::atomic::AtomicBool,
 }
 
 /// One stream's state, loaded on first use.
@@ -86,6 +89,8 @@ impl Collector {
             meta_written: Mutex::new(HashSet::new()),
             ping: Mutex::new(PingStats { window_start_ms: now, ..PingStats::default() }),
             last_series_ms: AtomicI64::new(0),
+            #[cfg(test)]
+            fail_next_commit: std::sync::atomic::AtomicBool::new(false),
         };
         collector.forget_idle_streams(store, now)?;
         Ok(collector)
@@ -95,27 +100,40 @@ impl Collector {
         &self.config
     }
 
+    /// Deletes the state of streams idle for longer than the limit: one seek per stream (its header comes
+    /// first), a scan only of the idle ones.
     fn forget_idle_streams(&self, store: &Store, now: i64) -> Result<(), StoreError> {
-        let mut idle_prefix: Option<Vec<u8>> = None;
         let mut doomed: Vec<Vec<u8>> = Vec::new();
-        store.scan_raw(CF_CHUKWA_STREAMS, &[], |key, value| {
-            if let Some(prefix) = &idle_prefix {
-                if key.starts_with(prefix) {
-                    doomed.push(key.to_vec());
-                    return true;
-                }
-                idle_prefix = None;
-            }
-            if let Some((_, at)) = dedup::split_stream_key(key) {
-                let idle = dedup::header_last_seen(value)
+        let mut from: Vec<u8> = Vec::new();
+        loop {
+            let mut first: Option<(Vec<u8>, Vec<u8>)> = None;
+            store.scan_raw(CF_CHUKWA_STREAMS, &from, |k, v| {
+                first = Some((k.to_vec(), v.to_vec()));
+                false
+            })?;
+            let Some((key, value)) = first else { break };
+            let Some((_, at)) = dedup::split_stream_key(&key) else {
+                // Not a key this module writes: drop it, go on after it.
+                from = [&key[..], &[0]].concat();
+                doomed.push(key);
+                continue;
+            };
+            let prefix = key[..at].to_vec();
+            let idle = dedup::is_header_suffix(&key[at..])
+                && dedup::header_last_seen(&value)
                     .is_some_and(|seen| now.saturating_sub(seen) > self.config.dedup.idle_ms);
-                if dedup::is_header_suffix(&key[at..]) && idle {
-                    idle_prefix = Some(key[..at].to_vec());
-                    doomed.push(key.to_vec());
-                }
+            if idle {
+                store.scan_raw(CF_CHUKWA_STREAMS, &prefix, |k, _| {
+                    let mine = k.starts_with(&prefix);
+                    if mine {
+                        doomed.push(k.to_vec());
+                    }
+                    mine
+                })?;
             }
-            true
-        })?;
+            // Past every key of this stream (tags 0-2 follow the prefix).
+            from = [&prefix[..], &[dedup::LAST_TAG + 1]].concat();
+        }
         if doomed.is_empty() {
             return Ok(());
         }
@@ -172,6 +190,12 @@ impl Collector {
             if slot.state.is_none() {
                 self.load_stream(store, key, slot, now).map_err(IngestError::Unavailable)?;
             }
+            // Idle too long while in memory: forgotten, as it would be at start-up.
+            let idle = slot.state.as_ref().filter(|s| s.last_seen_ms() > 0 && s.is_idle(now, &self.config.dedup));
+            if let Some(old) = idle {
+                slot.stale_keys = old.all_keys(&dedup::stream_prefix(key));
+                slot.state = Some(StreamState::new());
+            }
         }
 
         let mut work = Work::new(store, rules, &self.meta_written);
@@ -197,7 +221,7 @@ impl Collector {
         if self.config.ingest_series {
             self.ingest_series(&mut work, now);
         }
-        if let Err(e) = store.commit(&mut work.batch, self.config.sync) {
+        if let Err(e) = self.commit(store, &mut work.batch) {
             // Memory ran ahead of storage: forget it, the next post reloads what was committed.
             for slot in guards.iter_mut() {
                 slot.state = None;
@@ -221,6 +245,14 @@ impl Collector {
         }
         let reply = rtsd_protocol::chukwa::reply_body(post.chunks.iter().map(Ack::of));
         Ok((reply, summary))
+    }
+
+    fn commit(&self, store: &Store, batch: &mut PointBatch) -> Result<u64, StoreError> {
+        #[cfg(test)]
+        if self.fail_next_commit.swap(false, Ordering::Relaxed) {
+            return Err(StoreError::Corrupt("injected commit failure".into()));
+        }
+        store.commit(batch, self.config.sync)
     }
 
     fn load_stream(&self, store: &Store, key: &StreamKey<'_>, slot: &mut Slot, now: i64) -> Result<(), StoreError> {

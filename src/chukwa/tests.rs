@@ -14,6 +14,9 @@ use crate::store::ReadBudget;
 const T: i64 = 1_466_380_800_000;
 const TAGS: &str = r#" cluster="demo""#;
 
+/// A stored point: (ms, value, tags sorted).
+type StoredPoint = (i64, Value, Vec<(String, String)>);
+
 struct Fixture {
     store: Store,
     collector: Collector,
@@ -40,7 +43,7 @@ impl Fixture {
     }
 
     /// Every stored point of `metric`: (ms, value, tags sorted).
-    fn points(&self, metric: &str) -> Vec<(i64, Value, Vec<(String, String)>)> {
+    fn points(&self, metric: &str) -> Vec<StoredPoint> {
         let uids = self.store.uids();
         let Some(uid) = uids.get(UidKind::Metric, metric).unwrap() else { return Vec::new() };
         let series =
@@ -284,6 +287,62 @@ fn ingest_series_count_new_records() {
     let text = f.metrics.encode();
     assert!(text.contains("rtsd_chukwa_records_total{datatype=\"AppLog\"} 4"), "{text}");
     assert!(text.contains("rtsd_chukwa_dedup_total{type=\"duplicate\"} 1"), "{text}");
+}
+
+/// A failed commit answers 503 and leaves nothing behind, in storage or in memory: the agent's re-send of the
+/// same post is then stored whole, once.
+#[test]
+fn a_failed_commit_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let a = log_bytes(0, 4);
+    f.post(&[log_chunk(&a, 0)]);
+    let b = log_bytes(4, 9);
+    let body = encode_body([&log_chunk(&b, 4), &log_chunk(&a, 0)]).unwrap();
+    f.collector.fail_next_commit.store(true, Ordering::Relaxed);
+    assert!(matches!(f.post_raw(&body), Err(IngestError::Unavailable(_))));
+    let (_, s) = f.collector.ingest_summary(&f.store, &f.metrics, &f.rules, &body).unwrap();
+    assert_eq!((s.new_chunks, s.records), (1, 5), "the failed post's chunk is still new");
+    let (_, s) = f.collector.ingest_summary(&f.store, &f.metrics, &f.rules, &body).unwrap();
+    assert_eq!((s.new_chunks, s.records), (0, 0));
+    let records: i64 = f
+        .points("chukwa.ingest.records")
+        .iter()
+        .map(|p| match p.1 {
+            Value::Int(n) => n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(records, 9);
+}
+
+/// Streams idle past `rtsd.chukwa.dedup.idle_secs` are forgotten at start-up (and when they come back).
+#[test]
+fn idle_streams_are_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(dir.path());
+    let a = log_bytes(0, 4);
+    let other = Chunk::new(a.len() as i64, "host2", TAGS, "/var/log/other.log", "AppLog", &a);
+    f.post(&[log_chunk(&a, 0), other.clone()]);
+    assert!(f.keys(CF_CHUKWA_STREAMS) >= 4);
+    // A collector that keeps state for a day still knows both streams.
+    let again = Collector::open(&f.store, f.collector.config().clone()).unwrap();
+    let body = encode_body([&other]).unwrap();
+    let (_, s) = again.ingest_summary(&f.store, &f.metrics, &f.rules, &body).unwrap();
+    assert_eq!(s.new_chunks, 0);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let mut config = f.collector.config().clone();
+    config.dedup.idle_ms = 1;
+    let forgetful = Collector::open(&f.store, config).unwrap();
+    assert_eq!(f.keys(CF_CHUKWA_STREAMS), 0);
+    let (_, s) = forgetful.ingest_summary(&f.store, &f.metrics, &f.rules, &body).unwrap();
+    assert_eq!(s.new_chunks, 1, "a forgotten stream is new");
+    // Idle while in memory: forgotten on its next post, its old ring deleted.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let (_, s) = forgetful.ingest_summary(&f.store, &f.metrics, &f.rules, &body).unwrap();
+    assert_eq!(s.new_chunks, 1);
+    let again = Collector::open(&f.store, f.collector.config().clone()).unwrap();
+    assert_eq!(again.ingest_summary(&f.store, &f.metrics, &f.rules, &body).unwrap().1.new_chunks, 0);
 }
 
 #[test]

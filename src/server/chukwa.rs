@@ -87,14 +87,30 @@ pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>, collector: Arc<Collecto
         tsd.metrics.connection("chukwa");
         let (tsd, collector) = (tsd.clone(), collector.clone());
         tracker.spawn(async move {
-            tsd.metrics.connections_open.inc();
+            // A guard, so the gauge stays right even if a handler panics.
+            let _open = OpenConnection::new(&tsd.metrics);
             serve_connection(stream, &tsd, collector).await;
-            tsd.metrics.connections_open.dec();
         });
     }
     drop(listener);
     tracker.close();
     tracker.wait().await;
+}
+
+/// Counts a connection in `connections_open` for as long as it lives.
+struct OpenConnection<'a>(&'a crate::metrics::Metrics);
+
+impl<'a> OpenConnection<'a> {
+    fn new(metrics: &'a crate::metrics::Metrics) -> Self {
+        metrics.connections_open.inc();
+        OpenConnection(metrics)
+    }
+}
+
+impl Drop for OpenConnection<'_> {
+    fn drop(&mut self) {
+        self.0.connections_open.dec();
+    }
 }
 
 async fn serve_connection(stream: TcpStream, tsd: &Arc<Tsd>, collector: Arc<Collector>) {
