@@ -334,6 +334,51 @@ fn collector_pages_and_wire_details() {
         ["numberHTTPConnection in time window:3", "numberchunks in time window:3", "lifetimechunks:3"]
     );
 
+    // Hadoop metrics through the agent's SocketAdaptor: every event has seqID = its length. Different events are
+    // all stored, a repeated one is not; the source is `host:ProcessName`, split into tags.
+    let event = |t: i64, gc: i64| {
+        let line = format!(
+            "2023-11-14 22:13:20,000 INFO chukwa.metrics.HadoopMetrics: {{\"timestamp\":{t},\"contextName\":\"jvm\",\
+             \"recordName\":\"JvmMetrics\",\"Hostname\":\"NN1.example.com\",\"ProcessName\":\"NameNode\",\"GcCount\":{gc}}}\n"
+        );
+        ChunkOut {
+            seq_id: line.len() as i64,
+            source: "agent1".into(),
+            tags: " cluster=\"prod\"".into(),
+            stream_name: "agent1".into(),
+            data_type: "HadoopMetrics".into(),
+            record_ends: vec![line.len() as i32 - 1],
+            data: line.into_bytes(),
+        }
+    };
+    let (e1, e2, e3) = (event(T0, 10), event(T0 + 10_000, 11), event(T0 + 20_000, 12));
+    for chunks in [vec![e1.clone()], vec![e2.clone(), e1.clone()], vec![e3, e2]] {
+        let r = conn.request("POST", &target, &[], &encode_post(&chunks));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let gc = query(&d, "sum:HadoopMetrics.jvm.JvmMetrics.GcCount%7Bprocess=NameNode%7D", T0 / 1000 - 1, T0 / 1000 + 60);
+    assert_eq!(gc.len(), 1);
+    assert_eq!(gc[0].1, BTreeMap::from([(T0, 10.0), (T0 + 10_000, 11.0), (T0 + 20_000, 12.0)]));
+    assert_eq!(gc[0].0.get("host").map(String::as_str), Some("nn1.example.com"));
+    assert_eq!(gc[0].0.get("cluster").map(String::as_str), Some("prod"));
+    let now = now_ms();
+    let records = query(&d, "sum:chukwa.ingest.records%7Bdatatype=HadoopMetrics%7D", now - 3_600_000, now + 60_000);
+    assert_eq!(records[0].1.values().sum::<f64>(), 3.0);
+    let (from, to) = (yyyymmddhhmmss(T0), yyyymmddhhmmss(T0 + 60_000));
+    let (status, body) = hicc(
+        port,
+        &format!("/hicc/v1/metrics/series/HadoopMetrics.jvm.JvmMetrics.GcCount/nn1.example.com%3ANameNode?start={from}&end={to}"),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        format!(
+            r#"{{"data":[[{T0},10.0],[{},11.0],[{},12.0]],"name":"HadoopMetrics.jvm.JvmMetrics.GcCount:nn1.example.com:NameNode"}}"#,
+            T0 + 10_000,
+            T0 + 20_000
+        )
+    );
+
     // A heartbeat (seqID - len < 0): opaque, de-duplicated by content only.
     let beat = |t: i64, seq: i64| ChunkOut {
         seq_id: seq,
