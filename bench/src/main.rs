@@ -135,8 +135,10 @@ fn real_main(args: &[String]) -> Result<(), String> {
     if opts.conns == 0 || opts.runs == 0 || opts.per_request == 0 {
         return Err("--conns, --runs and --per-request must be at least 1".into());
     }
-    opts.command =
-        std::iter::once("rtsd-bench").chain(args[1..].iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
+    opts.command = std::iter::once("rtsd-bench".to_string())
+        .chain(args[1..].iter().map(|a| shell_quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ");
     match cmd.as_str() {
         "run" => runner::run(&opts),
         "sink" => runner::sink_only(&opts),
@@ -167,5 +169,14 @@ fn real_main(args: &[String]) -> Result<(), String> {
             Ok(())
         }
         o => Err(format!("unknown command {o:?} (see --help)")),
+    }
+}
+
+/// `a` as a shell word: as it is when plain, else in single quotes.
+fn shell_quote(a: &str) -> String {
+    if !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./,=:+-".contains(&b)) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
     }
 }

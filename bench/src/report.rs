@@ -190,7 +190,14 @@ fn cmd_out(cmd: &str, args: &[&str]) -> Option<String> {
 }
 
 impl MachineFacts {
-    pub fn gather(rtsd: &Path, vm: &Path, load_before: String, load_after: String, elapsed: Duration) -> MachineFacts {
+    pub fn gather(
+        rtsd: &Path,
+        rtsd_built: Option<SystemTime>,
+        vm: &Path,
+        load_before: String,
+        load_after: String,
+        elapsed: Duration,
+    ) -> MachineFacts {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let model = cpuinfo
             .lines()
@@ -214,7 +221,7 @@ impl MachineFacts {
         )
         .map(|s| s.lines().count())
         .unwrap_or(0);
-        let built = std::fs::metadata(rtsd).and_then(|m| m.modified()).ok().map(date_time).unwrap_or("?".into());
+        let built = rtsd_built.map(date_time).unwrap_or("?".into());
         let vm_version = cmd_out("dpkg-query", &["-W", "-f", "${Version}", "victoria-metrics"]).unwrap_or("?".into());
         let mut lines = vec![
             format!(

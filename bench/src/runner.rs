@@ -100,6 +100,16 @@ pub fn run(opts: &Options) -> Result<(), String> {
     }
     std::fs::create_dir_all(&opts.scratch).map_err(|e| format!("creating {}: {e}", opts.scratch.display()))?;
     let _scratch = Scratch { dir: opts.scratch.clone(), keep: opts.keep };
+    // Run a copy of rtsd: target/release/rtsd may be rebuilt by someone else while the runs go on.
+    let rtsd_path = opts.rtsd.clone();
+    let rtsd_built = std::fs::metadata(&opts.rtsd).and_then(|m| m.modified()).ok();
+    let mut opts = opts.clone();
+    if opts.servers.contains(&Kind::Rtsd) {
+        let copy = opts.scratch.join("rtsd-under-test");
+        std::fs::copy(&opts.rtsd, &copy).map_err(|e| format!("copying {}: {e}", opts.rtsd.display()))?;
+        opts.rtsd = copy;
+    }
+    let opts = &opts;
     let started = SystemTime::now();
     let load_before = loadavg();
     let mut s = Session {
@@ -130,7 +140,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
         println!("note: {n}");
     }
     if let Some(path) = &opts.results {
-        let facts = report::MachineFacts::gather(&opts.rtsd, &opts.vm, load_before, load_after, elapsed);
+        let facts = report::MachineFacts::gather(&rtsd_path, rtsd_built, &opts.vm, load_before, load_after, elapsed);
         let entry = report::results_entry(opts, &facts, &table, &s);
         report::append(path, &entry)?;
         println!("appended to {}", path.display());
