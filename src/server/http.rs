@@ -305,6 +305,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
             _ => query::query(req, tsd),
         },
         Some("annotation") if writes => annotation::annotation(req, tsd),
+        Some("uid") if writes => super::uid::handle(&segments[1..], req, tsd),
         Some("annotations") => annotation::global_annotations(req, tsd),
         Some("aggregators") => get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json())),
         Some("config") if segments.get(1) == Some(&"filters") => {

@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod http;
 pub mod query;
 pub mod telnet;
+pub mod uid;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
