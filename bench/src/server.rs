@@ -85,7 +85,16 @@ impl Server {
         std::fs::create_dir_all(&data_dir).map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
         let log_file = File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
         let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(bin);
+        // If the runner dies without running its guards (a signal), the kernel sends the server SIGTERM:
+        // `setpriv --pdeathsig` (util-linux) sets that up and then execs the server, so the pid stays the server's.
+        let mut cmd = match which("setpriv") {
+            Some(setpriv) => {
+                let mut c = Command::new(setpriv);
+                c.args(["--pdeathsig", "TERM", "--"]).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
         let (telnet, http_put, api);
         match kind {
             Kind::Rtsd => {
