@@ -231,6 +231,28 @@ impl Daemon {
         self.http("POST", path, &[], body.as_bytes())
     }
 
+    /// `POST path` with `Content-Type: application/json`, as the query spec's vectors (§8) are sent.
+    pub fn post_json(&self, path: &str, body: &str) -> Response {
+        self.http(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+    }
+
+    /// Writes a data set as telnet `put` lines on one connection and waits for the [`barrier`];
+    /// panics if any line got an error reply. Once it returns, every point is visible to queries.
+    pub fn put_lines(&self, lines: &str) {
+        let mut stream = self.telnet();
+        stream.write_all(lines.as_bytes()).expect("send put lines");
+        let errors = barrier(&mut stream);
+        assert!(
+            errors.is_empty(),
+            "put errors: {errors:?}\nfor lines:\n{lines}"
+        );
+    }
+
     /// SIGKILL: the daemon gets no chance to flush anything.
     pub fn kill9(&mut self) {
         if let Some(child) = self.child.as_mut() {
@@ -691,6 +713,29 @@ impl HttpConn {
     }
 }
 
+/// `body` with the error envelope's optional `,"trace":"..."` member cut out (query spec §0.4: 2.4
+/// adds a Java stack trace by default, a compatible server may emit any string or none), so the rest
+/// can be compared byte for byte.
+pub fn strip_trace(body: &str) -> String {
+    const KEY: &str = ",\"trace\":\"";
+    let Some(start) = body.find(KEY) else {
+        return body.to_string();
+    };
+    let mut escaped = false;
+    for (i, c) in body[start + KEY.len()..].char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => {
+                let end = start + KEY.len() + i + 1;
+                return format!("{}{}", &body[..start], &body[end..]);
+            }
+            _ => {}
+        }
+    }
+    body.to_string()
+}
+
 /// Gzip of `data` (what opentsdb-py sends with `Content-Encoding: gzip`).
 pub fn gzip(data: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -981,6 +1026,65 @@ pub fn run_python_client(script: &str, args: &[&str], timeout: Duration) -> Stri
     }
 }
 
+/// Where `scripts/install-test-deps` installs the npm clients (`npm ci` in `compat-tests/clients/node`).
+pub fn node_client_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join("node")
+}
+
+/// Runs `compat-tests/clients/node/<script>` with `node` and `args`; panics with its output unless it
+/// exits 0 within `timeout`. Fails with instructions when node or the npm package `package` is
+/// missing: client tests never pass silently. Returns its stdout.
+pub fn run_node_client(script: &str, package: &str, args: &[&str], timeout: Duration) -> String {
+    let dir = node_client_dir();
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "node is not installed ({node:?}): the npm client tests need Node.js; {INSTALL_HINT}"
+    );
+    assert!(
+        dir.join("node_modules")
+            .join(package)
+            .join("package.json")
+            .exists(),
+        "the npm package {package} is not installed under {}: {INSTALL_HINT} (it runs `npm ci` there)",
+        dir.display()
+    );
+    let mut child = Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run node {script}: {e}"));
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    match status {
+        Some(s) if s.success() => stdout,
+        Some(s) => panic!("node {script} {args:?} failed ({s})\nstdout:\n{stdout}\nstderr:\n{stderr}"),
+        None => panic!(
+            "node {script} {args:?} did not finish within {timeout:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        ),
+    }
+}
+
 fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
     std::thread::spawn(move || {
         let mut s = Vec::new();
@@ -994,6 +1098,18 @@ fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strip_trace_cuts_only_the_trace() {
+        assert_eq!(
+            strip_trace(
+                r#"{"error":{"code":400,"message":"m","details":"d","trace":"a\"b\\\"}c"}}"#
+            ),
+            r#"{"error":{"code":400,"message":"m","details":"d"}}"#
+        );
+        let plain = r#"{"error":{"code":404,"message":"x"}}"#;
+        assert_eq!(strip_trace(plain), plain);
+    }
 
     #[test]
     fn normalize_sorts_tags_and_lines() {
