@@ -182,3 +182,116 @@ impl Store {
         Ok((rows, series.len() as u64))
     }
 }
+
+/// Points of a bulk load grouped by row: each row becomes one merge operand holding all its new columns (in
+/// arrival order, so a later point still wins over an earlier one at the same instant), instead of one operand
+/// per point. This is what makes `rtsd import` several times faster than the same points over telnet: RocksDB
+/// inserts one memtable entry per row and batch, not one per point. The caller keeps a [`BulkSlot`] per series,
+/// so a point finds its row without hashing the row key.
+pub struct BulkBatch {
+    /// (row key, columns) in first-touch order; a key may appear twice when a series goes back to an earlier
+    /// hour (two operands of one row in one write keep their order).
+    rows: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Series-index writes of the points added.
+    index: WriteBatch,
+    /// Bumped at every commit: slots of an older generation point nowhere.
+    generation: u64,
+    points: u64,
+    bytes: usize,
+    tsuid: Vec<u8>,
+}
+
+/// Where a series' current row sits in a [`BulkBatch`], and the newest hour already noted in the series index.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BulkSlot {
+    generation: u64,
+    hour: u32,
+    index: usize,
+    noted: Option<u32>,
+}
+
+impl BulkBatch {
+    pub fn len(&self) -> u64 {
+        self.points
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points == 0
+    }
+
+    /// Bytes of column data buffered (for a caller's memory bound).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Store {
+    pub fn new_bulk(&self) -> BulkBatch {
+        BulkBatch {
+            rows: Vec::new(),
+            index: WriteBatch::default(),
+            generation: 1,
+            points: 0,
+            bytes: 0,
+            tsuid: Vec::with_capacity(64),
+        }
+    }
+
+    /// Adds one point of a resolved series (see [`Store::series_key`]) to a bulk batch; `slot` is the caller's
+    /// memory of this series (start with `BulkSlot::default()`).
+    pub fn bulk_add(
+        &self,
+        bulk: &mut BulkBatch,
+        series: &super::SeriesKey,
+        slot: &mut BulkSlot,
+        timestamp: i64,
+        value: codec::Value,
+    ) {
+        let hour = codec::base_time(timestamp);
+        if slot.generation != bulk.generation || slot.hour != hour {
+            let metric_end = self.layout.salt.width + self.layout.uid_widths[0];
+            let mut key = series.template.clone();
+            key[metric_end..metric_end + 4].copy_from_slice(&hour.to_be_bytes());
+            bulk.bytes += key.len() + 48;
+            if slot.noted.is_none_or(|h| h < hour) {
+                bulk.tsuid.clear();
+                bulk.tsuid.extend_from_slice(&key[self.layout.salt.width..metric_end]);
+                bulk.tsuid.extend_from_slice(&key[metric_end + 4..]);
+                self.series.note(&mut bulk.index, self.cf(CF_SERIES), &self.layout, &bulk.tsuid, hour);
+                slot.noted = Some(hour);
+            }
+            bulk.rows.push((key, Vec::with_capacity(64)));
+            *slot = BulkSlot { generation: bulk.generation, hour, index: bulk.rows.len() - 1, noted: slot.noted };
+        }
+        let columns = &mut bulk.rows[slot.index].1;
+        let before = columns.len();
+        codec::push_column(columns, &codec::build_qualifier(timestamp, value.flags()), &value.encode());
+        bulk.bytes += columns.len() - before;
+        bulk.points += 1;
+    }
+
+    /// Writes a bulk batch as one atomic RocksDB write (rows in key order, one merge operand each, with their
+    /// series-index entries); returns the points written. Not synced: call [`Store::flush`] at the end.
+    pub fn bulk_commit(&self, bulk: &mut BulkBatch) -> Result<u64, StoreError> {
+        let points = bulk.points;
+        bulk.generation += 1;
+        if points == 0 {
+            return Ok(0);
+        }
+        let mut rows = std::mem::take(&mut bulk.rows);
+        // Stable: two operands of one row keep their order.
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut batch = std::mem::take(&mut bulk.index);
+        let cf = self.cf(CF_DATA);
+        for (key, columns) in &rows {
+            batch.merge_cf(cf, key, columns);
+        }
+        let started = std::time::Instant::now();
+        let result = self.db.write(batch);
+        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        bulk.points = 0;
+        bulk.bytes = 0;
+        result?;
+        Ok(points)
+    }
+}
