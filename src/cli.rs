@@ -320,9 +320,20 @@ fn uid(common: &Common, ignore_case: bool, idwidth: Option<usize>, args: &[Strin
             if n != 4 {
                 return Err(usage("Wrong number of arguments"));
             }
-            parse_kind(&args[1])?;
-            Err("uid rename is not available yet: it waits for the store's UID rename (shared with /api/uid/rename)"
-                .into())
+            let kind = parse_kind(&args[1])?;
+            let store = tools::open_writable(&config, "; or use POST /api/uid/rename").map_err(|e| e.to_string())?;
+            match store.rename_uid(kind, &args[2], &args[3]) {
+                Ok(_) => {
+                    store.flush().map_err(|e| e.to_string())?;
+                    std::io::Write::write_all(&mut out, format!("{} {} -> {}\n", args[1], args[2], args[3]).as_bytes())
+                        .map_err(|e| e.to_string())?;
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(1)
+                }
+            }
         }
         "delete" => {
             if n != 3 {

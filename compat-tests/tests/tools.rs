@@ -458,3 +458,17 @@ fn writing_tools_go_through_a_running_daemon_or_say_why_not() {
     assert_eq!(code, 1);
     assert!(err.contains("is in use by a running rtsd (RocksDB allows one writer); stop the daemon first"), "{err}");
 }
+
+#[test]
+fn uid_rename_keeps_the_uid() {
+    let d = stopped_daemon_with("put sys.cpu.nice 1356998400 1 host=web01\n");
+    let dir = d.data_dir();
+    let (code, out, err) = tool(dir, "uid", &["rename", "metrics", "sys.cpu.nice", "sys.cpu.idle"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), ["metrics sys.cpu.nice -> sys.cpu.idle"]);
+    let (_, out, _) = tool(dir, "uid", &["metrics", "sys.cpu.idle"]);
+    assert_eq!(lines(&out), ["metrics sys.cpu.idle: [0, 0, 1]"]);
+    assert_eq!(scan_import(dir, "sys.cpu.idle"), ["sys.cpu.idle 1356998400 1 host=web01"]);
+    let (code, _, err) = tool(dir, "uid", &["rename", "metrics", "nope", "x"]);
+    assert_eq!((code, err.trim()), (1, "Name(\"nope\") does not exist"));
+}
