@@ -1,7 +1,8 @@
 //! The build facts behind telnet `version`, `/version` and `/api/version` (spec: ingest §1.5, query §6.10).
 //!
 //! rtsd answers as OpenTSDB 2.4.1, the protocol version it implements, so clients that branch on the version
-//! behave as with 2.4; rtsd's own version is added under `rtsd_version`.
+//! behave as with 2.4. The object has exactly 2.4's keys (spec: query §6.10); the revision, time, user and host are
+//! rtsd's own build facts, and `rtsd --version` prints rtsd's version.
 
 /// The OpenTSDB version whose protocols rtsd speaks.
 pub const OPENTSDB_VERSION: &str = "2.4.1";
@@ -40,7 +41,6 @@ pub fn json() -> String {
         "host": HOST,
         "repo": REPO,
         "branch": BRANCH,
-        "rtsd_version": RTSD_VERSION,
     })
     .to_string()
 }

@@ -1040,7 +1040,6 @@ fn aggregators_list() {
 
 // spec: query §6.10 (`/api/version`: an object of string values with exactly these keys).
 #[test]
-#[ignore = "rtsd differs: /api/version has an extra key `rtsd_version`"]
 fn version_object() {
     let d = Daemon::start();
     let r = get(&d, "/api/version");
