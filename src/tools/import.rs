@@ -17,11 +17,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
+use rtsd_protocol::codec::Value;
 use rtsd_protocol::point::{DataPoint, Rules};
 use rtsd_protocol::telnet::{self, Words};
 
-use crate::store::admin::{BulkBatch, BulkSlot};
-use crate::store::{AddError, SeriesKey, Store};
+use crate::store::admin::BulkSlot;
+use crate::store::{AddError, SeriesKey, Store, StoreError};
 
 /// Points per RocksDB write: rows collect many points each before they are written (see
 /// [`crate::store::admin::BulkBatch`]); the byte bound keeps memory in check for wide files.
@@ -86,12 +87,13 @@ pub fn import_files(
         let before = summary.points;
         let bad_before = summary.bad_lines;
         let reader = open(path, &bar)?;
-        let mut writer = Writer::new(sink, options.skip_errors);
-        let result = import_reader(reader, path, &mut writer, rules, options, &mut summary, errors, &bar);
-        // Whatever happened, what was read before it is written: a re-run then has less to redo.
-        let flushed = writer.finish(&mut summary, errors, path);
-        result?;
-        flushed?;
+        std::thread::scope(|scope| {
+            let mut writer = Writer::new(sink, options.skip_errors, scope);
+            let result = import_reader(reader, path, &mut writer, rules, options, &mut summary, errors, &bar);
+            // Whatever happened, what was read before it is written: a re-run then has less to redo.
+            let flushed = writer.finish(&mut summary, errors, path);
+            result.and(flushed)
+        })?;
         summary.files += 1;
         let ms = file_started.elapsed().as_millis().max(1);
         let points = summary.points - before;
@@ -146,7 +148,7 @@ fn open(path: &str, bar: &ProgressBar) -> Result<Box<dyn BufRead>, ImportError> 
 fn import_reader(
     mut reader: Box<dyn BufRead>,
     path: &str,
-    writer: &mut Writer<'_>,
+    writer: &mut Writer<'_, '_>,
     rules: &Rules,
     options: ImportOptions,
     summary: &mut ImportSummary,
@@ -210,9 +212,15 @@ fn import_reader(
 }
 
 /// Collects points and writes them in batches to the sink.
-struct Writer<'a> {
+///
+/// Into a store, the work is split over two threads: this one reads, parses and resolves series (UIDs), and
+/// hands chunks of (series, timestamp, value) to a writer thread that groups them by row and commits
+/// ([`crate::store::admin::BulkBatch`]). Into a daemon, points are posted in batches from this thread.
+struct Writer<'a, 's> {
     sink: &'a Sink<'a>,
-    batch: Option<BulkBatch>,
+    /// The writer thread and the chunk being filled (store sink only).
+    pipe: Option<Pipe<'s>>,
+    chunk: Chunk,
     /// For the daemon: JSON objects of the pending points and the line each came from.
     json: Vec<(u64, String)>,
     /// Internal store failure seen while adding (not the line's fault): fatal.
@@ -220,14 +228,53 @@ struct Writer<'a> {
     /// Through a daemon, a refused point is only known once its batch is answered: without `--skip-errors`
     /// the import stops after that batch.
     skip_errors: bool,
-    /// Series already resolved, by their metric and tag words: a line of a known series only has its timestamp
-    /// and value parsed (as the telnet port does per connection).
-    series: HashMap<Vec<u8>, (SeriesKey, BulkSlot)>,
+    /// Series already resolved, by their metric and tag words, to their number in this file: a line of a known
+    /// series only has its timestamp and value parsed (as the telnet port does per connection).
+    series: HashMap<Vec<u8>, u32>,
     key: Vec<u8>,
+    /// Series numbered in chunks already sent.
+    sent_series: usize,
 }
 
-/// Series remembered at most; past this the map starts over (a file with more series than this is rare).
-const MAX_SERIES: usize = 1 << 20;
+/// Points handed to the writer thread: series first seen in this chunk, then the points.
+#[derive(Default)]
+struct Chunk {
+    new_series: Vec<SeriesKey>,
+    points: Vec<(u32, i64, Value)>,
+}
+
+/// Points per chunk handed to the writer thread.
+const CHUNK_POINTS: usize = 1 << 15;
+
+struct Pipe<'s> {
+    tx: std::sync::mpsc::SyncSender<Chunk>,
+    handle: std::thread::ScopedJoinHandle<'s, Result<u64, StoreError>>,
+}
+
+/// The writer thread: resolves chunk points to rows and commits a batch whenever it is full; returns the
+/// number of points committed when the channel closes (everything received is committed, also after an error
+/// stopped the reader).
+fn write_chunks(store: &Store, rx: std::sync::mpsc::Receiver<Chunk>) -> Result<u64, StoreError> {
+    let mut bulk = store.new_bulk();
+    let mut series: Vec<(SeriesKey, BulkSlot)> = Vec::new();
+    let mut written = 0;
+    for chunk in rx {
+        series.extend(chunk.new_series.into_iter().map(|s| (s, BulkSlot::default())));
+        for (i, timestamp, value) in chunk.points {
+            let (key, slot) = &mut series[i as usize];
+            store.bulk_add(&mut bulk, key, slot, timestamp, value);
+        }
+        if bulk.len() >= BATCH_POINTS || bulk.bytes() >= BATCH_BYTES {
+            written += store.bulk_commit(&mut bulk)?;
+        }
+    }
+    written += store.bulk_commit(&mut bulk)?;
+    Ok(written)
+}
+
+/// Series remembered at most per file; past this, new series are resolved every time (a file with more series
+/// than this is rare).
+const MAX_SERIES: usize = 1 << 22;
 
 /// The words that name a series (`words[0]` is `put`): the metric and every non-empty tag word, in order,
 /// each length-prefixed so that different splits can't collide.
@@ -239,25 +286,43 @@ fn series_words(words: &[&[u8]], key: &mut Vec<u8>) {
     }
 }
 
-impl<'a> Writer<'a> {
-    fn new(sink: &'a Sink<'a>, skip_errors: bool) -> Writer<'a> {
-        let batch = match sink {
-            Sink::Store(store) => Some(store.new_bulk()),
+impl<'a, 's> Writer<'a, 's> {
+    fn new<'e>(sink: &'a Sink<'a>, skip_errors: bool, scope: &'s std::thread::Scope<'s, 'e>) -> Writer<'a, 's>
+    where
+        'a: 's,
+    {
+        let pipe = match sink {
+            Sink::Store(store) => {
+                let store: &'a Store = store;
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(4);
+                let handle = scope.spawn(move || write_chunks(store, rx));
+                Some(Pipe { tx, handle })
+            }
             Sink::Daemon(_) => None,
         };
-        Writer { sink, batch, json: Vec::new(), failed: None, skip_errors, series: HashMap::new(), key: Vec::new() }
+        Writer {
+            sink,
+            pipe,
+            chunk: Chunk::default(),
+            json: Vec::new(),
+            failed: None,
+            skip_errors,
+            series: HashMap::new(),
+            key: Vec::new(),
+            sent_series: 0,
+        }
     }
 
     fn pending(&self) -> u64 {
-        match &self.batch {
-            Some(b) => b.len(),
+        match &self.pipe {
+            Some(_) => self.chunk.points.len() as u64,
             None => self.json.len() as u64,
         }
     }
 
     fn full(&self) -> bool {
-        match &self.batch {
-            Some(b) => b.len() >= BATCH_POINTS || b.bytes() >= BATCH_BYTES,
+        match &self.pipe {
+            Some(_) => self.chunk.points.len() >= CHUNK_POINTS,
             None => self.json.len() >= HTTP_BATCH_POINTS,
         }
     }
@@ -265,29 +330,28 @@ impl<'a> Writer<'a> {
     /// Adds the line's point when its series is known and its timestamp and value pass; false means the full
     /// parser must look at the line.
     fn add_known(&mut self, words: &[&[u8]]) -> bool {
-        let (Sink::Store(store), Some(batch)) = (self.sink, &mut self.batch) else { return false };
-        if words.len() < 5 {
+        if self.pipe.is_none() || words.len() < 5 {
             return false;
         }
         series_words(words, &mut self.key);
-        let Some((series, slot)) = self.series.get_mut(&self.key) else { return false };
+        let Some(&i) = self.series.get(&self.key) else { return false };
         let Some((timestamp, value)) = telnet::parse_put_known_series(words) else { return false };
-        store.bulk_add(batch, series, slot, timestamp, value);
+        self.chunk.points.push((i, timestamp, value));
         true
     }
 
     /// Adds a valid point; `Err` is the line's error text (e.g. an unknown metric with auto-creation off).
     fn add(&mut self, point: &DataPoint<'_>, words: &[&[u8]], line: &[u8], lineno: u64) -> Result<(), String> {
-        match (self.sink, &mut self.batch) {
-            (Sink::Store(store), Some(batch)) => match store.series_key(point) {
+        match (self.sink, &self.pipe) {
+            (Sink::Store(store), Some(_)) => match store.series_key(point) {
                 Ok(series) => {
-                    let mut slot = BulkSlot::default();
-                    store.bulk_add(batch, &series, &mut slot, point.timestamp, point.value);
-                    if self.series.len() >= MAX_SERIES {
-                        self.series.clear();
+                    // Every resolved series gets a number, remembered by its words while the map has room.
+                    let i = self.chunk_series(series);
+                    if self.series.len() < MAX_SERIES {
+                        series_words(words, &mut self.key);
+                        self.series.insert(self.key.clone(), i);
                     }
-                    series_words(words, &mut self.key);
-                    self.series.insert(self.key.clone(), (series, slot));
+                    self.chunk.points.push((i, point.timestamp, point.value));
                     Ok(())
                 }
                 Err(AddError::Put(e)) => Err(e.to_string()),
@@ -303,14 +367,29 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Numbers a new series for the writer thread (numbers count every series sent so far).
+    fn chunk_series(&mut self, series: SeriesKey) -> u32 {
+        let i = self.next_series();
+        self.chunk.new_series.push(series);
+        i
+    }
+
+    fn next_series(&self) -> u32 {
+        (self.sent_series + self.chunk.new_series.len()) as u32
+    }
+
     fn flush(&mut self, summary: &mut ImportSummary, errors: &mut dyn Write, path: &str) -> Result<(), ImportError> {
         if let Some(e) = self.failed.take() {
             return Err(ImportError::Store(e));
         }
-        match (self.sink, &mut self.batch) {
-            (Sink::Store(store), Some(batch)) => {
-                let n = store.bulk_commit(batch).map_err(|e| ImportError::Store(e.to_string()))?;
-                summary.points += n;
+        match (self.sink, &self.pipe) {
+            (Sink::Store(_), Some(pipe)) => {
+                let chunk = std::mem::take(&mut self.chunk);
+                self.sent_series += chunk.new_series.len();
+                if pipe.tx.send(chunk).is_err() {
+                    // The writer thread stopped: its error is reported by `finish`.
+                    return Err(ImportError::Store("the writer thread stopped".into()));
+                }
                 Ok(())
             }
             (Sink::Daemon(addr), _) => {
@@ -333,8 +412,18 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Sends what is pending and, into a store, waits until the writer thread has committed everything.
     fn finish(&mut self, summary: &mut ImportSummary, errors: &mut dyn Write, path: &str) -> Result<(), ImportError> {
-        self.flush(summary, errors, path)
+        let flushed = self.flush(summary, errors, path);
+        if let Some(pipe) = self.pipe.take() {
+            drop(pipe.tx);
+            let written = match pipe.handle.join() {
+                Ok(result) => result.map_err(|e| ImportError::Store(e.to_string()))?,
+                Err(_) => return Err(ImportError::Store("the writer thread panicked".into())),
+            };
+            summary.points += written;
+        }
+        flushed
     }
 }
 
