@@ -26,6 +26,10 @@ impl UidFamily {
     }
 }
 
+/// One UID-cell write for [`Store::write_uid_cells`]: (family, kind qualifier, row, `Some(value)` to put or
+/// `None` to delete).
+pub type UidCellWrite = (UidFamily, Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
 impl Store {
     /// Calls `f(key, value)` for every data row (including rows whose keys don't decode), in key order, until
     /// `f` returns false.
@@ -108,10 +112,7 @@ impl Store {
 
     /// Applies UID-cell puts (`Some`) and deletes (`None`) as one atomic, synced write: `(family, qualifier,
     /// row, value)`.
-    pub fn write_uid_cells(
-        &self,
-        cells_to_write: &[(UidFamily, Vec<u8>, Vec<u8>, Option<Vec<u8>>)],
-    ) -> Result<(), StoreError> {
+    pub fn write_uid_cells(&self, cells_to_write: &[UidCellWrite]) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         for (family, qualifier, row, value) in cells_to_write {
             let cf = self.cf(family.cf());

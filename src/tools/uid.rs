@@ -19,7 +19,7 @@ use rtsd_protocol::codec;
 use rtsd_protocol::javafmt;
 use rtsd_protocol::point::{validate_string, Rules, UidKind};
 
-use crate::store::admin::UidFamily;
+use crate::store::admin::{UidCellWrite, UidFamily};
 use crate::store::{Store, StoreError};
 
 /// A kind from its OpenTSDB name (`metrics`/`metric`, `tagk`, `tagv`).
@@ -190,7 +190,7 @@ pub fn fsck(store: &Store, fix: bool, delete_unknown: bool, out: &mut impl Write
     }
     let mut kinds: HashMap<UidKind, KindState> = HashMap::new();
     let mut kvs = 0u64;
-    let mut writes: Vec<(UidFamily, Vec<u8>, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    let mut writes: Vec<UidCellWrite> = Vec::new();
     for family in [UidFamily::Id, UidFamily::Name] {
         let mut cells = Vec::new();
         store
