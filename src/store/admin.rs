@@ -274,11 +274,20 @@ impl Store {
     /// Writes a bulk batch as one atomic RocksDB write (rows in key order, one merge operand each, with their
     /// series-index entries); returns the points written. Not synced: call [`Store::flush`] at the end.
     pub fn bulk_commit(&self, bulk: &mut BulkBatch) -> Result<u64, StoreError> {
+        let (batch, points) = self.bulk_prepare(bulk);
+        if points > 0 {
+            self.write_prepared(batch)?;
+        }
+        Ok(points)
+    }
+
+    /// Turns a bulk batch into the RocksDB write [`Store::bulk_commit`] would make, leaving the bulk batch empty
+    /// for the next points: a caller can write it on another thread ([`Store::write_prepared`]) meanwhile.
+    pub fn bulk_prepare(&self, bulk: &mut BulkBatch) -> (WriteBatch, u64) {
         let points = bulk.points;
         bulk.generation += 1;
-        if points == 0 {
-            return Ok(0);
-        }
+        bulk.points = 0;
+        bulk.bytes = 0;
         let mut rows = std::mem::take(&mut bulk.rows);
         // Stable: two operands of one row keep their order.
         rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -287,12 +296,14 @@ impl Store {
         for (key, columns) in &rows {
             batch.merge_cf(cf, key, columns);
         }
+        (batch, points)
+    }
+
+    /// Writes a prepared bulk write (not synced).
+    pub fn write_prepared(&self, batch: WriteBatch) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
         let result = self.db.write(batch);
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
-        bulk.points = 0;
-        bulk.bytes = 0;
-        result?;
-        Ok(points)
+        Ok(result?)
     }
 }

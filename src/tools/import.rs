@@ -583,6 +583,18 @@ fn import_store(
         }
         let reader_thread = scope.spawn(|| read_blocks(reader, path, block_txs, &stop));
 
+        // Writes happen on their own thread, so the next batch is built while the last one goes into RocksDB;
+        // writes stay in order (one thread, one queue).
+        let (write_tx, write_rx) = sync_channel::<(rocksdb::WriteBatch, u64)>(1);
+        let writer_thread = scope.spawn(move || -> Result<u64, ImportError> {
+            let mut written = 0;
+            for (batch, points) in write_rx {
+                store.write_prepared(batch).map_err(|e| ImportError::Store(e.to_string()))?;
+                written += points;
+            }
+            Ok(written)
+        });
+
         // Apply parsed blocks in input order: block b came from parser b % parsers.
         let mut series: Vec<Vec<(SeriesKey, BulkSlot)>> = (0..parsers).map(|_| Vec::new()).collect();
         let mut bulk = store.new_bulk();
@@ -607,14 +619,11 @@ fn import_store(
                 }
             }
             base_line += parsed.lines;
-            if bulk.len() >= BATCH_POINTS || bulk.bytes() >= BATCH_BYTES {
-                match store.bulk_commit(&mut bulk) {
-                    Ok(n) => summary.points += n,
-                    Err(e) => {
-                        result = Err(ImportError::Store(e.to_string()));
-                        break;
-                    }
-                }
+            if (bulk.len() >= BATCH_POINTS || bulk.bytes() >= BATCH_BYTES)
+                && write_tx.send(store.bulk_prepare(&mut bulk)).is_err()
+            {
+                // The writer thread failed: its error is reported below.
+                break;
             }
             if let Some(e) = parsed.fatal {
                 result = Err(ImportError::Store(e));
@@ -627,9 +636,12 @@ fn import_store(
         // Whatever stopped the loop, what came before it is written: a re-run then has less to redo.
         stop.store(true, Ordering::Relaxed);
         drop(parsed_rxs);
-        match store.bulk_commit(&mut bulk) {
-            Ok(n) => summary.points += n,
-            Err(e) => result = result.and(Err(ImportError::Store(e.to_string()))),
+        let _ = write_tx.send(store.bulk_prepare(&mut bulk));
+        drop(write_tx);
+        match writer_thread.join() {
+            Ok(Ok(n)) => summary.points += n,
+            Ok(Err(e)) => result = result.and(Err(e)),
+            Err(_) => result = result.and(Err(ImportError::Store("the writer thread panicked".into()))),
         }
         let read =
             reader_thread.join().unwrap_or_else(|_| Err(ImportError::Store("the reader thread panicked".into())));
