@@ -372,3 +372,110 @@ fn sanitising() {
     assert_eq!(tsdb_value("NaN"), None);
     assert_eq!(tsdb_value("Intel"), None);
 }
+
+/// What an agent does next in [`exactly_once_against_an_agent_model`].
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Read up to this many lines from where the adaptor is and post them; the reply arrives or is lost.
+    Send { lines: usize, reply_lost: bool },
+    /// Several reads in one post.
+    SendTwo { first: usize, second: usize },
+    /// The agent restarts from its checkpoint (the last acknowledged offset).
+    Crash,
+    /// The collector restarts: its state is what was written.
+    Restart,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (1usize..6, proptest::bool::weighted(0.3)).prop_map(|(lines, reply_lost)| Step::Send { lines, reply_lost }),
+        1 => (1usize..4, 1usize..4).prop_map(|(first, second)| Step::SendTwo { first, second }),
+        1 => Just(Step::Crash),
+        1 => Just(Step::Restart),
+    ]
+}
+
+proptest::proptest! {
+    /// The core claim of spec §8.4 against a model agent: a log of lines (one record each, as
+    /// CharFileTailingAdaptorUTF8 sends them) posted through lost replies, crashes that resume from the last
+    /// acknowledged offset with other chunk boundaries, and collector restarts that keep only what was written,
+    /// ends with every line kept exactly once. (Lines are at least 32 bytes, as a resend shorter than 32 bytes
+    /// and than the chunk first sent at its offset can't be compared and is stored as new.)
+    #[test]
+    fn exactly_once_against_an_agent_model(
+        lengths in proptest::collection::vec(32usize..90, 5..40),
+        steps in proptest::collection::vec(step(), 0..50),
+    ) {
+        let mut file = Vec::new();
+        let mut line_at = std::collections::BTreeMap::new();
+        for (i, len) in lengths.iter().enumerate() {
+            let mut line = format!("{i:06} ").into_bytes();
+            line.resize(len - 1, b'a' + (i % 26) as u8);
+            line.push(b'\n');
+            file.extend_from_slice(&line);
+            line_at.insert(file.len() as i64, i);
+        }
+        let ends: Vec<i64> = line_at.keys().copied().collect();
+        let limits = dedup::DedupLimits::default();
+        let mut stored: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = Default::default();
+        let mut state = StreamState::new();
+        let mut kept = vec![0u32; lengths.len()];
+        let (mut committed, mut sent) = (0i64, 0i64);
+        // The next `n` lines from `from`: the chunk's end.
+        let read = |from: i64, n: usize| -> Option<i64> {
+            let i = ends.iter().position(|&e| e > from)?;
+            Some(ends[(i + n - 1).min(ends.len() - 1)])
+        };
+        let post = |state: &mut StreamState, chunks: &[(i64, i64)], kept: &mut Vec<u32>, stored: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>| {
+            for &(s, e) in chunks {
+                let data = &file[s as usize..e as usize];
+                let ends_in: Vec<i32> = ends.iter().filter(|&&x| x > s && x <= e).map(|&x| (x - s - 1) as i32).collect();
+                let chunk = Chunk::new(e, "h", "", "/f", "T", data).with_record_ends(ends_in.clone());
+                let verdict = state.observe(e, data, false, 1, &limits);
+                if verdict.drop_all() {
+                    continue;
+                }
+                let k = Kept::of(&chunk, verdict.trim_at);
+                let skip = ends_in.len() - k.records as usize;
+                for off in &ends_in[skip..] {
+                    kept[line_at[&(s + *off as i64 + 1)]] += 1;
+                }
+            }
+            for (k, v) in state.drain_writes(b"P") {
+                match v {
+                    Some(v) => stored.insert(k, v),
+                    None => stored.remove(&k),
+                };
+            }
+        };
+        for step in steps.iter().copied().chain(std::iter::repeat_n(Step::Send { lines: 3, reply_lost: false }, lengths.len())) {
+            match step {
+                Step::Send { lines, reply_lost } => {
+                    let Some(e) = read(sent, lines) else { continue };
+                    post(&mut state, &[(sent, e)], &mut kept, &mut stored);
+                    sent = e;
+                    if !reply_lost {
+                        committed = committed.max(e);
+                    }
+                }
+                Step::SendTwo { first, second } => {
+                    let Some(e1) = read(sent, first) else { continue };
+                    let chunks = match read(e1, second) {
+                        Some(e2) => vec![(sent, e1), (e1, e2)],
+                        None => vec![(sent, e1)],
+                    };
+                    post(&mut state, &chunks, &mut kept, &mut stored);
+                    sent = chunks.last().map_or(sent, |c| c.1);
+                    committed = committed.max(sent);
+                }
+                Step::Crash => sent = committed,
+                Step::Restart => {
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> = stored.iter().map(|(k, v)| (k[1..].to_vec(), v.clone())).collect();
+                    state = StreamState::load(entries.iter().map(|(k, v)| (&k[..], &v[..]))).unwrap().unwrap_or_default();
+                }
+            }
+        }
+        proptest::prop_assert!(kept.iter().all(|&n| n == 1), "kept counts per line: {kept:?}");
+    }
+}
