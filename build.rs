@@ -10,10 +10,7 @@ fn main() {
     let rev = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "0000000000000000000000000000000000000000".into());
     let branch = git(&["rev-parse", "--abbrev-ref", "HEAD"]).unwrap_or_else(|| "unknown".into());
     let modified = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()).unwrap_or(false);
-    let time = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let user = std::env::var("USER").unwrap_or_else(|_| "rtsd".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();

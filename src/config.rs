@@ -67,16 +67,9 @@ const DEFAULTS: &[(&str, &str)] = &[
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("invalid value for {key}: {value:?}: {why}")]
-    Invalid {
-        key: String,
-        value: String,
-        why: String,
-    },
+    Invalid { key: String, value: String, why: String },
 }
 
 /// `tsd.mode`: which half of the API this daemon serves (spec: ingest §1.4).
@@ -166,10 +159,9 @@ impl Config {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let text = match &flags.config {
-            Some(path) => std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.clone(),
-                source,
-            })?,
+            Some(path) => {
+                std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?
+            }
             None => SHIPPED_CONFIG.to_string(),
         };
         let from_file = parse_properties(&text);
@@ -202,10 +194,7 @@ impl Config {
         let p = Props(&properties);
         let max_tags = p.number::<usize>("tsd.storage.max_tags")?;
         if max_tags < 1 {
-            return Err(p.invalid(
-                "tsd.storage.max_tags",
-                "tsd.storage.max_tags must be greater than 0",
-            ));
+            return Err(p.invalid("tsd.storage.max_tags", "tsd.storage.max_tags must be greater than 0"));
         }
         let width = |key: &str| -> Result<usize, ConfigError> {
             let w = p.number::<usize>(key)?;
@@ -216,17 +205,11 @@ impl Config {
         };
         let salt_width = p.number::<usize>("tsd.storage.salt.width")?;
         if salt_width > 8 {
-            return Err(p.invalid(
-                "tsd.storage.salt.width",
-                "salt width must be between 0 and 8",
-            ));
+            return Err(p.invalid("tsd.storage.salt.width", "salt width must be between 0 and 8"));
         }
         let salt_buckets = p.number::<u32>("tsd.storage.salt.buckets")?;
         if salt_buckets < 1 {
-            return Err(p.invalid(
-                "tsd.storage.salt.buckets",
-                "salt buckets must be at least 1",
-            ));
+            return Err(p.invalid("tsd.storage.salt.buckets", "salt buckets must be at least 1"));
         }
         let mode = match p.get("tsd.mode").to_ascii_lowercase().as_str() {
             "ro" => Mode::ReadOnly,
@@ -241,9 +224,7 @@ impl Config {
             p.number::<usize>("rtsd.uid.cache_capacity")?.max(1)
         };
         let bind_text = p.get("tsd.network.bind");
-        let bind = bind_text
-            .parse::<IpAddr>()
-            .map_err(|e| p.invalid("tsd.network.bind", &e.to_string()))?;
+        let bind = bind_text.parse::<IpAddr>().map_err(|e| p.invalid("tsd.network.bind", &e.to_string()))?;
         Ok(Config {
             bind,
             port: p.number("tsd.network.port")?,
@@ -255,19 +236,13 @@ impl Config {
                 p.boolean("tsd.core.auto_create_tagks"),
                 p.boolean("tsd.core.auto_create_tagvs"),
             ],
-            rules: Rules {
-                max_tags,
-                allow_specialchars: p.get("tsd.core.tag.allow_specialchars").chars().collect(),
-            },
+            rules: Rules { max_tags, allow_specialchars: p.get("tsd.core.tag.allow_specialchars").chars().collect() },
             uid_widths: [
                 width("tsd.storage.uid.width.metric")?,
                 width("tsd.storage.uid.width.tagk")?,
                 width("tsd.storage.uid.width.tagv")?,
             ],
-            salt: SaltConfig {
-                width: salt_width,
-                buckets: salt_buckets,
-            },
+            salt: SaltConfig { width: salt_width, buckets: salt_buckets },
             fix_duplicates: p.boolean("tsd.storage.fix_duplicates"),
             connections_limit: p.number("tsd.core.connections.limit")?,
             socket_timeout_secs: p.number("tsd.core.socket.timeout")?,
@@ -299,14 +274,8 @@ impl Config {
 
     /// A configuration for tests: the shipped defaults with a data directory and any overrides.
     pub fn for_data_dir(dir: &Path, overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let mut flags = Flags {
-            data_dir: Some(dir.to_path_buf()),
-            ..Flags::default()
-        };
-        flags.set = overrides
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), ..Flags::default() };
+        flags.set = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::load(&flags)
     }
 }
@@ -321,27 +290,18 @@ impl Props<'_> {
 
     /// OpenTSDB's boolean rule: true iff the trimmed, upper-cased value is `1`, `TRUE` or `YES`.
     fn boolean(&self, key: &str) -> bool {
-        matches!(
-            self.get(key).to_ascii_uppercase().as_str(),
-            "1" | "TRUE" | "YES"
-        )
+        matches!(self.get(key).to_ascii_uppercase().as_str(), "1" | "TRUE" | "YES")
     }
 
     fn number<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError>
     where
         T::Err: std::fmt::Display,
     {
-        self.get(key)
-            .parse::<T>()
-            .map_err(|e| self.invalid(key, &e.to_string()))
+        self.get(key).parse::<T>().map_err(|e| self.invalid(key, &e.to_string()))
     }
 
     fn invalid(&self, key: &str, why: &str) -> ConfigError {
-        ConfigError::Invalid {
-            key: key.to_string(),
-            value: self.get(key).to_string(),
-            why: why.to_string(),
-        }
+        ConfigError::Invalid { key: key.to_string(), value: self.get(key).to_string(), why: why.to_string() }
     }
 }
 
@@ -352,8 +312,7 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
     let mut logical = String::new();
     for raw in text.lines() {
         let line = raw.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
             continue;
         }
         // An odd number of trailing backslashes continues the line.
@@ -364,9 +323,7 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
         }
         logical.push_str(line);
         let entry = std::mem::take(&mut logical);
-        let sep = entry
-            .find(|c: char| c == '=' || c == ':' || c.is_whitespace())
-            .unwrap_or(entry.len());
+        let sep = entry.find(|c: char| c == '=' || c == ':' || c.is_whitespace()).unwrap_or(entry.len());
         let key = entry[..sep].trim().to_string();
         let mut value = entry[sep..].trim_start();
         if let Some(rest) = value.strip_prefix(['=', ':']) {
@@ -385,7 +342,8 @@ mod tests {
 
     #[test]
     fn properties_syntax() {
-        let text = "# comment\n! also\n tsd.network.port = 4243\nkey:value\nspaced value here\ncont = a\\\n  b\nempty=\n";
+        let text =
+            "# comment\n! also\n tsd.network.port = 4243\nkey:value\nspaced value here\ncont = a\\\n  b\nempty=\n";
         let parsed = parse_properties(text);
         assert_eq!(
             parsed,
@@ -405,8 +363,7 @@ mod tests {
         let dir = Path::new("/nonexistent");
         let shipped = Config::for_data_dir(dir, &[]).unwrap();
         assert!(shipped.auto_create[0]);
-        let opentsdb =
-            Config::for_data_dir(dir, &[("tsd.core.auto_create_metrics", "false")]).unwrap();
+        let opentsdb = Config::for_data_dir(dir, &[("tsd.core.auto_create_metrics", "false")]).unwrap();
         assert!(!opentsdb.auto_create[0]);
         assert_eq!(shipped.port, 4242);
         assert_eq!(shipped.rules.max_tags, 8);
@@ -417,13 +374,7 @@ mod tests {
     fn booleans_follow_opentsdb() {
         // spec: ingest §6: true iff `1`, `TRUE` or `YES`; enable_api must be exactly `true`.
         let dir = Path::new("/x");
-        for (v, expect) in [
-            ("1", true),
-            ("yes", true),
-            (" TRUE ", true),
-            ("on", false),
-            ("0", false),
-        ] {
+        for (v, expect) in [("1", true), ("yes", true), (" TRUE ", true), ("on", false), ("0", false)] {
             let c = Config::for_data_dir(dir, &[("tsd.storage.fix_duplicates", v)]).unwrap();
             assert_eq!(c.fix_duplicates, expect, "{v:?}");
         }
@@ -435,15 +386,13 @@ mod tests {
     fn invalid_values_are_refused() {
         let dir = Path::new("/x");
         let e = Config::for_data_dir(dir, &[("tsd.storage.max_tags", "0")]).unwrap_err();
-        assert_eq!(e.to_string(), "invalid value for tsd.storage.max_tags: \"0\": tsd.storage.max_tags must be greater than 0");
+        assert_eq!(
+            e.to_string(),
+            "invalid value for tsd.storage.max_tags: \"0\": tsd.storage.max_tags must be greater than 0"
+        );
         assert!(Config::for_data_dir(dir, &[("tsd.storage.uid.width.tagv", "9")]).is_err());
         assert!(Config::for_data_dir(dir, &[("tsd.storage.salt.buckets", "0")]).is_err());
         assert!(Config::for_data_dir(dir, &[("tsd.network.port", "http")]).is_err());
-        assert_eq!(
-            Config::for_data_dir(dir, &[("tsd.mode", "RO")])
-                .unwrap()
-                .mode,
-            Mode::ReadOnly
-        );
+        assert_eq!(Config::for_data_dir(dir, &[("tsd.mode", "RO")]).unwrap().mode, Mode::ReadOnly);
     }
 }

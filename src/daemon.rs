@@ -55,8 +55,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let listener = server::bind(&config)
         .await
         .map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
-    let chukwa = server::chukwa::bind_configured(&config).await.map_err(|(addr, source)| StartError::Bind { addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
+    let chukwa =
+        server::chukwa::bind_configured(&config).await.map_err(|(addr, source)| StartError::Bind { addr, source })?;
     let tsd = Arc::new(Tsd {
         config,
         store,

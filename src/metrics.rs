@@ -123,11 +123,23 @@ impl Metrics {
         let per_kind = |family: &Family<KindLabel, Counter>| {
             UidKind::ALL.map(|k| family.get_or_create(&KindLabel { kind: k.as_str() }).clone())
         };
-        let m = Metrics { uid_hit_handles: per_kind(&m.uid_cache_hits), uid_miss_handles: per_kind(&m.uid_cache_misses), ..m };
-        registry.register("datapoints_added", "Data points accepted and written, by protocol", m.datapoints_added.clone());
+        let m = Metrics {
+            uid_hit_handles: per_kind(&m.uid_cache_hits),
+            uid_miss_handles: per_kind(&m.uid_cache_misses),
+            ..m
+        };
+        registry.register(
+            "datapoints_added",
+            "Data points accepted and written, by protocol",
+            m.datapoints_added.clone(),
+        );
         registry.register("put_errors", "Data points refused, by OpenTSDB error category", m.put_errors.clone());
         registry.register("connections_open", "Client connections open now", m.connections_open.clone());
-        registry.register("connections", "Client connections accepted (telnet, http) or rejected", m.connections.clone());
+        registry.register(
+            "connections",
+            "Client connections accepted (telnet, http) or rejected",
+            m.connections.clone(),
+        );
         registry.register(
             "connection_exceptions",
             "Connections closed because of a protocol error (closed) or an unexpected one (unknown)",
@@ -161,7 +173,11 @@ impl Metrics {
         registry.register("chukwa_chunks", "Chukwa chunks with new data, by dataType", m.chukwa_chunks.clone());
         registry.register("chukwa_bytes", "Chukwa chunk bytes accepted as new, by dataType", m.chukwa_bytes.clone());
         registry.register("chukwa_records", "Chukwa records accepted as new, by dataType", m.chukwa_records.clone());
-        registry.register("chukwa_points", "Data points written from Chukwa records, by dataType", m.chukwa_points.clone());
+        registry.register(
+            "chukwa_points",
+            "Data points written from Chukwa records, by dataType",
+            m.chukwa_points.clone(),
+        );
         registry.register(
             "chukwa_dedup",
             "Chukwa chunks by de-duplication outcome (duplicate, reset, gap, window_miss)",
@@ -330,7 +346,11 @@ impl Metrics {
             .map(|p| self.datapoints_added.get_or_create(&ProtocolLabel { protocol: p }).get())
             .sum();
         stat("datapoints.added", added, Some(("type", "all")));
-        stat("compaction.duplicates", Self::by_type(&self.compaction_duplicates, "identical"), Some(("type", "identical")));
+        stat(
+            "compaction.duplicates",
+            Self::by_type(&self.compaction_duplicates, "identical"),
+            Some(("type", "identical")),
+        );
         stat("compaction.duplicates", Self::by_type(&self.compaction_duplicates, "variant"), Some(("type", "variant")));
         out
     }

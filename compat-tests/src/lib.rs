@@ -38,10 +38,7 @@ pub fn binary() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("current test executable");
-    let mut dir = exe
-        .parent()
-        .expect("test executable directory")
-        .to_path_buf();
+    let mut dir = exe.parent().expect("test executable directory").to_path_buf();
     if dir.ends_with("deps") {
         dir.pop();
     }
@@ -65,25 +62,14 @@ impl Daemon {
 
     /// Starts a daemon with extra properties, as `--set key=value`.
     pub fn start_with(settings: &[(&str, &str)]) -> Daemon {
-        let dir = tempfile::Builder::new()
-            .prefix("rtsd-compat-")
-            .tempdir()
-            .expect("create a temporary data directory");
-        let settings: Vec<(String, String)> = settings
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let dir = tempfile::Builder::new().prefix("rtsd-compat-").tempdir().expect("create a temporary data directory");
+        let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Daemon::spawn(dir, settings)
     }
 
     fn spawn(dir: tempfile::TempDir, settings: Vec<(String, String)>) -> Daemon {
         let mut cmd = Command::new(binary());
-        cmd.arg("serve").arg("--data-dir").arg(dir.path()).args([
-            "--port",
-            "0",
-            "--bind",
-            "127.0.0.1",
-        ]);
+        cmd.arg("serve").arg("--data-dir").arg(dir.path()).args(["--port", "0", "--bind", "127.0.0.1"]);
         for (k, v) in &settings {
             cmd.arg("--set").arg(format!("{k}={v}"));
         }
@@ -92,12 +78,8 @@ impl Daemon {
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary().display()));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", binary().display()));
         let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready_rx) = mpsc::channel::<Option<SocketAddr>>();
@@ -113,9 +95,7 @@ impl Daemon {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
                     }
-                    let line = strip_ansi(&String::from_utf8_lossy(&raw))
-                        .trim_end()
-                        .to_string();
+                    let line = strip_ansi(&String::from_utf8_lossy(&raw)).trim_end().to_string();
                     if ready_tx.is_some() && line.contains("rtsd ready") {
                         if let Some(addr) = parse_addr(&line) {
                             let _ = ready_tx.take().map(|tx| tx.send(Some(addr)));
@@ -131,26 +111,15 @@ impl Daemon {
                 }
             });
         }
-        let mut daemon = Daemon {
-            child: Some(child),
-            dir: Some(dir),
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            settings,
-            log,
-        };
+        let mut daemon =
+            Daemon { child: Some(child), dir: Some(dir), addr: SocketAddr::from(([127, 0, 0, 1], 0)), settings, log };
         match ready_rx.recv_timeout(START_TIMEOUT) {
             Ok(Some(addr)) => daemon.addr = addr,
             Ok(None) => {
                 let status = daemon.child.as_mut().and_then(|c| c.wait().ok());
-                panic!(
-                    "rtsd exited before it was ready ({status:?}); its log:\n{}",
-                    daemon.log_text()
-                );
+                panic!("rtsd exited before it was ready ({status:?}); its log:\n{}", daemon.log_text());
             }
-            Err(_) => panic!(
-                "rtsd was not ready within {START_TIMEOUT:?}; its log:\n{}",
-                daemon.log_text()
-            ),
+            Err(_) => panic!("rtsd was not ready within {START_TIMEOUT:?}; its log:\n{}", daemon.log_text()),
         }
         daemon
     }
@@ -159,11 +128,7 @@ impl Daemon {
     pub fn restart(mut self) -> Daemon {
         if self.is_running() {
             let status = self.terminate();
-            assert!(
-                status.success(),
-                "rtsd did not stop cleanly on SIGTERM ({status}); its log:\n{}",
-                self.log_text()
-            );
+            assert!(status.success(), "rtsd did not stop cleanly on SIGTERM ({status}); its log:\n{}", self.log_text());
         }
         let dir = self.dir.take().expect("data directory");
         let settings = std::mem::take(&mut self.settings);
@@ -216,13 +181,7 @@ impl Daemon {
 
     /// One request on a new connection. `Host` and `Content-Length` are added unless `headers` has them (or
     /// `Transfer-Encoding`).
-    pub fn http(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> Response {
+    pub fn http(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
         self.http_conn().request(method, path, headers, body)
     }
 
@@ -233,12 +192,7 @@ impl Daemon {
 
     /// `POST path` with `Content-Type: application/json`, as the query spec's vectors (§8) are sent.
     pub fn post_json(&self, path: &str, body: &str) -> Response {
-        self.http(
-            "POST",
-            path,
-            &[("Content-Type", "application/json")],
-            body.as_bytes(),
-        )
+        self.http("POST", path, &[("Content-Type", "application/json")], body.as_bytes())
     }
 
     /// Writes a data set as telnet `put` lines on one connection and waits for the [`barrier`];
@@ -247,10 +201,7 @@ impl Daemon {
         let mut stream = self.telnet();
         stream.write_all(lines.as_bytes()).expect("send put lines");
         let errors = barrier(&mut stream);
-        assert!(
-            errors.is_empty(),
-            "put errors: {errors:?}\nfor lines:\n{lines}"
-        );
+        assert!(errors.is_empty(), "put errors: {errors:?}\nfor lines:\n{lines}");
     }
 
     /// SIGKILL: the daemon gets no chance to flush anything.
@@ -267,15 +218,8 @@ impl Daemon {
         if let Ok(Some(status)) = child.try_wait() {
             return status;
         }
-        let ok = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .map(|s| s.success());
-        assert!(
-            matches!(ok, Ok(true)),
-            "kill -TERM {} failed: {ok:?}",
-            child.id()
-        );
+        let ok = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().map(|s| s.success());
+        assert!(matches!(ok, Ok(true)), "kill -TERM {} failed: {ok:?}", child.id());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
@@ -284,10 +228,7 @@ impl Daemon {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!(
-                    "rtsd did not exit within 30 s of SIGTERM; its log:\n{}",
-                    self.log_text()
-                );
+                panic!("rtsd did not exit within 30 s of SIGTERM; its log:\n{}", self.log_text());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -301,11 +242,7 @@ impl Daemon {
         for (k, v) in &self.settings {
             cmd.arg("--set").arg(format!("{k}={v}"));
         }
-        cmd.arg("--import")
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null());
+        cmd.arg("--import").args(args).env("NO_COLOR", "1").env("RUST_LOG", "warn").stdin(Stdio::null());
         let out = cmd.output().map_err(|e| format!("cannot run scan: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         if !out.status.success() {
@@ -321,8 +258,7 @@ impl Daemon {
 
     /// Like [`Daemon::try_scan`], panicking (with the daemon's log) when the scan fails.
     pub fn scan(&self, args: &[&str]) -> Vec<String> {
-        self.try_scan(args)
-            .unwrap_or_else(|e| panic!("{e}\nrtsd log:\n{}", self.log_text()))
+        self.try_scan(args).unwrap_or_else(|e| panic!("{e}\nrtsd log:\n{}", self.log_text()))
     }
 
     /// Scans until the output equals `expected` (normalised) or `timeout` passes; returns the last output, for
@@ -330,9 +266,7 @@ impl Daemon {
     pub fn scan_until(&self, args: &[&str], expected: &[String], timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let got = self
-                .try_scan(args)
-                .unwrap_or_else(|e| vec![format!("<{e}>")]);
+            let got = self.try_scan(args).unwrap_or_else(|e| vec![format!("<{e}>")]);
             if got == expected || Instant::now() > deadline {
                 return got;
             }
@@ -415,14 +349,9 @@ fn parse_addr(line: &str) -> Option<SocketAddr> {
 
 /// A TCP connection to `addr` with the harness's timeouts.
 pub fn connect(addr: SocketAddr) -> TcpStream {
-    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
-        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .expect("set read timeout");
-    stream
-        .set_write_timeout(Some(IO_TIMEOUT))
-        .expect("set write timeout");
+    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("set read timeout");
+    stream.set_write_timeout(Some(IO_TIMEOUT)).expect("set write timeout");
     stream
 }
 
@@ -436,10 +365,7 @@ pub fn read_line(stream: &mut TcpStream) -> String {
     let mut byte = [0u8; 1];
     loop {
         match stream.read(&mut byte) {
-            Ok(0) => panic!(
-                "connection closed after {:?} (expected a full line)",
-                String::from_utf8_lossy(&line)
-            ),
+            Ok(0) => panic!("connection closed after {:?} (expected a full line)", String::from_utf8_lossy(&line)),
             Ok(_) => {
                 line.push(byte[0]);
                 if byte[0] == b'\n' {
@@ -447,10 +373,7 @@ pub fn read_line(stream: &mut TcpStream) -> String {
                 }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => panic!(
-                "reading a line failed after {:?}: {e}",
-                String::from_utf8_lossy(&line)
-            ),
+            Err(e) => panic!("reading a line failed after {:?}: {e}", String::from_utf8_lossy(&line)),
         }
     }
 }
@@ -465,10 +388,7 @@ pub fn barrier(stream: &mut TcpStream) -> Vec<String> {
         let line = read_line(stream);
         if line.starts_with("net.opentsdb.tools ") {
             let built = read_line(stream);
-            assert!(
-                built.starts_with("Built on "),
-                "second line of the version reply: {built:?}"
-            );
+            assert!(built.starts_with("Built on "), "second line of the version reply: {built:?}");
             return before;
         }
         before.push(line);
@@ -487,24 +407,15 @@ pub fn expect_closed(stream: &mut TcpStream) {
     let mut buf = [0u8; 256];
     match stream.read(&mut buf) {
         Ok(0) => {}
-        Ok(n) => panic!(
-            "expected the connection to close, got {:?}",
-            String::from_utf8_lossy(&buf[..n])
-        ),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
-            ) => {}
+        Ok(n) => panic!("expected the connection to close, got {:?}", String::from_utf8_lossy(&buf[..n])),
+        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted) => {}
         Err(e) => panic!("expected the connection to close, got {e}"),
     }
 }
 
 /// Reads whatever arrives within `wait` (for asserting that nothing is sent).
 pub fn read_available(stream: &mut TcpStream, wait: Duration) -> Vec<u8> {
-    stream
-        .set_read_timeout(Some(wait))
-        .expect("set read timeout");
+    stream.set_read_timeout(Some(wait)).expect("set read timeout");
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -514,9 +425,7 @@ pub fn read_available(stream: &mut TcpStream, wait: Duration) -> Vec<u8> {
             Err(_) => break,
         }
     }
-    stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .expect("set read timeout");
+    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("set read timeout");
     out
 }
 
@@ -536,10 +445,7 @@ pub struct Response {
 impl Response {
     /// The first header of that name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     pub fn text(&self) -> String {
@@ -547,13 +453,8 @@ impl Response {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "body is not JSON ({e}): {:?} (status {})",
-                self.text(),
-                self.status
-            )
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?} (status {})", self.text(), self.status))
     }
 }
 
@@ -565,10 +466,7 @@ pub struct HttpConn {
 
 impl HttpConn {
     pub fn new(addr: SocketAddr) -> HttpConn {
-        HttpConn {
-            addr,
-            reader: BufReader::new(connect(addr)),
-        }
+        HttpConn { addr, reader: BufReader::new(connect(addr)) }
     }
 
     pub fn stream(&mut self) -> &mut TcpStream {
@@ -577,21 +475,12 @@ impl HttpConn {
 
     /// Writes raw bytes (hand-made requests, chunked framing).
     pub fn send_raw(&mut self, bytes: &[u8]) {
-        self.reader
-            .get_mut()
-            .write_all(bytes)
-            .expect("send request bytes");
+        self.reader.get_mut().write_all(bytes).expect("send request bytes");
     }
 
     /// Sends a request and reads its response. Adds `Host` and `Content-Length` unless given (a
     /// `Transfer-Encoding` header suppresses Content-Length; then `body` must already be framed).
-    pub fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> Response {
+    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
         let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
         let mut head = format!("{method} {path} HTTP/1.1\r\n");
         if !has("Host") {
@@ -616,48 +505,31 @@ impl HttpConn {
     /// Reads one response. Bodies are framed by Content-Length, chunked encoding, or the end of the connection.
     pub fn read_response(&mut self, method: &str) -> Response {
         let status_line = self.read_head_line();
-        assert!(
-            !status_line.is_empty(),
-            "connection closed before a response arrived"
-        );
+        assert!(!status_line.is_empty(), "connection closed before a response arrived");
         let mut parts = status_line.splitn(3, ' ');
         let version = parts.next().unwrap_or_default();
-        assert!(
-            version.starts_with("HTTP/1."),
-            "bad status line {status_line:?}"
-        );
-        let status: u16 = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+        assert!(version.starts_with("HTTP/1."), "bad status line {status_line:?}");
+        let status: u16 =
+            parts.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("bad status line {status_line:?}"));
         let mut headers = Vec::new();
         loop {
             let line = self.read_head_line();
             if line.is_empty() {
                 break;
             }
-            let (k, v) = line
-                .split_once(':')
-                .unwrap_or_else(|| panic!("bad header line {line:?}"));
+            let (k, v) = line.split_once(':').unwrap_or_else(|| panic!("bad header line {line:?}"));
             headers.push((k.trim().to_string(), v.trim().to_string()));
         }
-        let mut response = Response {
-            status,
-            headers,
-            body: Vec::new(),
-        };
+        let mut response = Response { status, headers, body: Vec::new() };
         if method == "HEAD" || status == 204 || status == 304 || (100..200).contains(&status) {
             return response;
         }
-        if response
-            .header("Transfer-Encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-        {
+        if response.header("Transfer-Encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
             loop {
                 let size_line = self.read_head_line();
                 let size_hex = size_line.split(';').next().unwrap_or_default().trim();
-                let size = usize::from_str_radix(size_hex, 16)
-                    .unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
+                let size =
+                    usize::from_str_radix(size_hex, 16).unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
                 if size == 0 {
                     while !self.read_head_line().is_empty() {}
                     break;
@@ -669,26 +541,18 @@ impl HttpConn {
                 assert!(crlf.is_empty(), "chunk not followed by CRLF: {crlf:?}");
             }
         } else if let Some(len) = response.header("Content-Length") {
-            let len: usize = len
-                .parse()
-                .unwrap_or_else(|_| panic!("bad Content-Length {len:?}"));
+            let len: usize = len.parse().unwrap_or_else(|_| panic!("bad Content-Length {len:?}"));
             response.body.resize(len, 0);
-            self.reader
-                .read_exact(&mut response.body)
-                .expect("read body");
+            self.reader.read_exact(&mut response.body).expect("read body");
         } else {
-            self.reader
-                .read_to_end(&mut response.body)
-                .expect("read body to end of connection");
+            self.reader.read_to_end(&mut response.body).expect("read body to end of connection");
         }
         response
     }
 
     fn read_head_line(&mut self) -> String {
         let mut line = Vec::new();
-        self.reader
-            .read_until(b'\n', &mut line)
-            .expect("read response head");
+        self.reader.read_until(b'\n', &mut line).expect("read response head");
         while matches!(line.last(), Some(b'\n' | b'\r')) {
             line.pop();
         }
@@ -701,10 +565,7 @@ impl HttpConn {
         match self.reader.read(&mut buf) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) => matches!(
-                e.kind(),
-                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
-            ),
+            Err(e) => matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted),
         }
     }
 
@@ -777,10 +638,7 @@ impl Proxy {
                         continue;
                     };
                     let record = Arc::new(Mutex::new(Vec::new()));
-                    conns
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(record.clone());
+                    conns.lock().unwrap_or_else(|e| e.into_inner()).push(record.clone());
                     let (c2, s2) = match (client.try_clone(), server.try_clone()) {
                         (Ok(c), Ok(s)) => (c, s),
                         _ => continue,
@@ -804,18 +662,12 @@ impl Proxy {
     /// The bytes each accepted connection sent so far, in accept order.
     pub fn connections(&self) -> Vec<Vec<u8>> {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        conns
-            .iter()
-            .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).clone())
-            .collect()
+        conns.iter().map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect()
     }
 
     /// Every HTTP request sent through the proxy, per connection.
     pub fn http_requests(&self) -> Vec<Vec<RecordedRequest>> {
-        self.connections()
-            .iter()
-            .map(|c| parse_requests(c))
-            .collect()
+        self.connections().iter().map(|c| parse_requests(c)).collect()
     }
 }
 
@@ -834,9 +686,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, record: Option<Arc<Mutex<Vec<u8>
             Ok(n) => n,
         };
         if let Some(r) = &record {
-            r.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend_from_slice(&buf[..n]);
+            r.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]);
         }
         if to.write_all(&buf[..n]).is_err() {
             break;
@@ -858,10 +708,7 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -881,23 +728,11 @@ pub fn parse_requests(mut bytes: &[u8]) -> Vec<RecordedRequest> {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();
-        let mut req = RecordedRequest {
-            method,
-            target,
-            headers,
-            body: Vec::new(),
-        };
-        let len = if let Some(len) = req
-            .header("Content-Length")
-            .and_then(|v| v.parse::<usize>().ok())
-        {
+        let mut req = RecordedRequest { method, target, headers, body: Vec::new() };
+        let len = if let Some(len) = req.header("Content-Length").and_then(|v| v.parse::<usize>().ok()) {
             len
         } else if req.header("Transfer-Encoding").is_some() {
-            bytes
-                .windows(5)
-                .position(|w| w == b"0\r\n\r\n")
-                .map(|p| p + 5)
-                .unwrap_or(bytes.len())
+            bytes.windows(5).position(|w| w == b"0\r\n\r\n").map(|p| p + 5).unwrap_or(bytes.len())
         } else {
             0
         };
@@ -912,26 +747,21 @@ pub fn parse_requests(mut bytes: &[u8]) -> Vec<RecordedRequest> {
 /// Inflates a gzip body.
 pub fn gunzip(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(data)
-        .read_to_end(&mut out)
-        .expect("gunzip");
+    flate2::read::GzDecoder::new(data).read_to_end(&mut out).expect("gunzip");
     out
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // External clients
 
-const INSTALL_HINT: &str =
-    "run `scripts/install-test-deps` (as root) to install the compat-test clients";
+const INSTALL_HINT: &str = "run `scripts/install-test-deps` (as root) to install the compat-test clients";
 
 /// The venv made by `scripts/install-test-deps`: `$RTSD_VENV`, else `$HOME/.cache/rtsd-venv`.
 pub fn venv_dir() -> PathBuf {
     match std::env::var_os("RTSD_VENV") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
         _ => {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("/root"));
+            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
             home.join(".cache").join("rtsd-venv")
         }
     }
@@ -941,16 +771,9 @@ pub fn venv_dir() -> PathBuf {
 /// instructions when they are missing: client tests never pass silently.
 pub fn venv_python() -> PathBuf {
     let python = venv_dir().join("bin").join("python");
-    assert!(
-        python.exists(),
-        "no Python venv at {}: {INSTALL_HINT}",
-        venv_dir().display()
-    );
+    assert!(python.exists(), "no Python venv at {}: {INSTALL_HINT}", venv_dir().display());
     let check = Command::new(&python)
-        .args([
-            "-c",
-            "import potsdb, opentsdb, pyopentsdb, opentsdb_http_client",
-        ])
+        .args(["-c", "import potsdb, opentsdb, pyopentsdb, opentsdb_http_client"])
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}; {INSTALL_HINT}", python.display()));
     assert!(
@@ -964,15 +787,10 @@ pub fn venv_python() -> PathBuf {
 
 /// collectd (Debian `collectd-core`) and its write_tsdb plugin. Panics with instructions when missing.
 pub fn collectd_binary() -> PathBuf {
-    let bin = ["/usr/sbin/collectd", "/usr/bin/collectd"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
+    let bin = ["/usr/sbin/collectd", "/usr/bin/collectd"].iter().map(PathBuf::from).find(|p| p.exists());
     let bin = bin.unwrap_or_else(|| panic!("collectd is not installed: {INSTALL_HINT}"));
     assert!(
-        Path::new(COLLECTD_PLUGIN_DIR)
-            .join("write_tsdb.so")
-            .exists(),
+        Path::new(COLLECTD_PLUGIN_DIR).join("write_tsdb.so").exists(),
         "collectd's write_tsdb plugin is missing: {INSTALL_HINT}"
     );
     bin
@@ -984,9 +802,7 @@ pub const COLLECTD_TYPES_DB: &str = "/usr/share/collectd/types.db";
 
 /// A driver script in `compat-tests/clients/`.
 pub fn client_script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("clients")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients").join(name)
 }
 
 /// Runs a client driver script with the venv's python and `args`; panics with its output unless it exits 0
@@ -1028,9 +844,7 @@ pub fn run_python_client(script: &str, args: &[&str], timeout: Duration) -> Stri
 
 /// Where `scripts/install-test-deps` installs the npm clients (`npm ci` in `compat-tests/clients/node`).
 pub fn node_client_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("clients")
-        .join("node")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients").join("node")
 }
 
 /// Runs `compat-tests/clients/node/<script>` with `node` and `args`; panics with its output unless it
@@ -1044,10 +858,7 @@ pub fn run_node_client(script: &str, package: &str, args: &[&str], timeout: Dura
         "node is not installed ({node:?}): the npm client tests need Node.js; {INSTALL_HINT}"
     );
     assert!(
-        dir.join("node_modules")
-            .join(package)
-            .join("package.json")
-            .exists(),
+        dir.join("node_modules").join(package).join("package.json").exists(),
         "the npm package {package} is not installed under {}: {INSTALL_HINT} (it runs `npm ci` there)",
         dir.display()
     );
@@ -1079,9 +890,9 @@ pub fn run_node_client(script: &str, package: &str, args: &[&str], timeout: Dura
     match status {
         Some(s) if s.success() => stdout,
         Some(s) => panic!("node {script} {args:?} failed ({s})\nstdout:\n{stdout}\nstderr:\n{stderr}"),
-        None => panic!(
-            "node {script} {args:?} did not finish within {timeout:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-        ),
+        None => {
+            panic!("node {script} {args:?} did not finish within {timeout:?}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        }
     }
 }
 
@@ -1102,9 +913,7 @@ mod tests {
     #[test]
     fn strip_trace_cuts_only_the_trace() {
         assert_eq!(
-            strip_trace(
-                r#"{"error":{"code":400,"message":"m","details":"d","trace":"a\"b\\\"}c"}}"#
-            ),
+            strip_trace(r#"{"error":{"code":400,"message":"m","details":"d","trace":"a\"b\\\"}c"}}"#),
             r#"{"error":{"code":400,"message":"m","details":"d"}}"#
         );
         let plain = r#"{"error":{"code":404,"message":"x"}}"#;
@@ -1115,11 +924,7 @@ mod tests {
     fn normalize_sorts_tags_and_lines() {
         assert_eq!(
             normalize(["m 2 1 b=2 a=1", "m 1 1 host=x  ", "", "a 1 1"]),
-            vec![
-                "a 1 1".to_string(),
-                "m 1 1 host=x".to_string(),
-                "m 2 1 a=1 b=2".to_string()
-            ]
+            vec!["a 1 1".to_string(), "m 1 1 host=x".to_string(), "m 2 1 a=1 b=2".to_string()]
         );
     }
 
@@ -1127,9 +932,6 @@ mod tests {
     fn ready_line_addr() {
         let line = "2026-11-22T00:00:00Z  INFO rtsd::daemon: rtsd ready: telnet put and HTTP on one port addr=127.0.0.1:40123 data_dir=/tmp/x";
         assert_eq!(parse_addr(line), Some("127.0.0.1:40123".parse().unwrap()));
-        assert_eq!(
-            strip_ansi("\u{1b}[3maddr\u{1b}[0m\u{1b}[2m=\u{1b}[0m1"),
-            "addr=1"
-        );
+        assert_eq!(strip_ansi("\u{1b}[3maddr\u{1b}[0m\u{1b}[2m=\u{1b}[0m1"), "addr=1");
     }
 }

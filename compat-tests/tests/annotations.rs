@@ -27,7 +27,12 @@ fn a_series_annotation_is_stored_read_updated_and_deleted() {
     assert_eq!(r.json()["notes"], "details");
     assert_eq!(r.json()["description"], "New");
     // PUT replaces the whole object.
-    let r = d.http("PUT", "/api/annotation", &[], br#"{"startTime":1369141261,"tsuid":"000001000001000001","description":"Only"}"#);
+    let r = d.http(
+        "PUT",
+        "/api/annotation",
+        &[],
+        br#"{"startTime":1369141261,"tsuid":"000001000001000001","description":"Only"}"#,
+    );
     assert_eq!(r.text(), r#"{"tsuid":"000001000001000001","description":"Only","endTime":0,"startTime":1369141261}"#);
     // The query returns it with the series' points.
     let q = d.post(
@@ -73,7 +78,10 @@ fn global_annotations_are_listed_by_range_and_in_queries() {
         "/api/query",
         r#"{"start":1369141200000,"end":1369141300000,"globalAnnotations":true,"msResolution":false,"queries":[{"aggregator":"sum","metric":"sys.cpu.user"}]}"#,
     );
-    assert_eq!(q.json()[0]["globalAnnotations"], serde_json::json!([{"description":"deploy","endTime":0,"startTime":1369141261}]));
+    assert_eq!(
+        q.json()[0]["globalAnnotations"],
+        serde_json::json!([{"description":"deploy","endTime":0,"startTime":1369141261}])
+    );
     // Survives a restart.
     let d = d.restart();
     let r = d.http("GET", "/api/annotation?start_time=1369141261", &[], b"");

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rtsd_compat_tests::{
-    collectd_binary, gunzip, normalize, run_python_client, Daemon, Proxy, RecordedRequest,
-    COLLECTD_PLUGIN_DIR, COLLECTD_TYPES_DB,
+    collectd_binary, gunzip, normalize, run_python_client, Daemon, Proxy, RecordedRequest, COLLECTD_PLUGIN_DIR,
+    COLLECTD_TYPES_DB,
 };
 use serde_json::json;
 
@@ -29,18 +29,13 @@ fn scan(d: &Daemon, metric: &str) -> Vec<String> {
 }
 
 fn scan_until(d: &Daemon, metric: &str, expected: &[String]) -> Vec<String> {
-    d.scan_until(
-        &[SCAN_START, SCAN_END, "sum", metric],
-        expected,
-        ARRIVAL_TIMEOUT,
-    )
+    d.scan_until(&[SCAN_START, SCAN_END, "sum", metric], expected, ARRIVAL_TIMEOUT)
 }
 
 /// The driver's report: the last line of its stdout, as JSON.
 fn report(text: &str) -> serde_json::Value {
     let last = text.lines().last().unwrap_or_default();
-    serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("driver output is not JSON ({e}): {text:?}"))
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("driver output is not JSON ({e}): {text:?}"))
 }
 
 fn run_driver(script: &str, proxy: &Proxy, extra: &[&str]) -> serde_json::Value {
@@ -57,19 +52,9 @@ fn text(bytes: &[u8]) -> String {
 
 /// Request bodies as JSON (inflated when `Content-Encoding: gzip`).
 fn body_json(r: &RecordedRequest) -> serde_json::Value {
-    let body = if r.header("Content-Encoding") == Some("gzip") {
-        gunzip(&r.body)
-    } else {
-        r.body.clone()
-    };
-    serde_json::from_slice(&body).unwrap_or_else(|e| {
-        panic!(
-            "{} {}: body is not JSON ({e}): {:?}",
-            r.method,
-            r.target,
-            text(&body)
-        )
-    })
+    let body = if r.header("Content-Encoding") == Some("gzip") { gunzip(&r.body) } else { r.body.clone() };
+    serde_json::from_slice(&body)
+        .unwrap_or_else(|e| panic!("{} {}: body is not JSON ({e}): {:?}", r.method, r.target, text(&body)))
 }
 
 // spec: clients.md "potsdb 1.0.3": check_host probe connection (opens and closes without a byte), then one
@@ -113,11 +98,7 @@ fn opentsdb_py(mode: &str) {
     let report = run_driver("opentsdb_py_driver.py", &proxy, &[mode]);
     // HTTP: successes are counted from the `?details=true` reply body, so 5 here means rtsd's JSON was read.
     // Telnet: a success is a returned sendall.
-    assert_eq!(
-        report["statuses"],
-        json!({"success": 5, "failed": 0, "queued": 5}),
-        "{report}"
-    );
+    assert_eq!(report["statuses"], json!({"success": 5, "failed": 0, "queued": 5}), "{report}");
     assert_eq!(report["alive"], true, "is_alive() ({mode})");
     let metric = format!("compat.opentsdb_py.{mode}");
     let tags = format!("host=harness-opentsdb-py variant={mode}");
@@ -150,31 +131,17 @@ fn opentsdb_py(mode: &str) {
     // HTTP: one kept-alive connection: GET /api/version (bodyless; with the session's Content-Encoding: gzip when
     // compressing), then POST /api/put?details=true batches without Content-Type.
     let conns = proxy.http_requests();
-    assert_eq!(
-        conns.len(),
-        1,
-        "requests' session reuses one connection: {conns:#?}"
-    );
+    assert_eq!(conns.len(), 1, "requests' session reuses one connection: {conns:#?}");
     let requests = &conns[0];
     let gzip = mode == "http_gzip";
     let version = &requests[0];
-    assert_eq!(
-        (version.method.as_str(), version.target.as_str()),
-        ("GET", "/api/version")
-    );
+    assert_eq!((version.method.as_str(), version.target.as_str()), ("GET", "/api/version"));
     assert!(version.body.is_empty());
     assert_eq!(version.header("Content-Encoding"), gzip.then_some("gzip"));
     let mut points = Vec::new();
     for r in &requests[1..] {
-        assert_eq!(
-            (r.method.as_str(), r.target.as_str()),
-            ("POST", "/api/put?details=true")
-        );
-        assert_eq!(
-            r.header("Content-Type"),
-            None,
-            "opentsdb-py sends no Content-Type"
-        );
+        assert_eq!((r.method.as_str(), r.target.as_str()), ("POST", "/api/put?details=true"));
+        assert_eq!(r.header("Content-Type"), None, "opentsdb-py sends no Content-Type");
         assert_eq!(r.header("Content-Encoding"), gzip.then_some("gzip"));
         match body_json(r) {
             serde_json::Value::Array(batch) => points.extend(batch),
@@ -242,32 +209,13 @@ fn pyopentsdb() {
     assert_eq!(scan(&d, "compat.pyopentsdb.gauge"), expected);
 
     let requests: Vec<RecordedRequest> = proxy.http_requests().into_iter().flatten().collect();
-    let lines: Vec<String> = requests
-        .iter()
-        .map(|r| format!("{} {}", r.method, r.target))
-        .collect();
-    assert_eq!(
-        lines,
-        [
-            "POST /api/put/",
-            "POST /api/put/",
-            "POST /api/put/",
-            "GET /api/version/",
-            "POST /api/put/"
-        ]
-    );
+    let lines: Vec<String> = requests.iter().map(|r| format!("{} {}", r.method, r.target)).collect();
+    assert_eq!(lines, ["POST /api/put/", "POST /api/put/", "POST /api/put/", "GET /api/version/", "POST /api/put/"]);
     for r in requests.iter().filter(|r| r.method == "POST") {
-        assert_eq!(
-            r.header("Content-Type"),
-            None,
-            "pyopentsdb sends no Content-Type"
-        );
+        assert_eq!(r.header("Content-Type"), None, "pyopentsdb sends no Content-Type");
     }
     assert!(body_json(&requests[0]).is_array(), "first put is an array");
-    assert!(
-        body_json(&requests[1]).is_object(),
-        "second put is a single object"
-    );
+    assert!(body_json(&requests[1]).is_object(), "second put is a single object");
 }
 
 // spec: clients.md "opentsdb-http-client 0.2.0": check_host GET /api/version; every point its own POST /api/put on
@@ -277,10 +225,7 @@ fn pyopentsdb() {
 fn opentsdb_http_client() {
     let d = Daemon::start();
     let proxy = Proxy::start(d.addr());
-    assert_eq!(
-        run_driver("opentsdb_http_client_driver.py", &proxy, &[]),
-        json!({"queued": 3})
-    );
+    assert_eq!(run_driver("opentsdb_http_client_driver.py", &proxy, &[]), json!({"queued": 3}));
     let tags = "host=harness-http-client run=r1";
     assert_eq!(
         scan(&d, "compat.http_client.gauge"),
@@ -296,14 +241,8 @@ fn opentsdb_http_client() {
     );
 
     let conns = proxy.http_requests();
-    assert!(
-        conns.iter().all(|c| c.len() == 1),
-        "one request per connection: {conns:#?}"
-    );
-    assert_eq!(
-        (conns[0][0].method.as_str(), conns[0][0].target.as_str()),
-        ("GET", "/api/version")
-    );
+    assert!(conns.iter().all(|c| c.len() == 1), "one request per connection: {conns:#?}");
+    assert_eq!((conns[0][0].method.as_str(), conns[0][0].target.as_str()), ("GET", "/api/version"));
     let mut posted = Vec::new();
     for c in &conns[1..] {
         let r = &c[0];
@@ -322,26 +261,10 @@ fn opentsdb_http_client() {
     assert_eq!(
         posted,
         vec![
-            (
-                "compat.http_client.gauge".to_string(),
-                json!(1700000000),
-                json!(42)
-            ),
-            (
-                "compat.http_client.gauge".to_string(),
-                json!(1700000010),
-                json!(43.5)
-            ),
-            (
-                "compat.http_client.gauge".to_string(),
-                json!(1700000020),
-                json!(7)
-            ),
-            (
-                "compat.http_client.sync".to_string(),
-                json!(1700000000),
-                json!(0.25)
-            ),
+            ("compat.http_client.gauge".to_string(), json!(1700000000), json!(42)),
+            ("compat.http_client.gauge".to_string(), json!(1700000010), json!(43.5)),
+            ("compat.http_client.gauge".to_string(), json!(1700000020), json!(7)),
+            ("compat.http_client.sync".to_string(), json!(1700000000), json!(0.25)),
         ]
     );
 }
@@ -358,10 +281,7 @@ struct Collectd {
 impl Collectd {
     fn start(port: u16) -> Collectd {
         let bin = collectd_binary();
-        let dir = tempfile::Builder::new()
-            .prefix("rtsd-collectd-")
-            .tempdir()
-            .unwrap();
+        let dir = tempfile::Builder::new().prefix("rtsd-collectd-").tempdir().unwrap();
         let d = dir.path().display();
         // Two nodes: the default config (no HostTags: two blanks before \r\n) and one with HostTags. write_tsdb
         // names its callbacks by host and port, so the second node reaches the same daemon as "localhost".
@@ -416,11 +336,7 @@ LoadPlugin unixsock
         let c = Collectd { child, dir };
         let deadline = Instant::now() + Duration::from_secs(15);
         while !c.socket().exists() {
-            assert!(
-                Instant::now() < deadline,
-                "collectd's unixsock did not appear; log:\n{}",
-                c.log()
-            );
+            assert!(Instant::now() < deadline, "collectd's unixsock did not appear; log:\n{}", c.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         c
@@ -437,34 +353,23 @@ LoadPlugin unixsock
     /// Sends `PUTVAL` commands over collectd's unixsock and checks each is dispatched.
     fn putval(&self, commands: &[&str]) {
         let stream = UnixStream::connect(self.socket()).expect("connect to collectd's unixsock");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         let mut writer = stream;
         for cmd in commands {
             writer.write_all(format!("{cmd}\n").as_bytes()).unwrap();
             let mut reply = String::new();
             reader.read_line(&mut reply).unwrap();
-            assert!(
-                reply.starts_with("0 "),
-                "collectd refused {cmd:?}: {reply:?}"
-            );
+            assert!(reply.starts_with("0 "), "collectd refused {cmd:?}: {reply:?}");
         }
     }
 
     /// SIGTERM and wait: write_tsdb flushes its buffers at shutdown.
     fn stop(mut self) -> String {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let deadline = Instant::now() + Duration::from_secs(20);
         while matches!(self.child.try_wait(), Ok(None)) {
-            assert!(
-                Instant::now() < deadline,
-                "collectd did not stop; log:\n{}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "collectd did not stop; log:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         self.log()
@@ -499,37 +404,22 @@ fn collectd_write_tsdb() {
         let mut lines = Vec::new();
         for (ts, v) in points {
             lines.push(format!("{metric} {ts} {v} fqdn=collectd-compat"));
-            lines.push(format!(
-                "{metric} {ts} {v} fqdn=collectd-compat run=r1 env=harness"
-            ));
+            lines.push(format!("{metric} {ts} {v} fqdn=collectd-compat run=r1 env=harness"));
         }
         normalize(lines)
     };
-    let temp = expect(
-        "compat.a.gauge.temp",
-        &[
-            ("1700000000", "42.5"),
-            ("1700000020", "1.0E-5"),
-            ("1700000010", "-1.25"),
-        ],
-    );
+    let temp =
+        expect("compat.a.gauge.temp", &[("1700000000", "42.5"), ("1700000020", "1.0E-5"), ("1700000010", "-1.25")]);
     let bytes = expect("compat.a.derive.bytes", &[("1700000000", "123456789")]);
     let rx = expect("compat.if_octets.eth0.rx", &[("1700000000", "100")]);
     let tx = expect("compat.if_octets.eth0.tx", &[("1700000000", "200")]);
     // FlushInterval 1: the points arrive while collectd keeps running and its connections stay open.
-    assert_eq!(
-        scan_until(&d, "compat.a.gauge.temp", &temp),
-        temp,
-        "collectd log:\n{}",
-        collectd.log()
-    );
+    assert_eq!(scan_until(&d, "compat.a.gauge.temp", &temp), temp, "collectd log:\n{}", collectd.log());
     assert_eq!(scan_until(&d, "compat.a.derive.bytes", &bytes), bytes);
     assert_eq!(scan_until(&d, "compat.if_octets.eth0.rx", &rx), rx);
     assert_eq!(scan_until(&d, "compat.if_octets.eth0.tx", &tx), tx);
     // The NaN gauge is never sent.
-    assert!(d
-        .try_scan(&[SCAN_START, SCAN_END, "sum", "compat.a.gauge.missing"])
-        .is_err());
+    assert!(d.try_scan(&[SCAN_START, SCAN_END, "sum", "compat.a.gauge.missing"]).is_err());
 
     // More values on the same long-lived connections, then shutdown (which flushes).
     collectd.putval(&[r#"PUTVAL "collectd-compat/compat-a/gauge-temp" 1700000030:0.001"#]);
@@ -537,18 +427,11 @@ fn collectd_write_tsdb() {
     let mut temp2 = temp.clone();
     temp2.extend(expect("compat.a.gauge.temp", &[("1700000030", "0.001")]));
     let temp2 = normalize(temp2);
-    assert_eq!(
-        scan_until(&d, "compat.a.gauge.temp", &temp2),
-        temp2,
-        "collectd log:\n{log}"
-    );
+    assert_eq!(scan_until(&d, "compat.a.gauge.temp", &temp2), temp2, "collectd log:\n{log}");
     // No write_tsdb failure (send failed, Connecting ... failed, errors) in collectd's log.
     for line in log.lines().filter(|l| l.contains("write_tsdb")) {
         let l = line.to_ascii_lowercase();
-        assert!(
-            !l.contains("fail") && !l.contains("error"),
-            "collectd logged {line:?}; log:\n{log}"
-        );
+        assert!(!l.contains("fail") && !l.contains("error"), "collectd logged {line:?}; log:\n{log}");
     }
 
     // On the wire: one connection per node, `\r\n` endings, two blanks after `fqdn=...` (nothing or HostTags
@@ -566,18 +449,13 @@ fn collectd_write_tsdb() {
     ];
     for (suffix, conn) in [
         ("", conns.iter().find(|c| !c.contains("env=harness"))),
-        (
-            "run=r1 env=harness",
-            conns.iter().find(|c| c.contains("env=harness")),
-        ),
+        ("run=r1 env=harness", conns.iter().find(|c| c.contains("env=harness"))),
     ] {
         let conn = conn.unwrap_or_else(|| panic!("no connection with {suffix:?}: {conns:#?}"));
         assert!(conn.ends_with("\r\n"), "{conn:?}");
         let mut got: Vec<&str> = conn.split_inclusive("\r\n").collect();
-        let mut want: Vec<String> = wire_points
-            .iter()
-            .map(|p| format!("put {p} fqdn=collectd-compat  {suffix}\r\n"))
-            .collect();
+        let mut want: Vec<String> =
+            wire_points.iter().map(|p| format!("put {p} fqdn=collectd-compat  {suffix}\r\n")).collect();
         got.sort_unstable();
         want.sort_unstable();
         assert_eq!(got, want);
@@ -589,17 +467,11 @@ fn collectd_write_tsdb() {
 
 /// tcollector's `verify_conn`: `version\n`, then one `recv(4096)` with a 15 s timeout that must be non-empty.
 fn tcollector_verify_conn(sock: &mut std::net::TcpStream) -> Vec<u8> {
-    sock.set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     sock.write_all(b"version\n").unwrap();
     let mut buf = [0u8; 4096];
-    let n = sock
-        .read(&mut buf)
-        .expect("tcollector would blacklist this host: no reply to `version` within 15 s");
-    assert!(
-        n > 0,
-        "tcollector would blacklist this host: empty reply to `version`"
-    );
+    let n = sock.read(&mut buf).expect("tcollector would blacklist this host: no reply to `version` within 15 s");
+    assert!(n > 0, "tcollector would blacklist this host: empty reply to `version`");
     buf[..n].to_vec()
 }
 
@@ -610,11 +482,7 @@ fn tcollector_telnet_replay() {
     let d = Daemon::start();
     let mut sock = d.telnet();
     let reply = tcollector_verify_conn(&mut sock);
-    assert!(
-        reply.starts_with(b"net.opentsdb.tools "),
-        "{:?}",
-        String::from_utf8_lossy(&reply)
-    );
+    assert!(reply.starts_with(b"net.opentsdb.tools "), "{:?}", String::from_utf8_lossy(&reply));
     // Read the rest of the two-line reply so the next recv starts clean (tcollector itself just drains it later).
     let mut reply = reply;
     while reply.iter().filter(|&&b| b == b'\n').count() < 2 {
@@ -623,12 +491,7 @@ fn tcollector_telnet_replay() {
         assert!(n > 0);
         reply.extend_from_slice(&buf[..n]);
     }
-    assert_eq!(
-        reply.iter().filter(|&&b| b == b'\n').count(),
-        2,
-        "{:?}",
-        String::from_utf8_lossy(&reply)
-    );
+    assert_eq!(reply.iter().filter(|&&b| b == b'\n').count(), 2, "{:?}", String::from_utf8_lossy(&reply));
 
     let batch = concat!(
         "put tcollector.reader.lines_collected 1700000000 6  host=harness-tcollector run=r1\n",
@@ -648,13 +511,13 @@ fn tcollector_telnet_replay() {
 
     assert_eq!(
         scan(&d, "tcollector.reader.lines_collected"),
-        normalize([
-            "tcollector.reader.lines_collected 1700000000 6 host=harness-tcollector run=r1"
-        ])
+        normalize(["tcollector.reader.lines_collected 1700000000 6 host=harness-tcollector run=r1"])
     );
     assert_eq!(
         scan(&d, "tcollector.collector.lines_sent"),
-        normalize(["tcollector.collector.lines_sent 1700000000 6 collector=harness_lines.sh host=harness-tcollector run=r1"])
+        normalize([
+            "tcollector.collector.lines_sent 1700000000 6 collector=harness_lines.sh host=harness-tcollector run=r1"
+        ])
     );
     assert_eq!(
         scan(&d, "harness.tcollector.telnet.gauge"),
@@ -685,17 +548,9 @@ fn tcollector_http_replay() {
         .as_bytes(),
     );
     let r = conn.read_response("POST");
-    assert!(
-        (200..300).contains(&r.status),
-        "tcollector needs a 2xx, got {} {:?}",
-        r.status,
-        r.text()
-    );
+    assert!((200..300).contains(&r.status), "tcollector needs a 2xx, got {} {:?}", r.status, r.text());
     assert_eq!(r.status, 204);
-    assert!(
-        conn.is_closed(),
-        "`Connection: close` must close the connection after the reply"
-    );
+    assert!(conn.is_closed(), "`Connection: close` must close the connection after the reply");
     assert_eq!(
         scan(&d, "harness.tcollector.http.gauge"),
         normalize([

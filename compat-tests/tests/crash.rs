@@ -23,10 +23,7 @@ fn ids_used(d: &Daemon) -> (u64, u64, u64) {
     let text = replies_to(&mut s, "stats\n");
     let get = |kind: &str| -> u64 {
         text.lines()
-            .find(|l| {
-                l.starts_with("tsd.uid.ids-used ")
-                    && l.split(' ').any(|w| w == format!("kind={kind}"))
-            })
+            .find(|l| l.starts_with("tsd.uid.ids-used ") && l.split(' ').any(|w| w == format!("kind={kind}")))
             .and_then(|l| l.split(' ').nth(2))
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no tsd.uid.ids-used kind={kind} in stats:\n{text}"))
@@ -36,13 +33,7 @@ fn ids_used(d: &Daemon) -> (u64, u64, u64) {
 
 /// Writes `n` points per (metric, host) over telnet in several writes, then the barrier. Returns the expected
 /// scan lines per metric.
-fn write_telnet(
-    d: &Daemon,
-    metrics: &[&str],
-    hosts: &[&str],
-    n: i64,
-    extra: &str,
-) -> Vec<(String, Vec<String>)> {
+fn write_telnet(d: &Daemon, metrics: &[&str], hosts: &[&str], n: i64, extra: &str) -> Vec<(String, Vec<String>)> {
     let mut s = d.telnet();
     let mut expected = Vec::new();
     for (mi, metric) in metrics.iter().enumerate() {
@@ -54,10 +45,7 @@ fn write_telnet(
                 let (ts, v) = if i % 4 == 3 {
                     (format!("{}", (T + i * 10) * 1000 + 500), format!("{}.5", i))
                 } else {
-                    (
-                        format!("{}", T + i * 10),
-                        format!("{}", i as usize * 1000 + mi),
-                    )
+                    (format!("{}", T + i * 10), format!("{}", i as usize * 1000 + mi))
                 };
                 wire.push_str(&format!("put {metric} {ts} {v} host={host}{extra}\n"));
                 lines.push(format!("{metric} {ts} {v} host={host}{extra}"));
@@ -80,16 +68,13 @@ fn write_http(d: &Daemon, metrics: &[&str], hosts: &[&str], n: i64) -> Vec<(Stri
         for host in hosts {
             for i in 0..n {
                 let ts = T + 5 + i * 10;
-                points.push(format!(r#"{{"metric":"{metric}","timestamp":{ts},"value":{i},"tags":{{"host":"{host}","dc":"lga"}}}}"#));
+                points.push(format!(
+                    r#"{{"metric":"{metric}","timestamp":{ts},"value":{i},"tags":{{"host":"{host}","dc":"lga"}}}}"#
+                ));
                 lines.push(format!("{metric} {ts} {i} host={host} dc=lga"));
             }
         }
-        let r = conn.request(
-            "POST",
-            "/api/put",
-            &[],
-            format!("[{}]", points.join(",")).as_bytes(),
-        );
+        let r = conn.request("POST", "/api/put", &[], format!("[{}]", points.join(",")).as_bytes());
         assert_eq!(r.status, 204, "{}", r.text());
         expected.push((metric.to_string(), normalize(lines)));
     }
@@ -99,11 +84,7 @@ fn write_http(d: &Daemon, metrics: &[&str], hosts: &[&str], n: i64) -> Vec<(Stri
 fn assert_all(d: &Daemon, expected: &[(String, Vec<String>)]) {
     for (metric, lines) in expected {
         let got = scan(d, metric);
-        assert_eq!(
-            got.len(),
-            lines.len(),
-            "{metric}: number of points after the crash"
-        );
+        assert_eq!(got.len(), lines.len(), "{metric}: number of points after the crash");
         assert_eq!(&got, lines, "{metric}");
     }
 }
@@ -119,12 +100,7 @@ fn acknowledged_points_survive_kill9_and_uids_continue() {
         40,
         "",
     );
-    expected.extend(write_http(
-        &d,
-        &["crash.http.a", "crash.http.b"],
-        &["web0", "web1"],
-        50,
-    ));
+    expected.extend(write_http(&d, &["crash.http.a", "crash.http.b"], &["web0", "web1"], 50));
     assert_all(&d, &expected);
     // metrics: 3 telnet + 2 http; tagk: host, dc; tagv: h0..h4, web0, web1, lga.
     assert_eq!(ids_used(&d), (5, 2, 8));
@@ -171,9 +147,7 @@ fn barrier_covers_puts_on_its_connection_even_while_others_stream() {
         }
         acked.write_all(wire.as_bytes()).unwrap();
         // Unacknowledged traffic on another connection with new names (UID assignment racing the barrier).
-        let noise: String = (0..50)
-            .map(|i| format!("put crash.noise.r{round} {} {i} host=n{i}\n", T + i))
-            .collect();
+        let noise: String = (0..50).map(|i| format!("put crash.noise.r{round} {} {i} host=n{i}\n", T + i)).collect();
         streaming.write_all(noise.as_bytes()).unwrap();
         assert!(barrier(&mut acked).is_empty());
     }

@@ -18,26 +18,12 @@ fn suggest_lists_names_by_prefix_in_byte_order() {
          put sys.mem 1356998400 1 host=web01\nput web.hits 1356998400 1 host=web01 dc=lga\n",
     );
     let r = d.http("GET", "/api/suggest?type=metrics&q=sys", &[], b"");
-    assert_eq!(
-        (r.status, r.text()),
-        (
-            200,
-            r#"["sys.cpu.system","sys.cpu.user","sys.mem"]"#.to_string()
-        )
-    );
+    assert_eq!((r.status, r.text()), (200, r#"["sys.cpu.system","sys.cpu.user","sys.mem"]"#.to_string()));
     let r = d.http("GET", "/api/suggest?type=metrics&q=sys&max=2", &[], b"");
     assert_eq!(r.text(), r#"["sys.cpu.system","sys.cpu.user"]"#);
     // max <= 0 means the default of 25; an empty q lists from the beginning (npm client: max=1000000000&q=).
-    let r = d.http(
-        "GET",
-        "/api/suggest?type=metrics&max=1000000000&q=",
-        &[],
-        b"",
-    );
-    assert_eq!(
-        r.text(),
-        r#"["sys.cpu.system","sys.cpu.user","sys.mem","web.hits"]"#
-    );
+    let r = d.http("GET", "/api/suggest?type=metrics&max=1000000000&q=", &[], b"");
+    assert_eq!(r.text(), r#"["sys.cpu.system","sys.cpu.user","sys.mem","web.hits"]"#);
     let r = d.http("GET", "/api/suggest?type=tagk&max=0", &[], b"");
     assert_eq!(r.text(), r#"["dc","host"]"#);
     let r = d.http("GET", "/api/suggest/?type=tagv&q=web0", &[], b"");
@@ -48,14 +34,8 @@ fn suggest_lists_names_by_prefix_in_byte_order() {
     let r = d.http("GET", "/suggest?type=metrics&q=web", &[], b"");
     assert_eq!(r.text(), r#"["web.hits"]"#);
     // POST form with numbers accepted for max (pyopentsdb).
-    let r = d.post(
-        "/api/suggest/",
-        r#"{"type": "metrics", "q": "sys.c", "max": 10}"#,
-    );
-    assert_eq!(
-        (r.status, r.text()),
-        (200, r#"["sys.cpu.system","sys.cpu.user"]"#.to_string())
-    );
+    let r = d.post("/api/suggest/", r#"{"type": "metrics", "q": "sys.c", "max": 10}"#);
+    assert_eq!((r.status, r.text()), (200, r#"["sys.cpu.system","sys.cpu.user"]"#.to_string()));
 }
 
 #[test]
@@ -63,39 +43,19 @@ fn suggest_errors_are_opentsdbs() {
     // spec: query §6.4
     let d = Daemon::start();
     let cases: &[(&str, &str, &str)] = &[
-        (
-            "GET",
-            "/api/suggest?type=foo",
-            r#"{"error":{"code":400,"message":"Invalid 'type' parameter:foo"}}"#,
-        ),
-        (
-            "GET",
-            "/api/suggest?q=x",
-            r#"{"error":{"code":400,"message":"Missing parameter <code>type</code>"}}"#,
-        ),
+        ("GET", "/api/suggest?type=foo", r#"{"error":{"code":400,"message":"Invalid 'type' parameter:foo"}}"#),
+        ("GET", "/api/suggest?q=x", r#"{"error":{"code":400,"message":"Missing parameter <code>type</code>"}}"#),
         (
             "GET",
             "/api/suggest?type=tagk&max=ten",
             r#"{"error":{"code":400,"message":"Unable to parse 'max' as a number"}}"#,
         ),
-        (
-            "POST",
-            "/api/suggest",
-            r#"{"error":{"code":400,"message":"Missing 'type' parameter"}}"#,
-        ),
+        ("POST", "/api/suggest", r#"{"error":{"code":400,"message":"Missing 'type' parameter"}}"#),
     ];
     for (method, path, want) in cases {
-        let body: &[u8] = if *method == "POST" {
-            b"{\"q\":\"x\"}"
-        } else {
-            b""
-        };
+        let body: &[u8] = if *method == "POST" { b"{\"q\":\"x\"}" } else { b"" };
         let r = d.http(method, path, &[], body);
-        assert_eq!(
-            (r.status, r.text()),
-            (400, want.to_string()),
-            "{method} {path}"
-        );
+        assert_eq!((r.status, r.text()), (400, want.to_string()), "{method} {path}");
     }
     let r = d.http("PUT", "/api/suggest?type=metrics", &[], b"");
     assert_eq!(r.status, 405);
@@ -105,17 +65,10 @@ fn suggest_errors_are_opentsdbs() {
 fn new_names_are_suggested_at_once_and_after_a_restart() {
     let d = Daemon::start();
     write_lines(&d, "put a.b 1356998400 1 host=x\n");
-    assert_eq!(
-        d.http("GET", "/api/suggest?type=metrics", &[], b"").text(),
-        r#"["a.b"]"#
-    );
+    assert_eq!(d.http("GET", "/api/suggest?type=metrics", &[], b"").text(), r#"["a.b"]"#);
     let d = d.restart();
     write_lines(&d, "put a.c 1356998400 1 host=x\n");
-    assert_eq!(
-        d.http("GET", "/api/suggest?type=metrics&q=a.", &[], b"")
-            .text(),
-        r#"["a.b","a.c"]"#
-    );
+    assert_eq!(d.http("GET", "/api/suggest?type=metrics&q=a.", &[], b"").text(), r#"["a.b","a.c"]"#);
 }
 
 #[test]
@@ -145,7 +98,10 @@ fn lookup_answers_from_the_series_index() {
     // Grafana's tag_values(sys.cpu.nice, host, dc=lga) request, url.Values-encoded with lookupLimit 0.
     let r = d.http("GET", "/api/search/lookup?limit=0&m=sys.cpu.nice%7Bhost%3D%2A%2Cdc%3Dlga%7D", &[], b"");
     let body = r.json();
-    assert_eq!(body["results"], serde_json::json!([{"tsuid":"000002000001000001000002000003","metric":"sys.cpu.nice","tags":{"host":"web01","dc":"lga"}}]));
+    assert_eq!(
+        body["results"],
+        serde_json::json!([{"tsuid":"000002000001000001000002000003","metric":"sys.cpu.nice","tags":{"host":"web01","dc":"lga"}}])
+    );
     // Grafana's tag_names(metric): the metric alone.
     let r = d.http("GET", "/api/search/lookup?limit=1000&m=sys.cpu.user", &[], b"");
     assert_eq!(r.json()["totalResults"], 2);
@@ -156,8 +112,12 @@ fn lookup_answers_from_the_series_index() {
     assert_eq!(r.json()["results"][0]["metric"], "sys.cpu.nice");
     let r = d.http("GET", "/api/search/lookup?m=sys.cpu.user&limit=1", &[], b"");
     assert_eq!(r.json()["totalResults"], 1);
-    let r = d.post("/api/search/lookup", r#"{"metric":"sys.cpu.user","tags":[{"key":"host","value":"web01"}],"limit":100}"#);
-    assert_eq!(r.json()["results"], serde_json::json!([{"tsuid":"000001000001000001","metric":"sys.cpu.user","tags":{"host":"web01"}}]));
+    let r = d
+        .post("/api/search/lookup", r#"{"metric":"sys.cpu.user","tags":[{"key":"host","value":"web01"}],"limit":100}"#);
+    assert_eq!(
+        r.json()["results"],
+        serde_json::json!([{"tsuid":"000001000001000001","metric":"sys.cpu.user","tags":{"host":"web01"}}])
+    );
 }
 
 #[test]
@@ -166,11 +126,17 @@ fn lookup_errors_are_opentsdbs() {
     let d = Daemon::start();
     write_lines(&d, "put m 1356998400 1 host=web01\n");
     let r = d.http("GET", "/api/search/lookup", &[], b"");
-    assert_eq!((r.status, r.text()), (400, r#"{"error":{"code":400,"message":"Missing parameter <code>m</code>"}}"#.to_string()));
+    assert_eq!(
+        (r.status, r.text()),
+        (400, r#"{"error":{"code":400,"message":"Missing parameter <code>m</code>"}}"#.to_string())
+    );
     let r = d.http("GET", "/api/search/lookup?m=m&limit=x", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unable to convert 'limit' to a valid number"}}"#);
     let r = d.http("GET", "/api/search/lookup?m=%7B%7D", &[], b"");
-    assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Missing metric and tags. Please supply at least one value."}}"#);
+    assert_eq!(
+        r.text(),
+        r#"{"error":{"code":400,"message":"Missing metric and tags. Please supply at least one value."}}"#
+    );
     let r = d.http("GET", "/api/search/lookup?m=nosuch", &[], b"");
     assert_eq!(
         (r.status, r.text()),

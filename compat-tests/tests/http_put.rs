@@ -20,27 +20,15 @@ fn assert_204(r: &Response, what: &str) {
 fn assert_error_envelope(r: &Response, status: u16, message: &str, details: Option<&str>) {
     assert_eq!(r.status, status, "body {:?}", r.text());
     let mut v = r.json();
-    let error = v
-        .get_mut("error")
-        .and_then(|e| e.as_object_mut())
-        .unwrap_or_else(|| panic!("no error object: {:?}", r.text()));
+    let error =
+        v.get_mut("error").and_then(|e| e.as_object_mut()).unwrap_or_else(|| panic!("no error object: {:?}", r.text()));
     error.remove("trace");
     let mut expected = serde_json::json!({"code": status, "message": message});
     if let Some(d) = details {
         expected["details"] = d.into();
     }
-    assert_eq!(
-        serde_json::Value::Object(error.clone()),
-        expected,
-        "body {:?}",
-        r.text()
-    );
-    assert_eq!(
-        v.as_object().map(|o| o.len()),
-        Some(1),
-        "body {:?}",
-        r.text()
-    );
+    assert_eq!(serde_json::Value::Object(error.clone()), expected, "body {:?}", r.text());
+    assert_eq!(v.as_object().map(|o| o.len()), Some(1), "body {:?}", r.text());
 }
 
 // spec: opentsdb-ingest-storage.md §3.5 (204, no body), §3.8 (Content-Type on all /api replies); clients.md
@@ -55,10 +43,7 @@ fn put_single_object_and_array_answer_204() {
         br#"{"metric":"http.basic","timestamp":1700000000,"value":42,"tags":{"host":"web01","dc":"lga"}}"#,
     );
     assert_204(&r, "single object");
-    assert_eq!(
-        r.header("Content-Type"),
-        Some("application/json; charset=UTF-8")
-    );
+    assert_eq!(r.header("Content-Type"), Some("application/json; charset=UTF-8"));
     let r = d.post(
         "/api/put",
         r#"[{"metric":"http.basic","timestamp":1700000010,"value":43.5,"tags":{"host":"web01","dc":"lga"}},
@@ -93,45 +78,16 @@ fn put_single_object_and_array_answer_204() {
 #[test]
 fn details_and_summary_replies() {
     let d = Daemon::start();
-    let point = |ts: i64| {
-        format!(r#"{{"metric":"http.flags","timestamp":{ts},"value":1,"tags":{{"host":"web01"}}}}"#)
-    };
-    for (i, query) in [
-        "?details",
-        "?details=true",
-        "?details=false",
-        "?summary&details",
-    ]
-    .iter()
-    .enumerate()
-    {
+    let point = |ts: i64| format!(r#"{{"metric":"http.flags","timestamp":{ts},"value":1,"tags":{{"host":"web01"}}}}"#);
+    for (i, query) in ["?details", "?details=true", "?details=false", "?summary&details"].iter().enumerate() {
         let r = d.post(&format!("/api/put{query}"), &point(1700000000 + i as i64));
-        assert_eq!(
-            (r.status, r.text().as_str()),
-            (200, r#"{"success":1,"failed":0,"errors":[]}"#),
-            "{query}"
-        );
-        assert_eq!(
-            r.header("Content-Type"),
-            Some("application/json; charset=UTF-8"),
-            "{query}"
-        );
+        assert_eq!((r.status, r.text().as_str()), (200, r#"{"success":1,"failed":0,"errors":[]}"#), "{query}");
+        assert_eq!(r.header("Content-Type"), Some("application/json; charset=UTF-8"), "{query}");
     }
-    for (i, query) in ["?summary", "?summary=false", "?summary=true&sync"]
-        .iter()
-        .enumerate()
-    {
-        let body = format!(
-            "[{},{}]",
-            point(1700000100 + 2 * i as i64),
-            point(1700000101 + 2 * i as i64)
-        );
+    for (i, query) in ["?summary", "?summary=false", "?summary=true&sync"].iter().enumerate() {
+        let body = format!("[{},{}]", point(1700000100 + 2 * i as i64), point(1700000101 + 2 * i as i64));
         let r = d.post(&format!("/api/put{query}"), &body);
-        assert_eq!(
-            (r.status, r.text().as_str()),
-            (200, r#"{"success":2,"failed":0}"#),
-            "{query}"
-        );
+        assert_eq!((r.status, r.text().as_str()), (200, r#"{"success":2,"failed":0}"#), "{query}");
     }
     assert_eq!(scan(&d, "http.flags").len(), 4 + 6);
 }
@@ -141,8 +97,7 @@ fn details_and_summary_replies() {
 #[test]
 fn bad_points_answer_400_with_opentsdb_errors() {
     let d = Daemon::start();
-    let good =
-        r#"{"metric":"http.errors","timestamp":1700000000,"value":42,"tags":{"host":"web01"}}"#;
+    let good = r#"{"metric":"http.errors","timestamp":1700000000,"value":42,"tags":{"host":"web01"}}"#;
     let bad = r#"{"metric":"http.errors","timestamp":1700000010,"value":"notanumber","tags":{"host":"web01"}}"#;
     let r = d.post("/api/put?details", &format!("[{good},{bad}]"));
     assert_eq!(r.status, 400);
@@ -151,10 +106,7 @@ fn bad_points_answer_400_with_opentsdb_errors() {
         r#"{"success":1,"failed":1,"errors":[{"datapoint":{"metric":"http.errors","timestamp":1700000010,"value":"notanumber","tags":{"host":"web01"}},"error":"Unable to parse value to a number"}]}"#
     );
     let r = d.post("/api/put?summary", bad);
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (400, r#"{"success":0,"failed":1}"#)
-    );
+    assert_eq!((r.status, r.text().as_str()), (400, r#"{"success":0,"failed":1}"#));
     let r = d.post("/api/put", bad);
     assert_error_envelope(
         &r,
@@ -165,38 +117,14 @@ fn bad_points_answer_400_with_opentsdb_errors() {
 
     // One error string per check (§3.4), each exact.
     let cases: &[(&str, &str)] = &[
-        (
-            r#"{"timestamp":1700000020,"value":1,"tags":{"host":"web01"}}"#,
-            "Metric name was empty",
-        ),
-        (
-            r#"{"metric":"","timestamp":1700000020,"value":1,"tags":{"host":"web01"}}"#,
-            "Metric name was empty",
-        ),
-        (
-            r#"{"metric":"http.errors","value":1,"tags":{"host":"web01"}}"#,
-            "Invalid timestamp",
-        ),
-        (
-            r#"{"metric":"http.errors","timestamp":-1,"value":1,"tags":{"host":"web01"}}"#,
-            "Invalid timestamp",
-        ),
-        (
-            r#"{"metric":"http.errors","timestamp":1700000020,"tags":{"host":"web01"}}"#,
-            "Empty value",
-        ),
-        (
-            r#"{"metric":"http.errors","timestamp":1700000020,"value":"","tags":{"host":"web01"}}"#,
-            "Empty value",
-        ),
-        (
-            r#"{"metric":"http.errors","timestamp":1700000020,"value":1}"#,
-            "Missing tags",
-        ),
-        (
-            r#"{"metric":"http.errors","timestamp":1700000020,"value":1,"tags":{}}"#,
-            "Missing tags",
-        ),
+        (r#"{"timestamp":1700000020,"value":1,"tags":{"host":"web01"}}"#, "Metric name was empty"),
+        (r#"{"metric":"","timestamp":1700000020,"value":1,"tags":{"host":"web01"}}"#, "Metric name was empty"),
+        (r#"{"metric":"http.errors","value":1,"tags":{"host":"web01"}}"#, "Invalid timestamp"),
+        (r#"{"metric":"http.errors","timestamp":-1,"value":1,"tags":{"host":"web01"}}"#, "Invalid timestamp"),
+        (r#"{"metric":"http.errors","timestamp":1700000020,"tags":{"host":"web01"}}"#, "Empty value"),
+        (r#"{"metric":"http.errors","timestamp":1700000020,"value":"","tags":{"host":"web01"}}"#, "Empty value"),
+        (r#"{"metric":"http.errors","timestamp":1700000020,"value":1}"#, "Missing tags"),
+        (r#"{"metric":"http.errors","timestamp":1700000020,"value":1,"tags":{}}"#, "Missing tags"),
         (
             r#"{"metric":"http.errors","timestamp":1700000020,"value":NaN,"tags":{"host":"web01"}}"#,
             "Unable to parse value to a number",
@@ -237,20 +165,12 @@ fn bad_points_answer_400_with_opentsdb_errors() {
     let r = d.post("/api/put", "");
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(r.json()["error"]["message"], "Missing request content");
-    let r = d.post(
-        "/api/put",
-        r#"[{"metric":"http.errors","timestamp":1700000030,"value":1,"tags":{"host":"web01"}},"#,
-    );
+    let r =
+        d.post("/api/put", r#"[{"metric":"http.errors","timestamp":1700000030,"value":1,"tags":{"host":"web01"}},"#);
     assert_eq!(r.status, 400, "{}", r.text());
-    assert_eq!(
-        r.json()["error"]["message"],
-        "Unable to parse the given JSON"
-    );
+    assert_eq!(r.json()["error"]["message"], "Unable to parse the given JSON");
 
-    assert_eq!(
-        scan(&d, "http.errors"),
-        ["http.errors 1700000000 42 host=web01"]
-    );
+    assert_eq!(scan(&d, "http.errors"), ["http.errors 1700000000 42 host=web01"]);
 }
 
 // spec: clients.md netdata ("When there is nothing to send it still POSTs `[\n\n]\n`" → 400 `No datapoints found in
@@ -271,21 +191,12 @@ fn netdata_empty_batch_host_header_and_keep_alive() {
     };
     let r = post(&mut conn, "[\n\n]\n");
     assert_eq!(r.status, 400);
-    assert_eq!(
-        r.text(),
-        r#"{"error":{"code":400,"message":"No datapoints found in content"}}"#
-    );
+    assert_eq!(r.text(), r#"{"error":{"code":400,"message":"No datapoints found in content"}}"#);
     let batch = "[\n{\"metric\":\"netdatahttp.statsd_harness.gauge_gauge.gauge\",\"timestamp\":1700000000,\"value\":42.0000000,\"tags\":{\"host\":\"netdata-r1\"}},\n{\"metric\":\"netdatahttp.statsd_harness.gauge_gauge.gauge\",\"timestamp\":1700000002,\"value\":41.5000000,\"tags\":{\"host\":\"netdata-r1\"}}\n]\n";
-    assert_204(
-        &post(&mut conn, batch),
-        "netdata batch on the same connection",
-    );
+    assert_204(&post(&mut conn, batch), "netdata batch on the same connection");
     assert_eq!(post(&mut conn, "[\n\n]\n").status, 400);
     let batch2 = "[\n{\"metric\":\"netdatahttp.statsd_harness.gauge_gauge.gauge\",\"timestamp\":1700000004,\"value\":40.0000000,\"tags\":{\"host\":\"netdata-r1\"}}\n]\n";
-    assert_204(
-        &post(&mut conn, batch2),
-        "third POST on the same connection",
-    );
+    assert_204(&post(&mut conn, batch2), "third POST on the same connection");
     assert_eq!(
         scan(&d, "netdatahttp.statsd_harness.gauge_gauge.gauge"),
         normalize([
@@ -301,20 +212,13 @@ fn netdata_empty_batch_host_header_and_keep_alive() {
 #[test]
 fn routing_methods_and_versions() {
     let d = Daemon::start();
-    let point = |ts: i64| {
-        format!(
-            r#"{{"metric":"http.routes","timestamp":{ts},"value":1,"tags":{{"host":"web01"}}}}"#
-        )
-    };
+    let point = |ts: i64| format!(r#"{{"metric":"http.routes","timestamp":{ts},"value":1,"tags":{{"host":"web01"}}}}"#);
     assert_204(&d.post("/api/put/", &point(1700000000)), "/api/put/");
     assert_204(&d.post("/api/v1/put", &point(1700000010)), "/api/v1/put");
     assert_204(&d.post("/API/PUT", &point(1700000020)), "/API/PUT");
     let r = d.post("/api/v2/put", &point(1700000030));
     assert_eq!(r.status, 501, "{}", r.text());
-    assert_eq!(
-        r.json()["error"]["message"],
-        "Requested API version is greater than the max implemented"
-    );
+    assert_eq!(r.json()["error"]["message"], "Requested API version is greater than the max implemented");
     let r = d.http("GET", "/api/put", &[], b"");
     assert_error_envelope(
         &r,
@@ -330,21 +234,9 @@ fn routing_methods_and_versions() {
         Some("The HTTP method [PUT] is not permitted for this endpoint"),
     );
     let r = d.http("GET", "/api/nosuch", &[], b"");
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (
-            404,
-            r#"{"error":{"code":404,"message":"Endpoint not found"}}"#
-        )
-    );
+    assert_eq!((r.status, r.text().as_str()), (404, r#"{"error":{"code":404,"message":"Endpoint not found"}}"#));
     let r = d.post("/api/nosuch", "{}");
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (
-            404,
-            r#"{"error":{"code":404,"message":"Endpoint not found"}}"#
-        )
-    );
+    assert_eq!((r.status, r.text().as_str()), (404, r#"{"error":{"code":404,"message":"Endpoint not found"}}"#));
     assert_eq!(
         scan(&d, "http.routes"),
         normalize([
@@ -361,35 +253,21 @@ fn routing_methods_and_versions() {
 fn gzip_bodies() {
     let d = Daemon::start();
     let body = br#"[{"metric": "http.gzip", "timestamp": 1700000000, "value": 42, "tags": {"host": "h", "variant": "http_gzip"}}]"#;
+    let r = d.http("POST", "/api/put?details=true", &[("Content-Encoding", "gzip")], &gzip(body));
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"success":1,"failed":0,"errors":[]}"#));
     let r = d.http(
         "POST",
-        "/api/put?details=true",
-        &[("Content-Encoding", "gzip")],
-        &gzip(body),
+        "/api/put",
+        &[("Content-Encoding", "x-gzip")],
+        &gzip(br#"{"metric":"http.gzip","timestamp":1700000010,"value":1.5,"tags":{"host":"h","variant":"x"}}"#),
     );
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (200, r#"{"success":1,"failed":0,"errors":[]}"#)
-    );
-    let r = d.http("POST", "/api/put", &[("Content-Encoding", "x-gzip")], &gzip(br#"{"metric":"http.gzip","timestamp":1700000010,"value":1.5,"tags":{"host":"h","variant":"x"}}"#));
     assert_204(&r, "x-gzip");
-    let r = d.http(
-        "GET",
-        "/api/version",
-        &[
-            ("Content-Encoding", "gzip"),
-            ("Accept-Encoding", "identity"),
-        ],
-        b"",
-    );
+    let r = d.http("GET", "/api/version", &[("Content-Encoding", "gzip"), ("Accept-Encoding", "identity")], b"");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["version"], "2.4.1");
     assert_eq!(
         scan(&d, "http.gzip"),
-        normalize([
-            "http.gzip 1700000000 42 host=h variant=http_gzip",
-            "http.gzip 1700000010 1.5 host=h variant=x"
-        ])
+        normalize(["http.gzip 1700000000 42 host=h variant=http_gzip", "http.gzip 1700000010 1.5 host=h variant=x"])
     );
 }
 
@@ -408,10 +286,7 @@ fn chunked_body_written_by_hand() {
     );
     conn.send_raw(request.as_bytes());
     let r = conn.read_response("POST");
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (200, r#"{"success":2,"failed":0,"errors":[]}"#)
-    );
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"success":2,"failed":0,"errors":[]}"#));
     // The connection stays usable after a chunked request.
     let r = conn.request(
         "POST",
@@ -464,10 +339,7 @@ fn keep_alive_and_connection_close() {
         br#"{"metric":"http.keepalive","timestamp":1700000003,"value":3,"tags":{"host":"web01"}}"#,
     );
     assert_204(&r, "Connection: close");
-    assert!(
-        conn.is_closed(),
-        "the server must close the connection after a `Connection: close` request"
-    );
+    assert!(conn.is_closed(), "the server must close the connection after a `Connection: close` request");
 
     assert_eq!(
         scan(&d, "http.keepalive"),
@@ -484,17 +356,16 @@ fn keep_alive_and_connection_close() {
 #[test]
 fn unknown_metric_without_auto_create() {
     let d = Daemon::start_with(&[("tsd.core.auto_create_metrics", "false")]);
-    let r = d.post("/api/put?details", r#"{"metric":"sys.cpu.nice","timestamp":1700000000,"value":"12.5","tags":{"host":"web01"}}"#);
+    let r = d.post(
+        "/api/put?details",
+        r#"{"metric":"sys.cpu.nice","timestamp":1700000000,"value":"12.5","tags":{"host":"web01"}}"#,
+    );
     assert_eq!(r.status, 400);
     assert_eq!(
         r.text(),
         r#"{"success":0,"failed":1,"errors":[{"datapoint":{"metric":"sys.cpu.nice","timestamp":1700000000,"value":"12.5","tags":{"host":"web01"}},"error":"Unknown metric"}]}"#
     );
-    assert!(
-        d.try_scan(&[SCAN_START, SCAN_END, "sum", "sys.cpu.nice"])
-            .is_err(),
-        "no point may be stored"
-    );
+    assert!(d.try_scan(&[SCAN_START, SCAN_END, "sum", "sys.cpu.nice"]).is_err(), "no point may be stored");
 }
 
 /// The harness runs the binary Cargo built for this test target.

@@ -31,7 +31,8 @@ fn postings_and_scans_give_the_same_answers() {
                     let scan_braces = braces.replace(literal, regexp);
                     let q = |b: &str| {
                         let path = format!("/api/query?start=1356998400&end=1357008400&m={agg}:{metric}{b}");
-                        let r = d.http("GET", &path.replace('{', "%7B").replace('}', "%7D").replace('|', "%7C"), &[], b"");
+                        let r =
+                            d.http("GET", &path.replace('{', "%7B").replace('}', "%7D").replace('|', "%7C"), &[], b"");
                         assert_eq!(r.status, 200, "{path}: {}", r.text());
                         r.text()
                     };
@@ -96,5 +97,4 @@ fn query_limits_answer_413() {
     );
     let r = d.http("GET", "/api/query?start=1356998400&end=1356998410&m=sum:big", &[], b"");
     assert_eq!(r.status, 413, "the whole hour row is read even for a short range");
-
 }

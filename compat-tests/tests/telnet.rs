@@ -6,9 +6,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use rtsd_compat_tests::{
-    barrier, expect_closed, normalize, read_available, read_line, replies_to, Daemon,
-};
+use rtsd_compat_tests::{barrier, expect_closed, normalize, read_available, read_line, replies_to, Daemon};
 
 const T: i64 = 1_700_000_000;
 const SCAN_START: &str = "1699990000";
@@ -27,18 +25,9 @@ fn version_reply_has_opentsdb_shape() {
     s.write_all(b"version extra words\n").unwrap();
     let first = read_line(&mut s);
     let second = read_line(&mut s);
-    assert!(
-        first.starts_with("net.opentsdb.tools 2.4.1 built at revision "),
-        "{first:?}"
-    );
-    assert!(
-        first.ends_with(" (MINT)\n") || first.ends_with(" (MODIFIED)\n"),
-        "{first:?}"
-    );
-    let rev = first["net.opentsdb.tools 2.4.1 built at revision ".len()..]
-        .split(' ')
-        .next()
-        .unwrap();
+    assert!(first.starts_with("net.opentsdb.tools 2.4.1 built at revision "), "{first:?}");
+    assert!(first.ends_with(" (MINT)\n") || first.ends_with(" (MODIFIED)\n"), "{first:?}");
+    let rev = first["net.opentsdb.tools 2.4.1 built at revision ".len()..].split(' ').next().unwrap();
     assert!(!rev.is_empty() && !rev.contains('\n'), "revision {rev:?}");
     // `Built on YYYY/MM/DD HH:MM:SS +0000 by user@host:dir`
     assert!(second.starts_with("Built on "), "{second:?}");
@@ -83,42 +72,18 @@ fn help_lists_commands_in_opentsdb_order() {
 fn unknown_commands_and_empty_lines() {
     let d = Daemon::start();
     let mut s = d.telnet();
-    assert_eq!(
-        replies_to(&mut s, "foo\n"),
-        "unknown command: foo.  Try `help'.\n"
-    );
-    assert_eq!(
-        replies_to(&mut s, "foo bar baz\n"),
-        "unknown command: foo.  Try `help'.\n"
-    );
+    assert_eq!(replies_to(&mut s, "foo\n"), "unknown command: foo.  Try `help'.\n");
+    assert_eq!(replies_to(&mut s, "foo bar baz\n"), "unknown command: foo.  Try `help'.\n");
     // Command words are case-sensitive; this connection is already telnet, so `PUT` is just an unknown word.
-    assert_eq!(
-        replies_to(&mut s, "PUT m 1 1 a=b\n"),
-        "unknown command: PUT.  Try `help'.\n"
-    );
-    assert_eq!(
-        replies_to(&mut s, "\n"),
-        "unknown command: .  Try `help'.\n"
-    );
-    assert_eq!(
-        replies_to(&mut s, "\r\n"),
-        "unknown command: .  Try `help'.\n"
-    );
+    assert_eq!(replies_to(&mut s, "PUT m 1 1 a=b\n"), "unknown command: PUT.  Try `help'.\n");
+    assert_eq!(replies_to(&mut s, "\n"), "unknown command: .  Try `help'.\n");
+    assert_eq!(replies_to(&mut s, "\r\n"), "unknown command: .  Try `help'.\n");
     // The first byte decides the protocol (§1.1): a lower-case HTTP method makes a telnet connection.
     let mut lower = d.telnet();
-    assert_eq!(
-        replies_to(&mut lower, "get /api/version HTTP/1.1\r\n"),
-        "unknown command: get.  Try `help'.\n"
-    );
+    assert_eq!(replies_to(&mut lower, "get /api/version HTTP/1.1\r\n"), "unknown command: get.  Try `help'.\n");
     // The connection is still usable.
-    assert_eq!(
-        replies_to(&mut s, "put telnet.after_unknown 1700000000 1 host=a\n"),
-        ""
-    );
-    assert_eq!(
-        scan(&d, "telnet.after_unknown"),
-        ["telnet.after_unknown 1700000000 1 host=a"]
-    );
+    assert_eq!(replies_to(&mut s, "put telnet.after_unknown 1700000000 1 host=a\n"), "");
+    assert_eq!(scan(&d, "telnet.after_unknown"), ["telnet.after_unknown 1700000000 1 host=a"]);
 }
 
 // spec: opentsdb-ingest-storage.md §2.6 (the telnet error catalogue), §2.2-§2.5; clients.md "A bad line should get an
@@ -175,11 +140,7 @@ fn bad_puts_get_opentsdb_error_lines_and_the_connection_stays_open() {
         ),
     ];
     for (line, reply) in cases {
-        assert_eq!(
-            replies_to(&mut s, &format!("{line}\n")),
-            format!("{reply}\n"),
-            "reply to {line:?}"
-        );
+        assert_eq!(replies_to(&mut s, &format!("{line}\n")), format!("{reply}\n"), "reply to {line:?}");
     }
     // All of them at once, in one write: one reply line each, in order, on the same connection.
     let batch: String = cases.iter().map(|(l, _)| format!("{l}\n")).collect();
@@ -195,16 +156,9 @@ fn bad_puts_get_opentsdb_error_lines_and_the_connection_stays_open() {
     );
     assert_eq!(
         scan(&d, "telnet.mixed"),
-        normalize([
-            "telnet.mixed 1700000000 1 host=web01",
-            "telnet.mixed 1700000020 3 host=web01"
-        ])
+        normalize(["telnet.mixed 1700000000 1 host=web01", "telnet.mixed 1700000020 3 host=web01"])
     );
-    assert!(
-        d.try_scan(&[SCAN_START, SCAN_END, "sum", "telnet.bad"])
-            .is_err(),
-        "no telnet.bad point may be stored"
-    );
+    assert!(d.try_scan(&[SCAN_START, SCAN_END, "sum", "telnet.bad"]).is_err(), "no telnet.bad point may be stored");
 }
 
 // spec: opentsdb-ingest-storage.md §2.6 row 15 (auto_create_metrics=false, OpenTSDB's default).
@@ -216,9 +170,7 @@ fn unknown_metric_without_auto_create() {
         replies_to(&mut s, "put new.metric 1479496160 1.3e3 host=web01\n"),
         "put: unknown metric: No such name for 'metrics': 'new.metric'\n"
     );
-    assert!(d
-        .try_scan(&["1479496000", "1479497000", "sum", "new.metric"])
-        .is_err());
+    assert!(d.try_scan(&["1479496000", "1479497000", "sum", "new.metric"]).is_err());
 }
 
 // spec: clients.md collectd write_tsdb (`\r\n`, two blanks before it), tcollector (two blanks between tags);
@@ -264,12 +216,11 @@ fn crlf_double_blanks_and_trailing_blanks() {
     );
     assert_eq!(
         scan(&d, "telnet.tcollector.lines_sent"),
-        normalize(["telnet.tcollector.lines_sent 1700000000 6 collector=harness_lines.sh host=harness-tcollector run=r1"])
+        normalize([
+            "telnet.tcollector.lines_sent 1700000000 6 collector=harness_lines.sh host=harness-tcollector run=r1"
+        ])
     );
-    assert_eq!(
-        scan(&d, "telnet.blanks"),
-        ["telnet.blanks 1700000000 1 a=1 b=2"]
-    );
+    assert_eq!(scan(&d, "telnet.blanks"), ["telnet.blanks 1700000000 1 a=1 b=2"]);
 }
 
 // spec: clients.md "Timestamps: 10-digit seconds and 13-digit milliseconds ... sometimes on the same metric",
@@ -322,14 +273,8 @@ fn connections_that_send_nothing_are_tolerated() {
     probe.shutdown(std::net::Shutdown::Write).unwrap();
     expect_closed(&mut probe);
     let mut s = d.telnet();
-    assert_eq!(
-        replies_to(&mut s, "put telnet.after_probes 1700000000 1 host=a\n"),
-        ""
-    );
-    assert_eq!(
-        scan(&d, "telnet.after_probes"),
-        ["telnet.after_probes 1700000000 1 host=a"]
-    );
+    assert_eq!(replies_to(&mut s, "put telnet.after_probes 1700000000 1 host=a\n"), "");
+    assert_eq!(scan(&d, "telnet.after_probes"), ["telnet.after_probes 1700000000 1 host=a"]);
 }
 
 // spec: opentsdb-ingest-storage.md §1.2 (more than 1024 bytes buffered without a terminator: closed, no reply;
@@ -338,10 +283,7 @@ fn connections_that_send_nothing_are_tolerated() {
 fn line_over_1024_bytes_without_newline_closes_the_connection_silently() {
     let d = Daemon::start();
     let mut s = d.telnet();
-    assert_eq!(
-        replies_to(&mut s, "put telnet.long 1700000000 1 host=before\n"),
-        ""
-    );
+    assert_eq!(replies_to(&mut s, "put telnet.long 1700000000 1 host=before\n"), "");
     let long = format!("put telnet.long 1700000010 2 host={}", "x".repeat(1100));
     s.write_all(long.as_bytes()).unwrap();
     expect_closed(&mut s);
@@ -349,13 +291,7 @@ fn line_over_1024_bytes_without_newline_closes_the_connection_silently() {
     // Same length, but the newline arrives in the same write: accepted, as OpenTSDB's framer does.
     let mut s = d.telnet();
     let long_value = "y".repeat(1100);
-    assert_eq!(
-        replies_to(
-            &mut s,
-            &format!("put telnet.long 1700000020 3 host={long_value}\n")
-        ),
-        ""
-    );
+    assert_eq!(replies_to(&mut s, &format!("put telnet.long 1700000020 3 host={long_value}\n")), "");
     assert_eq!(
         scan(&d, "telnet.long"),
         normalize([
@@ -376,10 +312,7 @@ fn puts_then_exit_are_stored_and_exit_closes_silently() {
     // Puts before `exit` are committed before the close; nothing after it is read.
     assert_eq!(
         scan(&d, "telnet.exit"),
-        normalize([
-            "telnet.exit 1700000000 1 host=a",
-            "telnet.exit 1700000010 2 host=a"
-        ])
+        normalize(["telnet.exit 1700000000 1 host=a", "telnet.exit 1700000010 2 host=a"])
     );
 }
 
@@ -392,12 +325,7 @@ fn lines_split_across_writes_and_many_lines_per_write() {
     let mut batch = String::new();
     let mut expected = Vec::new();
     for i in 0..200 {
-        batch.push_str(&format!(
-            "put telnet.batch {} {} host=h{}\r\n",
-            T + i,
-            i,
-            i % 3
-        ));
+        batch.push_str(&format!("put telnet.batch {} {} host=h{}\r\n", T + i, i, i % 3));
         expected.push(format!("telnet.batch {} {} host=h{}", T + i, i, i % 3));
     }
     for piece in batch.as_bytes().chunks(97) {

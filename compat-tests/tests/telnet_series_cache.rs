@@ -49,5 +49,8 @@ fn dropcaches_makes_connections_resolve_names_again() {
     let mut t = d.telnet();
     t.write_all(b"put m 1365465600 1 host=a\ndropcaches\nput m 1365465601 2 host=a\n").unwrap();
     assert_eq!(barrier(&mut t), vec!["Caches dropped.\n"]);
-    assert_eq!(d.scan(&["1365465600", "1365469200", "sum", "m"]), vec!["m 1365465600 1 host=a", "m 1365465601 2 host=a"]);
+    assert_eq!(
+        d.scan(&["1365465600", "1365469200", "sum", "m"]),
+        vec!["m 1365465600 1 host=a", "m 1365465601 2 host=a"]
+    );
 }

@@ -183,7 +183,9 @@ mod tests {
         let a = Annotation::from_json(text.as_bytes()).unwrap();
         let again: serde_json::Value = serde_json::from_str(&a.to_json()).unwrap();
         assert_eq!(again, serde_json::from_str::<serde_json::Value>(text).unwrap());
-        assert!(a.to_json().starts_with(r#"{"tsuid":"000001000001000001","description":"Testing Annotations","notes":"#));
+        assert!(a
+            .to_json()
+            .starts_with(r#"{"tsuid":"000001000001000001","description":"Testing Annotations","notes":"#));
         assert!(a.to_json().ends_with(r#"},"endTime":0,"startTime":1369141261}"#));
         let global = Annotation { description: Some("deploy".into()), start_time: 1369141261, ..Annotation::default() };
         assert_eq!(global.to_json(), r#"{"description":"deploy","endTime":0,"startTime":1369141261}"#);

@@ -102,9 +102,7 @@ impl Value {
         if flags & FLAG_FLOAT != 0 {
             match *bytes {
                 [a, b, c, d] => Ok(Value::Float(f32::from_be_bytes([a, b, c, d]))),
-                [a, b, c, d, e, f, g, h] => {
-                    Ok(Value::Double(f64::from_be_bytes([a, b, c, d, e, f, g, h])))
-                }
+                [a, b, c, d, e, f, g, h] => Ok(Value::Double(f64::from_be_bytes([a, b, c, d, e, f, g, h]))),
                 _ => Err(illegal(format!(
                     "Floating point value is not 4 or 8 bytes: {} bytes, flags=0x{flags:x}",
                     bytes.len()
@@ -115,9 +113,7 @@ impl Value {
                 [a] => Ok(Value::Int(i64::from(a as i8))),
                 [a, b] => Ok(Value::Int(i64::from(i16::from_be_bytes([a, b])))),
                 [a, b, c, d] => Ok(Value::Int(i64::from(i32::from_be_bytes([a, b, c, d])))),
-                [a, b, c, d, e, f, g, h] => {
-                    Ok(Value::Int(i64::from_be_bytes([a, b, c, d, e, f, g, h])))
-                }
+                [a, b, c, d, e, f, g, h] => Ok(Value::Int(i64::from_be_bytes([a, b, c, d, e, f, g, h]))),
                 _ => Err(illegal(format!(
                     "Integer value is not 1, 2, 4 or 8 bytes: {} bytes, flags=0x{flags:x}",
                     bytes.len()
@@ -209,11 +205,7 @@ fn is_ms_timestamp(timestamp: i64) -> bool {
 
 /// The unwrapped hour, in seconds, of a timestamp in seconds or milliseconds (Java's truncating arithmetic).
 fn base_seconds(timestamp: i64) -> i64 {
-    let secs = if is_ms_timestamp(timestamp) {
-        timestamp / 1000
-    } else {
-        timestamp
-    };
+    let secs = if is_ms_timestamp(timestamp) { timestamp / 1000 } else { timestamp };
     secs - secs % MAX_TIMESPAN
 }
 
@@ -251,10 +243,7 @@ pub fn is_ms_qualifier(first_byte: u8) -> bool {
 /// OpenTSDB's bounds check before reading a qualifier at `index`: at least two bytes must remain.
 fn validate_index(q: &[u8], index: usize) -> Result<(), CodecError> {
     if index + 1 >= q.len() {
-        return Err(illegal(format!(
-            "Offset of [{index}] is out of bounds for the qualifier length of [{}]",
-            q.len()
-        )));
+        return Err(illegal(format!("Offset of [{index}] is out of bounds for the qualifier length of [{}]", q.len())));
     }
     Ok(())
 }
@@ -264,9 +253,7 @@ pub fn qualifier_len_at(q: &[u8], index: usize) -> Result<usize, CodecError> {
     validate_index(q, index)?;
     if is_ms_qualifier(q[index]) {
         if index + 4 > q.len() {
-            return Err(illegal(
-                "Detected a millisecond flag but qualifier length is too short",
-            ));
+            return Err(illegal("Detected a millisecond flag but qualifier length is too short"));
         }
         Ok(4)
     } else {
@@ -323,10 +310,7 @@ pub struct SaltConfig {
 
 impl SaltConfig {
     /// OpenTSDB's default: no salt (width 0; the 20 buckets only matter once a width is set).
-    pub const NONE: SaltConfig = SaltConfig {
-        width: 0,
-        buckets: 20,
-    };
+    pub const NONE: SaltConfig = SaltConfig { width: 0, buckets: 20 };
 }
 
 impl Default for SaltConfig {
@@ -337,9 +321,7 @@ impl Default for SaltConfig {
 
 /// Java's `Arrays.hashCode(byte[])` over a byte sequence: `h = 31·h + b` with signed bytes and 32-bit wrap.
 pub fn java_bytes_hash<'a>(bytes: impl IntoIterator<Item = &'a u8>) -> i32 {
-    bytes.into_iter().fold(1i32, |h, &b| {
-        h.wrapping_mul(31).wrapping_add(i32::from(b as i8))
-    })
+    bytes.into_iter().fold(1i32, |h, &b| h.wrapping_mul(31).wrapping_add(i32::from(b as i8)))
 }
 
 /// The salt bucket of a series from its metric UID and its tag pairs as they appear in the key (spec: ingest
@@ -378,23 +360,14 @@ pub fn prefix_salt(key: &mut [u8], salt: &SaltConfig, metric_width: usize) {
     if metric.iter().all(|&b| b == 0) {
         return;
     }
-    let bucket = salt_bucket(
-        metric,
-        &key[sw + metric_width + TIMESTAMP_BYTES..],
-        salt.buckets,
-    );
+    let bucket = salt_bucket(metric, &key[sw + metric_width + TIMESTAMP_BYTES..], salt.buckets);
     let bytes = salt_bytes(bucket as i32, sw);
     key[..sw].copy_from_slice(&bytes);
 }
 
 /// The row key of a series' hour: salt, metric UID, base time, tag pairs sorted by the unsigned bytes of
 /// `tagk ‖ tagv` (by UID, not by name: spec: ingest §4.2, §5.4).
-pub fn row_key(
-    salt: &SaltConfig,
-    metric: &[u8],
-    base_time: u32,
-    tags: &[(&[u8], &[u8])],
-) -> Vec<u8> {
+pub fn row_key(salt: &SaltConfig, metric: &[u8], base_time: u32, tags: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut sorted: SmallVec<[(&[u8], &[u8]); 8]> = SmallVec::from_slice(tags);
     sorted.sort_by(|a, b| a.0.iter().chain(a.1).cmp(b.0.iter().chain(b.1)));
     let tags_len: usize = sorted.iter().map(|(k, v)| k.len() + v.len()).sum();
@@ -424,12 +397,7 @@ pub fn tsuid_from_row_key(key: &[u8], salt_width: usize, metric_width: usize) ->
 
 /// OpenTSDB's `rowKeyFromTSUID`: the row key of a series at a timestamp (seconds or ms), salted (spec: ingest
 /// §5.7 S16-S18). The TSUID's tag order is kept as given.
-pub fn row_key_from_tsuid(
-    tsuid: &[u8],
-    timestamp: i64,
-    salt: &SaltConfig,
-    metric_width: usize,
-) -> Vec<u8> {
+pub fn row_key_from_tsuid(tsuid: &[u8], timestamp: i64, salt: &SaltConfig, metric_width: usize) -> Vec<u8> {
     let split = metric_width.min(tsuid.len());
     let mut key = Vec::with_capacity(salt.width + tsuid.len() + TIMESTAMP_BYTES);
     key.resize(salt.width, 0);
@@ -483,9 +451,7 @@ pub fn string_to_uid(s: &str, width: Option<usize>) -> Result<Vec<u8>, CodecErro
             b'0'..=b'9' => Ok(c - b'0'),
             b'a'..=b'f' => Ok(c - b'a' + 10),
             b'A'..=b'F' => Ok(c - b'A' + 10),
-            _ => Err(illegal(format!(
-                "contains illegal character for hexBinary: {s}"
-            ))),
+            _ => Err(illegal(format!("contains illegal character for hexBinary: {s}"))),
         }
     };
     let padded = std::iter::repeat_n(b'0', pad).chain(s.bytes());
@@ -514,10 +480,7 @@ pub fn long_to_uid(uid: u64, width: usize) -> Result<Vec<u8>, CodecError> {
     }
     let be = uid.to_be_bytes();
     if be[..8 - width].iter().any(|&b| b != 0) {
-        return Err(illegal(format!(
-            "UID {} was too large for {width} bytes",
-            uid as i64
-        )));
+        return Err(illegal(format!("UID {} was too large for {width} bytes", uid as i64)));
     }
     Ok(be[8 - width..].to_vec())
 }
@@ -534,9 +497,7 @@ pub fn checked_max_uid(width: usize) -> Result<u64, CodecError> {
     match width {
         0..=7 => Ok((1u64 << (width * 8)) - 1),
         8 => Ok(i64::MAX as u64),
-        _ => Err(illegal(format!(
-            "Width must be between 0 and 8 bytes: {width}"
-        ))),
+        _ => Err(illegal(format!("Width must be between 0 and 8 bytes: {width}"))),
     }
 }
 
@@ -600,10 +561,7 @@ impl<'a> Columns<'a> {
         }
         let len = usize::try_from(len).map_err(|_| illegal("Corrupted row: length too large"))?;
         if len > self.rest.len() {
-            return Err(illegal(format!(
-                "Truncated row: field of {len} bytes but only {} left",
-                self.rest.len()
-            )));
+            return Err(illegal(format!("Truncated row: field of {len} bytes but only {} left", self.rest.len())));
         }
         let (field, rest) = self.rest.split_at(len);
         self.rest = rest;
@@ -618,12 +576,7 @@ impl<'a> Iterator for Columns<'a> {
         if self.failed || self.rest.is_empty() {
             return None;
         }
-        let column = self.take_field().and_then(|qualifier| {
-            Ok(Column {
-                qualifier,
-                value: self.take_field()?,
-            })
-        });
+        let column = self.take_field().and_then(|qualifier| Ok(Column { qualifier, value: self.take_field()? }));
         // After a framing error nothing that follows can be trusted: stop rather than resynchronise on garbage.
         self.failed = column.is_err();
         Some(column)
@@ -632,10 +585,7 @@ impl<'a> Iterator for Columns<'a> {
 
 /// The columns of a row value, in stored order. Truncated or corrupt framing yields one error and ends.
 pub fn columns(row: &[u8]) -> Columns<'_> {
-    Columns {
-        rest: row,
-        failed: false,
-    }
+    Columns { rest: row, failed: false }
 }
 
 /// What a merge produced, with the duplicate counts OpenTSDB reports as `compaction.duplicates`.
@@ -696,10 +646,7 @@ fn fixed_single<'v>(q: &[u8], value: &'v [u8]) -> Result<(QualifierBytes, &'v [u
     let last = q.len() - 1;
     let value = fixed_float_slice(q[last], value)?;
     if value.is_empty() || value.len() > 8 {
-        return Err(illegal(format!(
-            "Data point value of {} bytes cannot be stored",
-            value.len()
-        )));
+        return Err(illegal(format!("Data point value of {} bytes cannot be stored", value.len())));
     }
     let mut fixed = QualifierBytes::from_slice(q);
     fixed[last] = fix_qualifier_flags(q[last], value.len());
@@ -744,10 +691,7 @@ fn corrupted_value(consumed: usize, expected: usize) -> CodecError {
 /// Splits a compacted column into its points, as OpenTSDB's readers do (spec: ingest §4.6): walk the
 /// qualifier, take length-bits + 1 value bytes per point, and require that exactly the final meta byte is left
 /// ("Corrupted value" otherwise).
-pub fn split_compacted(
-    qualifier: &[u8],
-    value: &[u8],
-) -> Result<Vec<(QualifierBytes, ValueBytes)>, CodecError> {
+pub fn split_compacted(qualifier: &[u8], value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, CodecError> {
     let mut out = Vec::with_capacity(qualifier.len() / 2);
     walk_compacted(qualifier, value, |q, v| {
         out.push((q, SmallVec::from_slice(v)));
@@ -762,8 +706,7 @@ pub fn split_append(value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, C
     let mut records: Vec<(u32, QualifierBytes, &[u8])> = Vec::new();
     let mut at = 0;
     while at < value.len() {
-        let q = extract_qualifier(value, at)
-            .map_err(|e| illegal(format!("Corrupted append column: {e}")))?;
+        let q = extract_qualifier(value, at).map_err(|e| illegal(format!("Corrupted append column: {e}")))?;
         let vlen = value_len_from_flags(q[q.len() - 1]);
         let start = at + q.len();
         let Some(v) = value.get(start..start + vlen) else {
@@ -791,33 +734,18 @@ pub fn split_append(value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, C
 
 /// The points of one data-point column (even-length qualifier), in column order, fixed as OpenTSDB's
 /// compaction and readers fix them.
-fn explode<'a>(
-    q: &[u8],
-    value: &'a [u8],
-    seq: usize,
-    out: &mut Vec<Piece<'a>>,
-) -> Result<(), CodecError> {
+fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) -> Result<(), CodecError> {
     if q.is_empty() {
         return Err(illegal("Empty data point qualifier"));
     }
     if is_single(q) {
         let (qualifier, value) = fixed_single(q, value)?;
-        out.push(Piece {
-            offset_ms: qualifier_offset_ms(&qualifier, 0)?,
-            seq,
-            qualifier,
-            value,
-        });
+        out.push(Piece { offset_ms: qualifier_offset_ms(&qualifier, 0)?, seq, qualifier, value });
         return Ok(());
     }
     let start = out.len();
     let result = walk_compacted(q, value, |qualifier, v| {
-        out.push(Piece {
-            offset_ms: qualifier_offset_ms(&qualifier, 0)?,
-            seq,
-            qualifier,
-            value: v,
-        });
+        out.push(Piece { offset_ms: qualifier_offset_ms(&qualifier, 0)?, seq, qualifier, value: v });
         Ok(())
     });
     if result.is_err() {
@@ -845,11 +773,7 @@ fn explode<'a>(
 /// Merging a result again changes nothing.
 ///
 /// Errors only when the row framing itself is broken ([`columns`]); the caller must then keep the inputs.
-pub fn merge_row(
-    existing: Option<&[u8]>,
-    operands: &[&[u8]],
-    fix_duplicates: bool,
-) -> Result<MergedRow, CodecError> {
+pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bool) -> Result<MergedRow, CodecError> {
     // Every column with its write order.
     let mut cells: Vec<(Column<'_>, usize)> = Vec::new();
     for input in existing.into_iter().chain(operands.iter().copied()) {
@@ -907,9 +831,7 @@ pub fn merge_row(
         }
     }
 
-    let leave_as_is = merged.corrupt_columns > 0
-        || has_append
-        || (merged.variant_duplicates > 0 && !fix_duplicates);
+    let leave_as_is = merged.corrupt_columns > 0 || has_append || (merged.variant_duplicates > 0 && !fix_duplicates);
     let total: usize = latest.iter().map(|(q, v, _)| q.len() + v.len() + 4).sum();
     let mut row = Vec::with_capacity(total);
     if leave_as_is {
@@ -939,18 +861,11 @@ pub fn merge_row(
                 data_q.extend_from_slice(&p.qualifier);
                 data_v.extend_from_slice(p.value);
             }
-            data_v.push(if seconds && millis {
-                MS_MIXED_COMPACT
-            } else {
-                0x00
-            });
+            data_v.push(if seconds && millis { MS_MIXED_COMPACT } else { 0x00 });
         }
     }
-    let mut out: Vec<(&[u8], &[u8])> = latest
-        .iter()
-        .filter(|(q, _, _)| q.len() % 2 == 1)
-        .map(|(q, v, _)| (*q, v.as_ref()))
-        .collect();
+    let mut out: Vec<(&[u8], &[u8])> =
+        latest.iter().filter(|(q, _, _)| q.len() % 2 == 1).map(|(q, v, _)| (*q, v.as_ref())).collect();
     if !kept.is_empty() {
         out.push((&data_q, &data_v));
     }
@@ -973,11 +888,7 @@ pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecErro
         let flags = q.last().map_or(0, |b| b & FLAGS_MASK);
         let value = Value::decode(flags, v)?;
         let offset = qualifier_offset_ms(&q, 0)?;
-        points.push(RowPoint {
-            timestamp_ms: base_ms + i64::from(offset),
-            qualifier: q,
-            value,
-        });
+        points.push(RowPoint { timestamp_ms: base_ms + i64::from(offset), qualifier: q, value });
         Ok(())
     };
     for column in columns(row) {
@@ -1005,9 +916,7 @@ mod tests {
 
     /// Bytes from the spec's notation: `"00 37"`.
     fn h(s: &str) -> Vec<u8> {
-        s.split_whitespace()
-            .map(|b| u8::from_str_radix(b, 16).expect("test hex"))
-            .collect()
+        s.split_whitespace().map(|b| u8::from_str_radix(b, 16).expect("test hex")).collect()
     }
 
     fn long(v: i64) -> Vec<u8> {
@@ -1072,25 +981,15 @@ mod tests {
             ("Q28", 1357001999999, 0x0B, "FD BB 9F CB"),
         ];
         for (id, ts, flags, want) in cases {
-            assert_eq!(
-                build_qualifier(ts, flags).as_slice(),
-                h(want).as_slice(),
-                "{id}"
-            );
+            assert_eq!(build_qualifier(ts, flags).as_slice(), h(want).as_slice(), "{id}");
         }
     }
 
     // spec: ingest §5.2 D1, D2
     #[test]
     fn qualifier_timestamps() {
-        assert_eq!(
-            qualifier_timestamp_ms(R0_BASE, &h("00 37"), 0),
-            Ok(1356998403000)
-        );
-        assert_eq!(
-            qualifier_timestamp_ms(R0_BASE, &h("F0 00 02 07"), 0),
-            Ok(1356998400008)
-        );
+        assert_eq!(qualifier_timestamp_ms(R0_BASE, &h("00 37"), 0), Ok(1356998403000));
+        assert_eq!(qualifier_timestamp_ms(R0_BASE, &h("F0 00 02 07"), 0), Ok(1356998400008));
     }
 
     // spec: ingest §5.2 D3-D10
@@ -1099,51 +998,32 @@ mod tests {
         assert_eq!(qualifier_offset_ms(&h("00 37"), 0), Ok(3000)); // D3
         assert_eq!(qualifier_offset_ms(&h("F0 00 00 47"), 0), Ok(1)); // D4
         assert_eq!(qualifier_offset_ms(&h("F0 00 02 07"), 0), Ok(8)); // D5
-        assert_eq!(
-            qualifier_offset_ms(&h("F0 00 02 07 F0 00 03 07"), 4),
-            Ok(12)
-        ); // D6
+        assert_eq!(qualifier_offset_ms(&h("F0 00 02 07 F0 00 03 07"), 4), Ok(12)); // D6
         assert_eq!(qualifier_offset_ms(&h("00 37 00 47"), 2), Ok(4000)); // D7
         let mixed = h("00 37 F0 00 02 07 00 47");
         assert_eq!(qualifier_offset_ms(&mixed, 2), Ok(8)); // D8
-        assert_eq!(
-            extract_qualifier(&mixed, 2),
-            Ok(h("F0 00 02 07").as_slice())
-        ); // D8
+        assert_eq!(extract_qualifier(&mixed, 2), Ok(h("F0 00 02 07").as_slice())); // D8
         assert_eq!(extract_qualifier(&mixed, 6), Ok(h("00 47").as_slice())); // D9
         assert_eq!(
             qualifier_offset_ms(&h("00 37 00 47"), 3), // D10
-            Err(CodecError::IllegalData(
-                "Offset of [3] is out of bounds for the qualifier length of [4]".into()
-            ))
+            Err(CodecError::IllegalData("Offset of [3] is out of bounds for the qualifier length of [4]".into()))
         );
     }
 
     // spec: ingest §5.2 D11-D17
     #[test]
     fn qualifier_lengths_and_flags() {
-        for (q, len) in [
-            ("00 07", 8),
-            ("00 0F", 8),
-            ("00 00", 1),
-            ("00 4B", 4),
-            ("00 0B", 4),
-            ("00 1B", 4),
-            ("00 1F", 8),
-        ] {
+        for (q, len) in
+            [("00 07", 8), ("00 0F", 8), ("00 00", 1), ("00 4B", 4), ("00 0B", 4), ("00 1B", 4), ("00 1F", 8)]
+        {
             assert_eq!(value_len_from_flags(h(q)[1]), len, "D11 {q}");
         }
         assert_eq!(qualifier_len_at(&h("00 0F"), 0), Ok(2)); // D12
         assert_eq!(qualifier_len_at(&h("F0 00 00 07"), 0), Ok(4)); // D13
-        assert!(matches!(
-            qualifier_len_at(&h("0F"), 0),
-            Err(CodecError::IllegalData(_))
-        )); // D14
+        assert!(matches!(qualifier_len_at(&h("0F"), 0), Err(CodecError::IllegalData(_)))); // D14
         assert_eq!(
             qualifier_len_at(&h("F0 00 00"), 0), // D15
-            Err(CodecError::IllegalData(
-                "Detected a millisecond flag but qualifier length is too short".into()
-            ))
+            Err(CodecError::IllegalData("Detected a millisecond flag but qualifier length is too short".into()))
         );
         assert_eq!(qualifier_flags_at(&h("00 37"), 0), Ok(7)); // D16
         assert_eq!(qualifier_flags_at(&h("00 1B"), 0), Ok(11)); // D16
@@ -1186,15 +1066,7 @@ mod tests {
             assert_eq!(Value::decode(flags, &h(bytes)), Ok(value), "{id}");
         }
         // Width boundaries.
-        for (v, w) in [
-            (127, 1),
-            (-128, 1),
-            (128, 2),
-            (-129, 2),
-            (32767, 2),
-            (-32768, 2),
-            (32768, 4),
-        ] {
+        for (v, w) in [(127, 1), (-128, 1), (128, 2), (-129, 2), (32767, 2), (-32768, 2), (32768, 4)] {
             assert_eq!(Value::Int(v).encode().len(), w, "{v}");
         }
         assert_eq!(Value::Int(i64::from(i32::MAX) + 1).encode().len(), 8);
@@ -1204,30 +1076,15 @@ mod tests {
     // spec: ingest §5.3 V10, §4.4
     #[test]
     fn float_encoding_vectors() {
-        assert_eq!(
-            Value::Float(42.5).encode().as_slice(),
-            h("42 2A 00 00").as_slice()
-        );
+        assert_eq!(Value::Float(42.5).encode().as_slice(), h("42 2A 00 00").as_slice());
         assert_eq!(Value::Float(42.5).flags(), 0x0B);
-        assert_eq!(
-            Value::Double(12.3).encode().as_slice(),
-            h("40 28 99 99 99 99 99 9A").as_slice()
-        );
+        assert_eq!(Value::Double(12.3).encode().as_slice(), h("40 28 99 99 99 99 99 9A").as_slice());
         assert_eq!(Value::Double(12.3).flags(), 0x0F);
-        assert_eq!(
-            Value::Float(-0.0).encode().as_slice(),
-            h("80 00 00 00").as_slice()
-        );
+        assert_eq!(Value::Float(-0.0).encode().as_slice(), h("80 00 00 00").as_slice());
         assert_eq!(Value::from_java_double(42.5), Value::Float(42.5));
         assert_eq!(Value::from_java_double(12.3), Value::Double(12.3));
-        assert_eq!(
-            Value::decode(0x0B, &h("42 2A 00 00")),
-            Ok(Value::Float(42.5))
-        );
-        assert_eq!(
-            Value::decode(0x0F, &h("40 28 99 99 99 99 99 9A")),
-            Ok(Value::Double(12.3))
-        );
+        assert_eq!(Value::decode(0x0B, &h("42 2A 00 00")), Ok(Value::Float(42.5)));
+        assert_eq!(Value::decode(0x0F, &h("40 28 99 99 99 99 99 9A")), Ok(Value::Double(12.3)));
         assert_eq!(Value::Float(42.5).as_f64(), 42.5);
         assert_eq!(Value::Int(-3).as_f64(), -3.0);
         assert!(Value::Int(1).is_integer() && !Value::Double(1.0).is_integer());
@@ -1243,14 +1100,8 @@ mod tests {
             fix_floating_point_value(0x0B, &h("00 00 00 00 00 00 00 01")).map(|v| v.to_vec()),
             Ok(h("00 00 00 01"))
         ); // V12
-        assert_eq!(
-            fix_floating_point_value(0x0B, &h("00 00 00 01")).map(|v| v.to_vec()),
-            Ok(h("00 00 00 01"))
-        ); // V13
-        assert_eq!(
-            fix_floating_point_value(0x03, &h("00 00 00 01")).map(|v| v.to_vec()),
-            Ok(h("00 00 00 01"))
-        ); // V13
+        assert_eq!(fix_floating_point_value(0x0B, &h("00 00 00 01")).map(|v| v.to_vec()), Ok(h("00 00 00 01"))); // V13
+        assert_eq!(fix_floating_point_value(0x03, &h("00 00 00 01")).map(|v| v.to_vec()), Ok(h("00 00 00 01"))); // V13
         assert_eq!(
             fix_floating_point_value(0x0B, &h("00 02 00 00 00 00 00 01")), // V14
             Err(CodecError::IllegalData(
@@ -1262,10 +1113,7 @@ mod tests {
         // Reads: actual length wins for integers; the legacy float layout reads as its last 4 bytes.
         assert_eq!(Value::decode(0x07, &[0x2A]), Ok(Value::Int(42)));
         assert_eq!(Value::decode(0x00, &long(4)), Ok(Value::Int(4)));
-        assert_eq!(
-            Value::decode(0x0F, &42.5f32.to_be_bytes()),
-            Ok(Value::Float(42.5))
-        );
+        assert_eq!(Value::decode(0x0F, &42.5f32.to_be_bytes()), Ok(Value::Float(42.5)));
         let legacy = [[0u8; 4], 4.2f32.to_be_bytes()].concat();
         assert_eq!(Value::decode(0x0B, &legacy), Ok(Value::Float(4.2)));
         assert!(Value::decode(0x0B, &h("00 02 00 00 00 00 00 01")).is_err());
@@ -1305,11 +1153,7 @@ mod tests {
     fn add_point(ts: i64, value: Value) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let tags: [(&[u8], &[u8]); 1] = [(&[0, 0, 1], &[0, 0, 1])];
         let key = row_key(&SaltConfig::NONE, &[0, 0, 1], base_time(ts), &tags);
-        (
-            key,
-            build_qualifier(ts, value.flags()).to_vec(),
-            value.encode().to_vec(),
-        )
+        (key, build_qualifier(ts, value.flags()).to_vec(), value.encode().to_vec())
     }
 
     // spec: ingest §5.4 W1-W14, W17-W19
@@ -1320,82 +1164,19 @@ mod tests {
             ("W1", 1356998400, Value::Int(42), r0, "00 00", "2A"),
             ("W2", 1356998400, Value::Int(-42), r0, "00 00", "D6"),
             ("W3", 1356998400, Value::Int(257), r0, "00 01", "01 01"),
-            (
-                "W4",
-                1356998400,
-                Value::Int(65537),
-                r0,
-                "00 03",
-                "00 01 00 01",
-            ),
-            (
-                "W5",
-                1356998400,
-                Value::Int(4294967296),
-                r0,
-                "00 07",
-                "00 00 00 01 00 00 00 00",
-            ),
+            ("W4", 1356998400, Value::Int(65537), r0, "00 03", "00 01 00 01"),
+            ("W5", 1356998400, Value::Int(4294967296), r0, "00 07", "00 00 00 01 00 00 00 00"),
             ("W6", 1356998400500, Value::Int(42), r0, "F0 00 7D 00", "2A"),
             ("W7", 1357001999, Value::Int(42), r0, "E0 F0", "2A"),
             ("W9", 0, Value::Int(42), "00 00 00 00", "00 00", "2A"),
             ("W10", 1, Value::Int(42), "00 00 00 00", "00 10", "2A"),
-            (
-                "W11",
-                4294967295,
-                Value::Int(42),
-                "FF FF F9 60",
-                "69 F0",
-                "2A",
-            ),
-            (
-                "W12",
-                4294967296,
-                Value::Int(42),
-                "00 41 88 90",
-                "F0 A3 60 00",
-                "2A",
-            ),
-            (
-                "W13",
-                4294967295000,
-                Value::Int(42),
-                "FF FF F9 60",
-                "F6 77 46 00",
-                "2A",
-            ),
-            (
-                "W14",
-                9999999999999,
-                Value::Int(42),
-                "54 0B D9 10",
-                "FA AE 5F C0",
-                "2A",
-            ),
-            (
-                "W17",
-                1356998400,
-                Value::Float(42.5),
-                r0,
-                "00 0B",
-                "42 2A 00 00",
-            ),
-            (
-                "W18",
-                1356998400500,
-                Value::Float(42.5),
-                r0,
-                "F0 00 7D 0B",
-                "42 2A 00 00",
-            ),
-            (
-                "W19",
-                1357001999,
-                Value::Float(42.5),
-                r0,
-                "E0 FB",
-                "42 2A 00 00",
-            ),
+            ("W11", 4294967295, Value::Int(42), "FF FF F9 60", "69 F0", "2A"),
+            ("W12", 4294967296, Value::Int(42), "00 41 88 90", "F0 A3 60 00", "2A"),
+            ("W13", 4294967295000, Value::Int(42), "FF FF F9 60", "F6 77 46 00", "2A"),
+            ("W14", 9999999999999, Value::Int(42), "54 0B D9 10", "FA AE 5F C0", "2A"),
+            ("W17", 1356998400, Value::Float(42.5), r0, "00 0B", "42 2A 00 00"),
+            ("W18", 1356998400500, Value::Float(42.5), r0, "F0 00 7D 0B", "42 2A 00 00"),
+            ("W19", 1357001999, Value::Float(42.5), r0, "E0 FB", "42 2A 00 00"),
             ("W24", 1356998400, Value::Int(1), r0, "00 00", "01"),
         ];
         for (id, ts, value, base, q, v) in cases {
@@ -1434,29 +1215,12 @@ mod tests {
     fn tags_sorted_by_uid() {
         let owner: (&[u8], &[u8]) = (&[0, 0, 3], &[0, 0, 2]);
         let host: (&[u8], &[u8]) = (&[0, 0, 1], &[0, 0, 1]);
-        let key = row_key(
-            &SaltConfig::NONE,
-            &[0, 0, 1],
-            base_time(1356998460),
-            &[owner, host],
-        );
-        assert_eq!(
-            key,
-            h("00 00 01 50 E2 27 00 00 00 01 00 00 01 00 00 03 00 00 02")
-        );
-        assert_eq!(
-            build_qualifier(1356998460, Value::Float(42.5).flags()).as_slice(),
-            h("03 CB").as_slice()
-        );
+        let key = row_key(&SaltConfig::NONE, &[0, 0, 1], base_time(1356998460), &[owner, host]);
+        assert_eq!(key, h("00 00 01 50 E2 27 00 00 00 01 00 00 01 00 00 03 00 00 02"));
+        assert_eq!(build_qualifier(1356998460, Value::Float(42.5).flags()).as_slice(), h("03 CB").as_slice());
         let twelve = Value::from_java_double(12.3);
-        assert_eq!(
-            build_qualifier(1356998460, twelve.flags()).as_slice(),
-            h("03 CF").as_slice()
-        );
-        assert_eq!(
-            twelve.encode().as_slice(),
-            h("40 28 99 99 99 99 99 9A").as_slice()
-        );
+        assert_eq!(build_qualifier(1356998460, twelve.flags()).as_slice(), h("03 CF").as_slice());
+        assert_eq!(twelve.encode().as_slice(), h("40 28 99 99 99 99 99 9A").as_slice());
     }
 
     // spec: ingest §5.4 W8: the same cell written twice keeps the last value
@@ -1464,10 +1228,7 @@ mod tests {
     fn same_qualifier_overwrites() {
         let merged = merge_cells(&[(h("00 00"), h("2A")), (h("00 00"), h("18"))], false);
         assert_eq!(cols(&merged.row), vec![(h("00 00"), h("18"))]);
-        assert_eq!(
-            (merged.identical_duplicates, merged.variant_duplicates),
-            (0, 0)
-        );
+        assert_eq!((merged.identical_duplicates, merged.variant_duplicates), (0, 0));
         // Also when the first write was already merged into the stored row.
         let first = merge_cells(&[(h("00 00"), h("2A"))], false);
         let second = row_of(&[(&h("00 00"), &h("18"))]);
@@ -1485,15 +1246,9 @@ mod tests {
         let cells = [(q1, v1), (q2, v2)];
         let left = merge_cells(&cells, false);
         assert_eq!(left.variant_duplicates, 1);
-        assert_eq!(
-            cols(&left.row),
-            vec![(h("00 00"), h("2A")), (h("00 0B"), h("42 2A 00 00"))]
-        );
+        assert_eq!(cols(&left.row), vec![(h("00 00"), h("2A")), (h("00 0B"), h("42 2A 00 00"))]);
         let points = row_points(R0_BASE, &left.row).unwrap();
-        assert_eq!(
-            points.iter().map(|p| p.value).collect::<Vec<_>>(),
-            [Value::Int(42), Value::Float(42.5)]
-        );
+        assert_eq!(points.iter().map(|p| p.value).collect::<Vec<_>>(), [Value::Int(42), Value::Float(42.5)]);
         let fixed = merge_cells(&cells, true);
         assert_eq!(cols(&fixed.row), vec![(h("00 0B"), h("42 2A 00 00"))]);
     }
@@ -1507,10 +1262,7 @@ mod tests {
         assert_eq!((q1.clone(), q2.clone()), (h("00 00"), h("F0 00 00 00")));
         assert_eq!((v1.clone(), v2.clone()), (h("2A"), h("2A")));
         let merged = merge_cells(&[(q1, v1), (q2, v2)], false);
-        assert_eq!(
-            (merged.identical_duplicates, merged.variant_duplicates),
-            (1, 0)
-        );
+        assert_eq!((merged.identical_duplicates, merged.variant_duplicates), (1, 0));
         assert_eq!(cols(&merged.row), vec![(h("00 00"), h("2A"))]);
     }
 
@@ -1526,95 +1278,45 @@ mod tests {
     // spec: ingest §5.5 A1-A7: appends concatenate records in arrival order
     #[test]
     fn append_vectors() {
-        let q = |ts: i64| {
-            build_qualifier(ts, 0)
-                .iter()
-                .map(|b| format!("{b:02X} "))
-                .collect::<String>()
-        };
+        let q = |ts: i64| build_qualifier(ts, 0).iter().map(|b| format!("{b:02X} ")).collect::<String>();
         let cases = [
             ("A1", vec![(1356998400, "2A")], "00 00 2A"),
             ("A2", vec![(1356998430, "2A")], "01 E0 2A"),
-            (
-                "A3",
-                vec![(1356998400, "2A"), (1356998430, "18"), (1356998460, "01")],
-                "00 00 2A 01 E0 18 03 C0 01",
-            ),
-            (
-                "A4",
-                vec![(1356998400, "2A"), (1356998460, "01"), (1356998430, "18")],
-                "00 00 2A 03 C0 01 01 E0 18",
-            ),
-            (
-                "A5",
-                vec![(1356998400, "2A"), (1356998430, "18"), (1356998430, "01")],
-                "00 00 2A 01 E0 18 01 E0 01",
-            ),
+            ("A3", vec![(1356998400, "2A"), (1356998430, "18"), (1356998460, "01")], "00 00 2A 01 E0 18 03 C0 01"),
+            ("A4", vec![(1356998400, "2A"), (1356998460, "01"), (1356998430, "18")], "00 00 2A 03 C0 01 01 E0 18"),
+            ("A5", vec![(1356998400, "2A"), (1356998430, "18"), (1356998430, "01")], "00 00 2A 01 E0 18 01 E0 01"),
             ("A6", vec![(1356998400050, "2A")], "F0 00 0C 80 2A"),
             (
                 "A7",
-                vec![
-                    (1356998400, "2A"),
-                    (1356998400050, "01"),
-                    (1356998430, "18"),
-                ],
+                vec![(1356998400, "2A"), (1356998400050, "01"), (1356998430, "18")],
                 "00 00 2A F0 00 0C 80 01 01 E0 18",
             ),
         ];
         for (id, writes, want) in cases {
             let ops: Vec<Vec<u8>> = writes.iter().map(|(ts, v)| append_op(&q(*ts), v)).collect();
             let merged = merge_ops(&ops);
-            assert_eq!(
-                cols(&merged.row),
-                vec![(APPEND_QUALIFIER.to_vec(), h(want))],
-                "{id}"
-            );
+            assert_eq!(cols(&merged.row), vec![(APPEND_QUALIFIER.to_vec(), h(want))], "{id}");
         }
         // A5 read back: the later record at +30 s wins.
-        let merged = merge_ops(&[
-            append_op("00 00", "2A"),
-            append_op("01 E0", "18"),
-            append_op("01 E0", "01"),
-        ]);
+        let merged = merge_ops(&[append_op("00 00", "2A"), append_op("01 E0", "18"), append_op("01 E0", "01")]);
         let points = row_points(R0_BASE, &merged.row).unwrap();
         let got: Vec<(i64, Value)> = points.iter().map(|p| (p.timestamp_ms, p.value)).collect();
-        assert_eq!(
-            got,
-            [
-                (1356998400000, Value::Int(42)),
-                (1356998430000, Value::Int(1))
-            ]
-        );
+        assert_eq!(got, [(1356998400000, Value::Int(42)), (1356998430000, Value::Int(1))]);
     }
 
     // spec: ingest §5.5 A8, A9: reading an append column sorts records and the later duplicate wins
     #[test]
     fn append_parsing() {
         let want = vec![
-            (
-                QualifierBytes::from_slice(&h("F0 00 20 00")),
-                ValueBytes::from_slice(&h("2A")),
-            ),
-            (
-                QualifierBytes::from_slice(&h("00 20")),
-                ValueBytes::from_slice(&h("18")),
-            ),
+            (QualifierBytes::from_slice(&h("F0 00 20 00")), ValueBytes::from_slice(&h("2A"))),
+            (QualifierBytes::from_slice(&h("00 20")), ValueBytes::from_slice(&h("18"))),
         ];
-        assert_eq!(
-            split_append(&h("00 20 18 F0 00 20 00 2A")),
-            Ok(want.clone())
-        ); // A8
-        assert_eq!(
-            split_append(&h("F0 00 20 00 2A 00 20 18 00 20 18")),
-            Ok(want)
-        ); // A9
+        assert_eq!(split_append(&h("00 20 18 F0 00 20 00 2A")), Ok(want.clone())); // A8
+        assert_eq!(split_append(&h("F0 00 20 00 2A 00 20 18 00 20 18")), Ok(want)); // A9
         let row = row_of(&[(&APPEND_QUALIFIER, &h("00 20 18 F0 00 20 00 2A"))]);
         let points = row_points(R0_BASE, &row).unwrap();
         let q: Vec<u8> = points.iter().flat_map(|p| p.qualifier.to_vec()).collect();
-        let v: Vec<u8> = points
-            .iter()
-            .flat_map(|p| p.value.encode().to_vec())
-            .collect();
+        let v: Vec<u8> = points.iter().flat_map(|p| p.value.encode().to_vec()).collect();
         assert_eq!((q, v), (h("F0 00 20 00 00 20"), h("2A 18")));
         assert!(split_append(&h("00 20")).is_err());
         assert!(split_append(&h("F0 00 20")).is_err());
@@ -1624,30 +1326,21 @@ mod tests {
     #[test]
     fn compaction_two_seconds() {
         let merged = merge_cells(&[(h("00 07"), long(4)), (h("00 17"), long(5))], false);
-        assert_eq!(
-            cols(&merged.row),
-            vec![(h("00 07 00 17"), [long(4), long(5), vec![0]].concat())]
-        );
+        assert_eq!(cols(&merged.row), vec![(h("00 07 00 17"), [long(4), long(5), vec![0]].concat())]);
     }
 
     // spec: ingest §5.6 C2
     #[test]
     fn compaction_mixed_precision() {
         let merged = merge_cells(&[(h("00 07"), long(4)), (h("F0 00 01 07"), long(5))], false);
-        assert_eq!(
-            cols(&merged.row),
-            vec![(h("00 07 F0 00 01 07"), [long(4), long(5), vec![1]].concat())]
-        );
+        assert_eq!(cols(&merged.row), vec![(h("00 07 F0 00 01 07"), [long(4), long(5), vec![1]].concat())]);
     }
 
     // spec: ingest §5.6 C3
     #[test]
     fn compaction_fixes_length_bits() {
         let merged = merge_cells(&[(h("00 03"), long(4)), (h("00 17"), long(5))], false);
-        assert_eq!(
-            cols(&merged.row),
-            vec![(h("00 07 00 17"), [long(4), long(5), vec![0]].concat())]
-        );
+        assert_eq!(cols(&merged.row), vec![(h("00 07 00 17"), [long(4), long(5), vec![0]].concat())]);
     }
 
     // spec: ingest §5.6 C4
@@ -1693,26 +1386,15 @@ mod tests {
     #[test]
     fn rows_with_appends_are_left_alone() {
         let append = [h("00 07"), long(42), h("00 17"), long(5)].concat();
-        let cells = [
-            (APPEND_QUALIFIER.to_vec(), append.clone()),
-            (h("00 27"), long(3)),
-            (h("00 37"), long(2)),
-        ];
+        let cells = [(APPEND_QUALIFIER.to_vec(), append.clone()), (h("00 27"), long(3)), (h("00 37"), long(2))];
         let merged = merge_cells(&cells, false);
         assert_eq!(
             cols(&merged.row),
-            vec![
-                (h("00 27"), long(3)),
-                (h("00 37"), long(2)),
-                (APPEND_QUALIFIER.to_vec(), append)
-            ]
+            vec![(h("00 27"), long(3)), (h("00 37"), long(2)), (APPEND_QUALIFIER.to_vec(), append)]
         );
         let points = row_points(R0_BASE, &merged.row).unwrap();
         let q: Vec<u8> = points.iter().flat_map(|p| p.qualifier.to_vec()).collect();
-        let v: Vec<u8> = points
-            .iter()
-            .flat_map(|p| p.value.encode().to_vec())
-            .collect();
+        let v: Vec<u8> = points.iter().flat_map(|p| p.value.encode().to_vec()).collect();
         assert_eq!(q, h("00 07 00 17 00 27 00 37"));
         // Values are re-encoded on their smallest width here; the stored bytes stay 8-byte.
         assert_eq!(v, h("2A 05 03 02"));
@@ -1723,13 +1405,7 @@ mod tests {
         let note = (h("01 00 7B"), b"{\"description\":\"x\"}".to_vec());
         let cells = [(h("00 07"), long(4)), note.clone(), (h("00 17"), long(5))];
         let merged = merge_cells(&cells, false);
-        assert_eq!(
-            cols(&merged.row),
-            vec![
-                (h("00 07 00 17"), [long(4), long(5), vec![0]].concat()),
-                note.clone()
-            ]
-        );
+        assert_eq!(cols(&merged.row), vec![(h("00 07 00 17"), [long(4), long(5), vec![0]].concat()), note.clone()]);
         assert_eq!(row_points(R0_BASE, &merged.row).unwrap().len(), 2);
         // An annotation written again with the same qualifier replaces the first.
         let note2 = (note.0.clone(), b"{}".to_vec());
@@ -1739,11 +1415,7 @@ mod tests {
 
     #[test]
     fn corrupt_data_columns_leave_the_row_alone() {
-        let cells = [
-            (h("00 07 00 17"), long(4)),
-            (h("00 27"), long(3)),
-            (h("00 37"), long(2)),
-        ];
+        let cells = [(h("00 07 00 17"), long(4)), (h("00 27"), long(3)), (h("00 37"), long(2))];
         let merged = merge_cells(&cells, false);
         assert_eq!(merged.corrupt_columns, 1);
         assert_eq!(cols(&merged.row), cells.to_vec());
@@ -1787,11 +1459,7 @@ mod tests {
             // The spec says "(4 pairs)" but its own S2 already has 2: TestRowKey's key has 3 pairs in all.
             ("S3", format!("{s1}{pair}{pair}"), 0x00),
             ("S4", "00 00 01 50 E2 27 00 00 00 01 00 00 02".into(), 0x09),
-            (
-                "S5",
-                "00 00 01 50 E2 27 00 00 00 01 00 00 01 00 00 02 00 00 03".into(),
-                0x03,
-            ),
+            ("S5", "00 00 01 50 E2 27 00 00 00 01 00 00 01 00 00 02 00 00 03".into(), 0x03),
             ("S6", "00 00 01 50 E2 27 00".into(), 0x0C),
             ("S7", "00 00 02 50 E2 27 00 00 00 01 00 00 01".into(), 0x09),
             ("S8", "00 00 03 50 E2 27 00 00 00 01 00 00 01".into(), 0x06),
@@ -1806,37 +1474,16 @@ mod tests {
         }
         for old in [0x02u8, 0xFF, 0x0E] {
             let mut k = [vec![old], h(s1)].concat();
-            prefix_salt(
-                &mut k,
-                &SaltConfig {
-                    width: 1,
-                    buckets: 20,
-                },
-                3,
-            );
+            prefix_salt(&mut k, &SaltConfig { width: 1, buckets: 20 }, 3);
             assert_eq!(k[0], 0x08, "S11 {old:02X}");
         }
         // S12: the global annotation row and keys too short keep their bytes.
         let mut global = [vec![0x07], h("00 00 00 50 E2 27 00")].concat();
         let before = global.clone();
-        prefix_salt(
-            &mut global,
-            &SaltConfig {
-                width: 1,
-                buckets: 20,
-            },
-            3,
-        );
+        prefix_salt(&mut global, &SaltConfig { width: 1, buckets: 20 }, 3);
         assert_eq!(global, before);
         let mut short = h("07 00 01");
-        prefix_salt(
-            &mut short,
-            &SaltConfig {
-                width: 1,
-                buckets: 20,
-            },
-            3,
-        );
+        prefix_salt(&mut short, &SaltConfig { width: 1, buckets: 20 }, 3);
         assert_eq!(short, h("07 00 01"));
         assert_eq!(salted(s1, 1, 2)[0], 0x00, "S13");
         // TestRowKey: a cut-off tag pair and a key without tags are still hashed.
@@ -1854,10 +1501,7 @@ mod tests {
         assert_eq!(salt_bytes(20, 4).as_slice(), h("00 00 00 14").as_slice());
         assert_eq!(salt_bytes(-2, 1).as_slice(), h("FE").as_slice());
         // Java's int shift wraps at 32 bits.
-        assert_eq!(
-            salt_bytes(20, 8).as_slice(),
-            h("00 00 00 14 00 00 00 14").as_slice()
-        );
+        assert_eq!(salt_bytes(20, 8).as_slice(), h("00 00 00 14 00 00 00 14").as_slice());
         assert_eq!(salt_bytes(20, 0).as_slice(), &[] as &[u8]);
         // S15: OpenTSDB divides by zero; rtsd writes bucket 0 instead of panicking.
         assert_eq!(salt_bucket(&[0, 0, 1], &[], 0), 0);
@@ -1878,53 +1522,27 @@ mod tests {
     fn row_key_from_tsuid_vectors() {
         let tsuid = h("00 00 01 00 00 01 00 00 02");
         let want = h("00 00 01 50 E2 27 00 00 00 01 00 00 02");
-        assert_eq!(
-            row_key_from_tsuid(&tsuid, 1356998400, &SaltConfig::NONE, 3),
-            want
-        ); // S16
-        assert_eq!(
-            row_key_from_tsuid(&tsuid, 1356998400123, &SaltConfig::NONE, 3),
-            want
-        ); // S16
-        assert_eq!(
-            row_key_from_tsuid(&tsuid, 0, &SaltConfig::NONE, 3),
-            h("00 00 01 00 00 00 00 00 00 01 00 00 02")
-        ); // S17
+        assert_eq!(row_key_from_tsuid(&tsuid, 1356998400, &SaltConfig::NONE, 3), want); // S16
+        assert_eq!(row_key_from_tsuid(&tsuid, 1356998400123, &SaltConfig::NONE, 3), want); // S16
+        assert_eq!(row_key_from_tsuid(&tsuid, 0, &SaltConfig::NONE, 3), h("00 00 01 00 00 00 00 00 00 01 00 00 02")); // S17
         assert_eq!(
             row_key_from_tsuid(&tsuid, -1356998400, &SaltConfig::NONE, 3),
             h("00 00 01 FF EB 58 80 00 00 01 00 00 02")
         ); // S17
-        let one = SaltConfig {
-            width: 1,
-            buckets: 2,
-        };
-        assert_eq!(
-            row_key_from_tsuid(&tsuid, 1356998400, &one, 3),
-            [vec![1], want.clone()].concat()
-        ); // S18
-        let four = SaltConfig {
-            width: 4,
-            buckets: 2,
-        };
-        assert_eq!(
-            row_key_from_tsuid(&tsuid, 1356998400, &four, 3),
-            [h("00 00 00 01"), want].concat()
-        ); // S18
+        let one = SaltConfig { width: 1, buckets: 2 };
+        assert_eq!(row_key_from_tsuid(&tsuid, 1356998400, &one, 3), [vec![1], want.clone()].concat()); // S18
+        let four = SaltConfig { width: 4, buckets: 2 };
+        assert_eq!(row_key_from_tsuid(&tsuid, 1356998400, &four, 3), [h("00 00 00 01"), want].concat());
+        // S18
     }
 
     // spec: ingest §5.7 S19
     #[test]
     fn tsuid_from_key() {
         let key = h("00 00 01 01 01 01 01 00 00 02 00 00 03");
-        assert_eq!(
-            tsuid_from_row_key(&key, 0, 3),
-            h("00 00 01 00 00 02 00 00 03")
-        );
+        assert_eq!(tsuid_from_row_key(&key, 0, 3), h("00 00 01 00 00 02 00 00 03"));
         let salted_key = [vec![9], key.clone()].concat();
-        assert_eq!(
-            tsuid_from_row_key(&salted_key, 1, 3),
-            h("00 00 01 00 00 02 00 00 03")
-        );
+        assert_eq!(tsuid_from_row_key(&salted_key, 1, 3), h("00 00 01 00 00 02 00 00 03"));
         assert_eq!(row_base_time(&salted_key, 1, 3), 0x01010101);
         assert_eq!(row_base_time(&h("00 00 01 50"), 0, 3), 0);
         assert_eq!(tsuid_from_row_key(&h("00 00"), 0, 3), h("00 00"));
@@ -1932,10 +1550,7 @@ mod tests {
 
     #[test]
     fn salted_row_key_round_trip() {
-        let salt = SaltConfig {
-            width: 1,
-            buckets: 20,
-        };
+        let salt = SaltConfig { width: 1, buckets: 20 };
         let tags: [(&[u8], &[u8]); 1] = [(&[0, 0, 1], &[0, 0, 1])];
         let key = row_key(&salt, &[0, 0, 1], R0_BASE, &tags);
         assert_eq!(key, h("08 00 00 01 50 E2 27 00 00 00 01 00 00 01"));
@@ -1947,13 +1562,7 @@ mod tests {
     // spec: ingest §5.8 U1-U6
     #[test]
     fn uid_vectors() {
-        for (bytes, s) in [
-            ("01", "01"),
-            ("0A 0B", "0A0B"),
-            ("1A 1B", "1A1B"),
-            ("00", "00"),
-            ("FF", "FF"),
-        ] {
+        for (bytes, s) in [("01", "01"), ("0A 0B", "0A0B"), ("1A 1B", "1A1B"), ("00", "00"), ("FF", "FF")] {
             assert_eq!(uid_to_string(&h(bytes)), s, "U1");
         }
         assert_eq!(string_to_uid("0A0B", None), Ok(h("0A 0B"))); // U2
@@ -1962,26 +1571,15 @@ mod tests {
         assert_eq!(string_to_uid("ab", None), Ok(h("AB")));
         assert_eq!(string_to_uid("2A0C", Some(3)), Ok(h("00 2A 0C"))); // U3
         assert_eq!(string_to_uid("0", Some(3)), Ok(h("00 00 00"))); // U3
-        assert_eq!(
-            string_to_uid("", None),
-            Err(CodecError::IllegalData("UID was empty".into()))
-        ); // U4
+        assert_eq!(string_to_uid("", None), Err(CodecError::IllegalData("UID was empty".into()))); // U4
         assert!(string_to_uid("HelloWorld", None).is_err()); // U4
         assert!(string_to_uid(" ", None).is_err()); // U4
         assert!(string_to_uid("ABC", Some(1)).is_err());
         assert!(string_to_uid("é", None).is_err());
         assert_eq!(uid_to_long(&h("00 00 2A")), 42); // U5
-        assert_eq!(
-            string_to_uid("00002A", Some(3)).map(|u| uid_to_long(&u)),
-            Ok(42)
-        ); // U5
+        assert_eq!(string_to_uid("00002A", Some(3)).map(|u| uid_to_long(&u)), Ok(42)); // U5
         assert_eq!(long_to_uid(42, 3), Ok(h("00 00 2A"))); // U6
-        assert_eq!(
-            long_to_uid(257, 1),
-            Err(CodecError::IllegalData(
-                "UID 257 was too large for 1 bytes".into()
-            ))
-        ); // U6
+        assert_eq!(long_to_uid(257, 1), Err(CodecError::IllegalData("UID 257 was too large for 1 bytes".into()))); // U6
         assert_eq!(long_to_uid(u64::MAX, 8), Ok(vec![0xFF; 8]));
         assert!(long_to_uid(1, 9).is_err());
     }
@@ -1995,20 +1593,8 @@ mod tests {
         assert_eq!(&row[3..5], &[0xC8, 0x01]); // 200 in LEB128
         let c: Vec<_> = columns(&row).collect();
         assert_eq!(c.len(), 2);
-        assert_eq!(
-            c[0],
-            Ok(Column {
-                qualifier: &h("00 07"),
-                value: &[7; 200]
-            })
-        );
-        assert_eq!(
-            c[1],
-            Ok(Column {
-                qualifier: &[],
-                value: &[]
-            })
-        );
+        assert_eq!(c[0], Ok(Column { qualifier: &h("00 07"), value: &[7; 200] }));
+        assert_eq!(c[1], Ok(Column { qualifier: &[], value: &[] }));
         for cut in 1..row.len() - 2 {
             let errors = columns(&row[..cut]).filter(Result::is_err).count();
             assert_eq!(errors, 1, "cut at {cut}");
@@ -2021,12 +1607,8 @@ mod tests {
         prop_oneof![
             any::<i64>().prop_map(Value::Int),
             (-300i64..300).prop_map(Value::Int),
-            any::<f32>()
-                .prop_filter("not NaN", |f| !f.is_nan())
-                .prop_map(Value::Float),
-            any::<f64>()
-                .prop_filter("not NaN", |f| !f.is_nan())
-                .prop_map(Value::Double),
+            any::<f32>().prop_filter("not NaN", |f| !f.is_nan()).prop_map(Value::Float),
+            any::<f64>().prop_filter("not NaN", |f| !f.is_nan()).prop_map(Value::Double),
         ]
     }
 
@@ -2043,15 +1625,8 @@ mod tests {
 
     fn point_cell(p: &(bool, i64, Value)) -> (Vec<u8>, Vec<u8>) {
         let (ms, offset, value) = *p;
-        let ts = if ms {
-            i64::from(R0_BASE) * 1000 + offset
-        } else {
-            i64::from(R0_BASE) + offset / 1000
-        };
-        (
-            build_qualifier(ts, value.flags()).to_vec(),
-            value.encode().to_vec(),
-        )
+        let ts = if ms { i64::from(R0_BASE) * 1000 + offset } else { i64::from(R0_BASE) + offset / 1000 };
+        (build_qualifier(ts, value.flags()).to_vec(), value.encode().to_vec())
     }
 
     /// Last write wins per millisecond instant: (timestamp, flags, bytes).
@@ -2060,9 +1635,7 @@ mod tests {
         for p in points {
             map.insert(p.1, (p.2.flags(), p.2.encode().to_vec()));
         }
-        map.into_iter()
-            .map(|(o, (f, b))| (i64::from(R0_BASE) * 1000 + o, f, b))
-            .collect()
+        map.into_iter().map(|(o, (f, b))| (i64::from(R0_BASE) * 1000 + o, f, b)).collect()
     }
 
     fn read_back(row: &[u8]) -> Vec<(i64, u8, Vec<u8>)> {

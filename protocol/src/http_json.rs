@@ -134,21 +134,14 @@ mod tests {
         );
         // spec: ingest §3.1
         assert_eq!(
-            error_envelope(
-                405,
-                "Method not allowed",
-                Some("The HTTP method [GET] is not permitted for this endpoint")
-            ),
+            error_envelope(405, "Method not allowed", Some("The HTTP method [GET] is not permitted for this endpoint")),
             r#"{"error":{"code":405,"message":"Method not allowed","details":"The HTTP method [GET] is not permitted for this endpoint"}}"#
         );
     }
 
     #[test]
     fn jsonp_wraps() {
-        assert_eq!(
-            jsonp("cb", r#"{"success":1,"failed":0}"#),
-            r#"cb({"success":1,"failed":0})"#
-        );
+        assert_eq!(jsonp("cb", r#"{"success":1,"failed":0}"#), r#"cb({"success":1,"failed":0})"#);
         assert_eq!(jsonp("f", ""), "f()");
     }
 }

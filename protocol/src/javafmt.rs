@@ -27,9 +27,7 @@ const UNTREEIFY_THRESHOLD: usize = 6;
 
 /// Java's `String.hashCode()`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 code units, wrapping in `i32`.
 fn java_string_hash(units: &[u16]) -> i32 {
-    units
-        .iter()
-        .fold(0i32, |h, &u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
+    units.iter().fold(0i32, |h, &u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
 }
 
 /// `HashMap.hash()`: folds the high half into the low half because bucket indexes only use the low bits.
@@ -107,11 +105,7 @@ impl JavaHashMap {
             red: false,
         });
         let b = self.bucket_of(hash);
-        let inserted = if self.table[b].root.is_some() {
-            self.put_tree(b, id)
-        } else {
-            self.put_chain(b, id)
-        };
+        let inserted = if self.table[b].root.is_some() { self.put_tree(b, id) } else { self.put_chain(b, id) };
         if !inserted {
             self.entries.pop();
             return;
@@ -123,8 +117,7 @@ impl JavaHashMap {
     }
 
     fn same_key(&self, a: usize, b: usize) -> bool {
-        self.entries[a].hash == self.entries[b].hash
-            && self.entries[a].units == self.entries[b].units
+        self.entries[a].hash == self.entries[b].hash && self.entries[a].units == self.entries[b].units
     }
 
     /// Appends to a plain chain unless the key is already there. Chains stay short (a 9th entry either
@@ -183,10 +176,7 @@ impl JavaHashMap {
             root = self.balance_insertion(root, x);
         }
         let head = self.move_to_front(head, root);
-        Bin {
-            head: Some(head),
-            root: Some(root),
-        }
+        Bin { head: Some(head), root: Some(root) }
     }
 
     /// Walks down from `root` to the node under which `x` belongs (keys are known to be distinct).
@@ -243,10 +233,7 @@ impl JavaHashMap {
         }
         let root = self.balance_insertion(root, x);
         let head = self.move_to_front(head, root);
-        self.table[b] = Bin {
-            head: Some(head),
-            root: Some(root),
-        };
+        self.table[b] = Bin { head: Some(head), root: Some(root) };
         true
     }
 
@@ -288,11 +275,7 @@ impl JavaHashMap {
                 return root;
             };
             let parent_is_left = self.entries[xpp].left == Some(xp);
-            let uncle = if parent_is_left {
-                self.entries[xpp].right
-            } else {
-                self.entries[xpp].left
-            };
+            let uncle = if parent_is_left { self.entries[xpp].right } else { self.entries[xpp].left };
             if let Some(u) = uncle.filter(|&u| self.is_red(Some(u))) {
                 self.entries[u].red = false;
                 self.entries[xp].red = false;
@@ -315,11 +298,7 @@ impl JavaHashMap {
             self.entries[xp].red = false;
             if let Some(g) = xpp {
                 self.entries[g].red = true;
-                root = if parent_is_left {
-                    self.rotate_right(root, g)
-                } else {
-                    self.rotate_left(root, g)
-                };
+                root = if parent_is_left { self.rotate_right(root, g) } else { self.rotate_left(root, g) };
             }
         }
     }
@@ -410,10 +389,7 @@ impl JavaHashMap {
                 let slot = j + side * old_cap;
                 self.table[slot] = match (head, bin.root) {
                     (Some(h), Some(_)) if count > UNTREEIFY_THRESHOLD && both => self.build_tree(h),
-                    (Some(h), Some(root)) if count > UNTREEIFY_THRESHOLD => Bin {
-                        head: Some(h),
-                        root: Some(root),
-                    },
+                    (Some(h), Some(root)) if count > UNTREEIFY_THRESHOLD => Bin { head: Some(h), root: Some(root) },
                     (head, _) => Bin { head, root: None },
                 };
             }
@@ -509,16 +485,10 @@ mod tests {
             ("host", "thursday"),
             ("i", "i"),
         ];
-        assert_eq!(
-            format_map(&pairs),
-            "{a=a, b=b, c=c, d=d, e=e, f=f, g=g, host=thursday, i=i}"
-        );
+        assert_eq!(format_map(&pairs), "{a=a, b=b, c=c, d=d, e=e, f=f, g=g, host=thursday, i=i}");
         // Insertion order does not matter here: every key has its own bucket.
         let reversed: Vec<(&str, &str)> = pairs.iter().rev().copied().collect();
-        assert_eq!(
-            format_map(&reversed),
-            "{a=a, b=b, c=c, d=d, e=e, f=f, g=g, host=thursday, i=i}"
-        );
+        assert_eq!(format_map(&reversed), "{a=a, b=b, c=c, d=d, e=e, f=f, g=g, host=thursday, i=i}");
     }
 
     // spec: ingest §2.4 — one tag.
@@ -535,10 +505,7 @@ mod tests {
     fn host_before_dc() {
         assert_eq!(order_of(&["dc", "host"]), ["host", "dc"]);
         assert_eq!(order_of(&["host", "dc"]), ["host", "dc"]);
-        assert_eq!(
-            format_map(&[("dc", "lga"), ("host", "web01")]),
-            "{host=web01, dc=lga}"
-        );
+        assert_eq!(format_map(&[("dc", "lga"), ("host", "web01")]), "{host=web01, dc=lga}");
     }
 
     // Same bucket keeps insertion order: "a" = 97 -> bucket 1, "q" = 113 = 0x71 -> bucket 1.
@@ -552,10 +519,7 @@ mod tests {
     #[test]
     fn repeated_key_keeps_first_position() {
         assert_eq!(hashmap_order(&["q", "a", "q"]), vec![0, 1]);
-        assert_eq!(
-            format_map(&[("q", "1"), ("a", "2"), ("q", "3")]),
-            "{q=3, a=2}"
-        );
+        assert_eq!(format_map(&[("q", "1"), ("a", "2"), ("q", "3")]), "{q=3, a=2}");
     }
 
     // 13 keys exceed the threshold of 12 -> table of 32. "a".."l" = 0x61..0x6C land in buckets 1..12 in both
@@ -598,13 +562,8 @@ mod tests {
     // the chain keeps insertion order since all hashes are equal.
     #[test]
     fn long_chain_in_small_table_resizes() {
-        let keys: Vec<String> = (0..9)
-            .map(|i: u32| {
-                (0..4)
-                    .map(|b| if i >> b & 1 == 1 { "BB" } else { "Aa" })
-                    .collect()
-            })
-            .collect();
+        let keys: Vec<String> =
+            (0..9).map(|i: u32| (0..4).map(|b| if i >> b & 1 == 1 { "BB" } else { "Aa" }).collect()).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         assert_eq!(hashmap_order(&refs), (0..9).collect::<Vec<_>>());
     }
@@ -615,23 +574,17 @@ mod tests {
     #[test]
     fn tree_bin_matches_jdk() {
         let mut keys: Vec<String> = (0..60).map(|i| format!("k{i}")).collect();
-        keys.extend((0..16u32).rev().map(|i| {
-            (0..4)
-                .map(|b| if i >> b & 1 == 1 { "BB" } else { "Aa" })
-                .collect::<String>()
-        }));
+        keys.extend(
+            (0..16u32).rev().map(|i| (0..4).map(|b| if i >> b & 1 == 1 { "BB" } else { "Aa" }).collect::<String>()),
+        );
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let got: Vec<&str> = order_of(&refs)
-            .into_iter()
-            .filter(|k| k.len() == 8)
-            .collect();
+        let got: Vec<&str> = order_of(&refs).into_iter().filter(|k| k.len() == 8).collect();
         assert_eq!(got, TREE_BIN_JDK_ORDER);
     }
 
     const TREE_BIN_JDK_ORDER: [&str; 16] = [
-        "BBAaBBBB", "BBBBBBBB", "AaBBBBBB", "AaAaBBBB", "BBBBAaBB", "BBBBAaAa", "BBBBBBAa",
-        "AaBBAaBB", "AaBBAaAa", "AaBBBBAa", "BBAaAaBB", "BBAaAaAa", "BBAaBBAa", "AaAaAaBB",
-        "AaAaAaAa", "AaAaBBAa",
+        "BBAaBBBB", "BBBBBBBB", "AaBBBBBB", "AaAaBBBB", "BBBBAaBB", "BBBBAaAa", "BBBBBBAa", "AaBBAaBB", "AaBBAaAa",
+        "AaBBBBAa", "BBAaAaBB", "BBAaAaAa", "BBAaBBAa", "AaAaAaBB", "AaAaAaAa", "AaAaBBAa",
     ];
 
     // JDK 17 oracle: in a 128-bucket table, 8 colliding keys are still a chain (insertion order), the 9th turns
@@ -640,37 +593,26 @@ mod tests {
     fn treeify_on_ninth_chain_entry_matches_jdk() {
         let colliding = |n: u32| -> Vec<String> {
             let mut keys: Vec<String> = (0..60).map(|i| format!("k{i}")).collect();
-            keys.extend((0..n).rev().map(|i| {
-                (0..4)
-                    .map(|b| if i >> b & 1 == 1 { "BB" } else { "Aa" })
-                    .collect::<String>()
-            }));
+            keys.extend(
+                (0..n).rev().map(|i| (0..4).map(|b| if i >> b & 1 == 1 { "BB" } else { "Aa" }).collect::<String>()),
+            );
             keys
         };
         let eight = colliding(8);
         let refs: Vec<&str> = eight.iter().map(String::as_str).collect();
-        let got: Vec<&str> = order_of(&refs)
-            .into_iter()
-            .filter(|k| k.len() == 8)
-            .collect();
+        let got: Vec<&str> = order_of(&refs).into_iter().filter(|k| k.len() == 8).collect();
         assert_eq!(
             got,
-            [
-                "BBBBBBAa", "AaBBBBAa", "BBAaBBAa", "AaAaBBAa", "BBBBAaAa", "AaBBAaAa", "BBAaAaAa",
-                "AaAaAaAa"
-            ]
+            ["BBBBBBAa", "AaBBBBAa", "BBAaBBAa", "AaAaBBAa", "BBBBAaAa", "AaBBAaAa", "BBAaAaAa", "AaAaAaAa"]
         );
         let nine = colliding(9);
         let refs: Vec<&str> = nine.iter().map(String::as_str).collect();
-        let got: Vec<&str> = order_of(&refs)
-            .into_iter()
-            .filter(|k| k.len() == 8)
-            .collect();
+        let got: Vec<&str> = order_of(&refs).into_iter().filter(|k| k.len() == 8).collect();
         assert_eq!(
             got,
             [
-                "AaBBBBAa", "BBBBBBAa", "AaAaAaBB", "AaAaAaAa", "BBAaBBAa", "AaAaBBAa", "BBBBAaAa",
-                "AaBBAaAa", "BBAaAaAa"
+                "AaBBBBAa", "BBBBBBAa", "AaAaAaBB", "AaAaAaAa", "BBAaBBAa", "AaAaBBAa", "BBBBAaAa", "AaBBAaAa",
+                "BBAaAaAa"
             ]
         );
     }

@@ -114,11 +114,7 @@ impl fmt::Display for JsonError {
             JsonErrorKind::Syntax => "com.fasterxml.jackson.core.JsonParseException",
             JsonErrorKind::Mapping => "com.fasterxml.jackson.databind.exc.MismatchedInputException",
         };
-        write!(
-            f,
-            "{class}: {} at [line: {}, column: {}]",
-            self.message, self.line, self.column
-        )
+        write!(f, "{class}: {} at [line: {}, column: {}]", self.message, self.line, self.column)
     }
 }
 
@@ -137,14 +133,8 @@ pub fn parse_put_body(body: &[u8]) -> Result<Vec<BodyPoint>, BodyError> {
     let Some(start) = body.iter().position(|&b| b > b' ') else {
         return Err(BodyError::MissingContent);
     };
-    let end = body
-        .iter()
-        .rposition(|&b| b > b' ')
-        .map_or(body.len(), |i| i + 1);
-    let mut r = Reader {
-        buf: &body[..end],
-        pos: start,
-    };
+    let end = body.iter().rposition(|&b| b > b' ').map_or(body.len(), |i| i + 1);
+    let mut r = Reader { buf: &body[..end], pos: start };
     let points = match body[start] {
         b'{' => {
             r.pos += 1;
@@ -223,12 +213,7 @@ impl TagBuilder {
         }
         self.tags.push((key, value));
         if self.index.is_none() && self.tags.len() > Self::INDEX_AFTER {
-            let index = self
-                .tags
-                .iter()
-                .enumerate()
-                .map(|(i, (k, _))| (k.clone(), i))
-                .collect();
+            let index = self.tags.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
             self.index = Some(index);
         }
     }
@@ -284,12 +269,7 @@ impl<'a> Reader<'a> {
                 _ => 1,
             })
             .sum::<usize>();
-        JsonError {
-            kind,
-            message,
-            line,
-            column,
-        }
+        JsonError { kind, message, line, column }
     }
 
     fn syntax(&self, at: usize, message: impl Into<String>) -> JsonError {
@@ -305,10 +285,7 @@ impl<'a> Reader<'a> {
         match self.buf.get(self.pos..) {
             Some(rest) if !rest.is_empty() => {
                 let shown = describe_char(rest);
-                self.syntax(
-                    self.pos,
-                    format!("Unexpected character ({shown}): {expected}"),
-                )
+                self.syntax(self.pos, format!("Unexpected character ({shown}): {expected}"))
             }
             _ => self.syntax(self.pos, format!("Unexpected end-of-input: {expected}")),
         }
@@ -416,10 +393,7 @@ impl<'a> Reader<'a> {
             Token::False => Ok("false".to_owned()),
             other => Err(self.mapping(
                 at,
-                format!(
-                    "Cannot deserialize instance of `{target}` out of {} token",
-                    other.jackson_name()
-                ),
+                format!("Cannot deserialize instance of `{target}` out of {} token", other.jackson_name()),
             )),
         }
     }
@@ -427,13 +401,10 @@ impl<'a> Reader<'a> {
     /// The `long timestamp` property with Jackson 2.9's default coercions: integers as is, floats truncated
     /// toward zero, strings parsed as a Java long after trimming (empty or `"null"` mean 0), `null` is 0.
     fn timestamp_field(&self, at: usize, tok: Token<'a>) -> Result<i64, JsonError> {
-        let out_of_range =
-            |text: &str| self.mapping(at, format!("Numeric value ({text}) out of range of long"));
+        let out_of_range = |text: &str| self.mapping(at, format!("Numeric value ({text}) out of range of long"));
         match tok {
             Token::Null => Ok(0),
-            Token::Num { text, float: false } => {
-                text.parse::<i64>().map_err(|_| out_of_range(text))
-            }
+            Token::Num { text, float: false } => text.parse::<i64>().map_err(|_| out_of_range(text)),
             Token::Num { text, float: true } => match text.parse::<f64>() {
                 Ok(d) => double_to_long(d).ok_or_else(|| out_of_range(text)),
                 Err(_) => Err(out_of_range(text)),
@@ -449,45 +420,28 @@ impl<'a> Reader<'a> {
                 java_parse_long(t).ok_or_else(|| {
                     self.mapping(
                         at,
-                        format!(
-                            "Cannot deserialize value of type `long` from String \"{t}\": not a valid Long value"
-                        ),
+                        format!("Cannot deserialize value of type `long` from String \"{t}\": not a valid Long value"),
                     )
                 })
             }
-            other => Err(self.mapping(
-                at,
-                format!(
-                    "Cannot deserialize instance of `long` out of {} token",
-                    other.jackson_name()
-                ),
-            )),
+            other => Err(self
+                .mapping(at, format!("Cannot deserialize instance of `long` out of {} token", other.jackson_name()))),
         }
     }
 
     /// The `HashMap<String, String> tags` property.
-    fn tags_field(
-        &mut self,
-        at: usize,
-        tok: Token<'a>,
-    ) -> Result<Option<Vec<(String, String)>>, JsonError> {
+    fn tags_field(&mut self, at: usize, tok: Token<'a>) -> Result<Option<Vec<(String, String)>>, JsonError> {
         match tok {
             Token::Null => return Ok(None),
             Token::ObjectStart => {}
             other => {
                 return Err(self.mapping(
                     at,
-                    format!(
-                        "Cannot deserialize instance of `java.util.HashMap` out of {} token",
-                        other.jackson_name()
-                    ),
+                    format!("Cannot deserialize instance of `java.util.HashMap` out of {} token", other.jackson_name()),
                 ))
             }
         }
-        let mut tags = TagBuilder {
-            tags: Vec::new(),
-            index: None,
-        };
+        let mut tags = TagBuilder { tags: Vec::new(), index: None };
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -587,9 +541,10 @@ impl<'a> Reader<'a> {
             b'n' => self.literal("null", Token::Null),
             b'N' => self.literal("NaN", Token::NonNumeric("NaN")),
             b'I' => self.literal("Infinity", Token::NonNumeric("Infinity")),
-            _ => Err(self.unexpected(
-                "expected a valid value (number, String, array, object, 'true', 'false' or 'null')",
-            )),
+            _ => {
+                Err(self
+                    .unexpected("expected a valid value (number, String, array, object, 'true', 'false' or 'null')"))
+            }
         }
     }
 
@@ -611,10 +566,7 @@ impl<'a> Reader<'a> {
             .count()
             .max(1);
         let word = String::from_utf8_lossy(&rest[..len.min(rest.len())]);
-        self.syntax(
-            self.pos,
-            format!("Unrecognized token '{word}': was expecting ('true', 'false' or 'null')"),
-        )
+        self.syntax(self.pos, format!("Unrecognized token '{word}': was expecting ('true', 'false' or 'null')"))
     }
 
     /// `+INF`, `+Infinity` (Jackson 2.9 accepts no other leading `+`).
@@ -633,11 +585,8 @@ impl<'a> Reader<'a> {
 
     fn unexpected_number_start(&self) -> JsonError {
         let at = self.pos + 1;
-        let shown = self
-            .buf
-            .get(at..)
-            .filter(|r| !r.is_empty())
-            .map_or_else(|| "end-of-input".to_owned(), describe_char);
+        let shown =
+            self.buf.get(at..).filter(|r| !r.is_empty()).map_or_else(|| "end-of-input".to_owned(), describe_char);
         self.syntax(
             at,
             format!(
@@ -667,10 +616,7 @@ impl<'a> Reader<'a> {
         if self.peek() == Some(b'0') {
             self.pos += 1;
             if matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.syntax(
-                    self.pos,
-                    "Invalid numeric value: Leading zeroes not allowed",
-                ));
+                return Err(self.syntax(self.pos, "Invalid numeric value: Leading zeroes not allowed"));
             }
         } else {
             self.digits();
@@ -701,24 +647,15 @@ impl<'a> Reader<'a> {
     }
 
     fn digits(&mut self) -> usize {
-        let n = self.buf[self.pos..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
+        let n = self.buf[self.pos..].iter().take_while(|b| b.is_ascii_digit()).count();
         self.pos += n;
         n
     }
 
     fn unexpected_in_number(&self, what: &str) -> JsonError {
-        let shown = self
-            .buf
-            .get(self.pos..)
-            .filter(|r| !r.is_empty())
-            .map_or_else(|| "end-of-input".to_owned(), describe_char);
-        self.syntax(
-            self.pos,
-            format!("Unexpected character ({shown}) in numeric value: {what}"),
-        )
+        let shown =
+            self.buf.get(self.pos..).filter(|r| !r.is_empty()).map_or_else(|| "end-of-input".to_owned(), describe_char);
+        self.syntax(self.pos, format!("Unexpected character ({shown}) in numeric value: {what}"))
     }
 
     /// A string literal at the cursor (which is on the opening quote). Borrows from the body unless it has
@@ -729,15 +666,11 @@ impl<'a> Reader<'a> {
         let mut owned: Option<String> = None;
         let mut run = self.pos;
         loop {
-            let Some(off) = buf[self.pos..]
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-            else {
+            let Some(off) = buf[self.pos..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20) else {
                 self.pos = buf.len();
-                return Err(self.syntax(
-                    buf.len(),
-                    "Unexpected end-of-input: was expecting closing quote for a string value",
-                ));
+                return Err(
+                    self.syntax(buf.len(), "Unexpected end-of-input: was expecting closing quote for a string value")
+                );
             };
             let i = self.pos + off;
             let chunk = self.utf8(run, i)?;
@@ -778,11 +711,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|e| {
             let at = from + e.valid_up_to();
             let b = bytes.get(e.valid_up_to()).copied().unwrap_or(0);
-            let what = if (0x80..=0xBF).contains(&b) || b >= 0xF8 {
-                "start"
-            } else {
-                "middle"
-            };
+            let what = if (0x80..=0xBF).contains(&b) || b >= 0xF8 { "start" } else { "middle" };
             self.syntax(at, format!("Invalid UTF-8 {what} byte 0x{b:02x}"))
         })
     }
@@ -790,10 +719,7 @@ impl<'a> Reader<'a> {
     /// The character after a backslash (cursor just past the backslash).
     fn escape(&mut self) -> Result<char, JsonError> {
         let Some(b) = self.peek() else {
-            return Err(self.syntax(
-                self.pos,
-                "Unexpected end-of-input in character escape sequence",
-            ));
+            return Err(self.syntax(self.pos, "Unexpected end-of-input in character escape sequence"));
         };
         self.pos += 1;
         let c = match b {
@@ -826,9 +752,7 @@ impl<'a> Reader<'a> {
                         };
                         match low {
                             Some(l) => {
-                                let cp = 0x10000
-                                    + ((u32::from(unit) - 0xD800) << 10)
-                                    + (u32::from(l) - 0xDC00);
+                                let cp = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(l) - 0xDC00);
                                 char::from_u32(cp).unwrap_or('\u{FFFD}')
                             }
                             None => '\u{FFFD}',
@@ -839,10 +763,7 @@ impl<'a> Reader<'a> {
             }
             _ => {
                 let shown = describe_char(&self.buf[self.pos - 1..]);
-                return Err(self.syntax(
-                    self.pos - 1,
-                    format!("Unrecognized character escape ({shown})"),
-                ));
+                return Err(self.syntax(self.pos - 1, format!("Unrecognized character escape ({shown})")));
             }
         };
         Ok(c)
@@ -855,17 +776,8 @@ impl<'a> Reader<'a> {
                 Some(b @ b'0'..=b'9') => b - b'0',
                 Some(b @ b'a'..=b'f') => b - b'a' + 10,
                 Some(b @ b'A'..=b'F') => b - b'A' + 10,
-                Some(_) => {
-                    return Err(
-                        self.unexpected("expected a hex-digit for character escape sequence")
-                    )
-                }
-                None => {
-                    return Err(self.syntax(
-                        self.pos,
-                        "Unexpected end-of-input in character escape sequence",
-                    ))
-                }
+                Some(_) => return Err(self.unexpected("expected a hex-digit for character escape sequence")),
+                None => return Err(self.syntax(self.pos, "Unexpected end-of-input in character escape sequence")),
             };
             v = (v << 4) | u16::from(d);
             self.pos += 1;
@@ -882,10 +794,7 @@ fn describe_char(rest: &[u8]) -> String {
         Some(0xF0..=0xF7) => 4,
         _ => 1,
     };
-    let decoded = rest
-        .get(..len)
-        .and_then(|s| std::str::from_utf8(s).ok())
-        .and_then(|s| s.chars().next());
+    let decoded = rest.get(..len).and_then(|s| std::str::from_utf8(s).ok()).and_then(|s| s.chars().next());
     match decoded {
         Some(c) if c < ' ' => format!("CTRL-CHAR, code {}", u32::from(c)),
         Some(c) => format!("'{c}' (code {})", u32::from(c)),
@@ -975,12 +884,7 @@ pub struct PutDetail {
 /// The `?summary` / `?details` reply body in OpenTSDB's (Java 8 `HashMap`) key order (spec: ingest §3.5, §3.6):
 /// `{"success":S,"failed":F}`, with `"timeouts"` between them when `sync_timeout` is in effect, and `"errors"` last
 /// when details were requested (an empty list is written as `[]`).
-pub fn summary_json(
-    success: u64,
-    failed: u64,
-    timeouts: Option<u64>,
-    errors: Option<&[PutDetail]>,
-) -> String {
+pub fn summary_json(success: u64, failed: u64, timeouts: Option<u64>, errors: Option<&[PutDetail]>) -> String {
     let mut out = String::with_capacity(48 + errors.map_or(0, |e| e.len() * 128));
     out.push_str("{\"success\":");
     out.push_str(&success.to_string());
@@ -1039,10 +943,7 @@ mod tests {
     }
 
     fn value_of(token: &str) -> Option<String> {
-        one(&format!(
-            r#"{{"metric":"m","timestamp":1,"value":{token},"tags":{{"h":"w"}}}}"#
-        ))
-        .value
+        one(&format!(r#"{{"metric":"m","timestamp":1,"value":{token},"tags":{{"h":"w"}}}}"#)).value
     }
 
     fn timestamp_of(token: &str) -> Result<i64, BodyError> {
@@ -1061,20 +962,14 @@ mod tests {
     }
 
     fn tags(pairs: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
-        Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
     }
 
     // spec: ingest §3.8 — the docs' example request.
     #[test]
     fn single_object() {
-        let p = one(
-            r#"{"metric":"sys.cpu.nice","timestamp":1346846400,"value":18,"tags":{"host":"web01","dc":"lga"}}"#,
-        );
+        let p =
+            one(r#"{"metric":"sys.cpu.nice","timestamp":1346846400,"value":18,"tags":{"host":"web01","dc":"lga"}}"#);
         assert_eq!(
             p,
             IncomingPoint {
@@ -1132,8 +1027,7 @@ mod tests {
     // clients.md opentsdb-py / pyopentsdb: string values and string timestamps.
     #[test]
     fn string_values_and_timestamps() {
-        let p =
-            one(r#"{"metric":"m","timestamp":"1795302119","value":"12.5","tags":{"host":"a"}}"#);
+        let p = one(r#"{"metric":"m","timestamp":"1795302119","value":"12.5","tags":{"host":"a"}}"#);
         assert_eq!(p.timestamp, 1795302119);
         assert_eq!(p.value.as_deref(), Some("12.5"));
     }
@@ -1254,14 +1148,8 @@ mod tests {
     // spec: ingest §3.7 — Display is the envelope message; details carry the Jackson-style location.
     #[test]
     fn error_texts() {
-        assert_eq!(
-            BodyError::MissingContent.to_string(),
-            "Missing request content"
-        );
-        assert_eq!(
-            BodyError::NotObjectOrArray.to_string(),
-            "The JSON must start as an object or an array"
-        );
+        assert_eq!(BodyError::MissingContent.to_string(), "Missing request content");
+        assert_eq!(BodyError::NotObjectOrArray.to_string(), "The JSON must start as an object or an array");
         assert_eq!(BodyError::MissingContent.details(), None);
         let e = parse("[\n{\"value\": Nan}\n]");
         let Err(e) = e else { panic!("accepted") };
@@ -1388,13 +1276,9 @@ mod tests {
         assert_eq!(metric("true").as_deref(), Some("true"));
         assert_eq!(metric("false").as_deref(), Some("false"));
         assert_eq!(metric("NaN").as_deref(), Some("NaN"));
-        for bad in [
-            r#"{"metric":{}}"#,
-            r#"{"metric":["a"]}"#,
-            r#"{"value":{"a":1}}"#,
-            r#"{"value":[1]}"#,
-            r#"{"tsuid":{}}"#,
-        ] {
+        for bad in
+            [r#"{"metric":{}}"#, r#"{"metric":["a"]}"#, r#"{"value":{"a":1}}"#, r#"{"value":[1]}"#, r#"{"tsuid":{}}"#]
+        {
             assert_eq!(assert_invalid(bad).kind, JsonErrorKind::Mapping, "{bad}");
         }
     }
@@ -1403,15 +1287,7 @@ mod tests {
     #[test]
     fn tag_maps() {
         let p = one(r#"{"tags":{"port":8080,"up":true,"ratio":0.5,"name":"x"}}"#);
-        assert_eq!(
-            p.tags,
-            tags(&[
-                ("port", "8080"),
-                ("up", "true"),
-                ("ratio", "0.5"),
-                ("name", "x")
-            ])
-        );
+        assert_eq!(p.tags, tags(&[("port", "8080"), ("up", "true"), ("ratio", "0.5"), ("name", "x")]));
         let p = one(r#"{"tags":{"host":"a","dc":"lga","host":"b"}}"#);
         assert_eq!(p.tags, tags(&[("host", "b"), ("dc", "lga")]));
         // A second `tags` replaces the first entirely (setter called again).
@@ -1454,9 +1330,7 @@ mod tests {
     // spec: ingest §3.2 — repeated fields: the last one wins.
     #[test]
     fn repeated_fields() {
-        let p = one(
-            r#"{"metric":"a","value":1,"metric":"b","timestamp":5,"timestamp":"6","value":null}"#,
-        );
+        let p = one(r#"{"metric":"a","value":1,"metric":"b","timestamp":5,"timestamp":"6","value":null}"#);
         assert_eq!(p.metric.as_deref(), Some("b"));
         assert_eq!(p.timestamp, 6);
         assert_eq!(p.value, None);
@@ -1492,33 +1366,18 @@ mod tests {
     #[test]
     fn deep_nesting() {
         let depth = 200_000;
-        let body = format!(
-            r#"{{"metric":"m","deep":{}{}}}"#,
-            "[".repeat(depth),
-            "]".repeat(depth)
-        );
+        let body = format!(r#"{{"metric":"m","deep":{}{}}}"#, "[".repeat(depth), "]".repeat(depth));
         assert_eq!(one(&body).metric.as_deref(), Some("m"));
         let body = format!(r#"{{"deep":{}"#, r#"{"a":"#.repeat(depth));
         assert_invalid(&body);
-        let body = format!(
-            r#"{{"deep":{}1{}}}"#,
-            "[".repeat(depth),
-            "]".repeat(depth - 1)
-        );
+        let body = format!(r#"{{"deep":{}1{}}}"#, "[".repeat(depth), "]".repeat(depth - 1));
         assert_invalid(&body);
     }
 
     // Trailing content after the top-level value is rejected (Jackson 2.9's default would ignore it).
     #[test]
     fn trailing_content() {
-        for body in [
-            "{} x",
-            "[]]",
-            "[],[]",
-            "{}{}",
-            r#"[{"metric":"m"}] garbage"#,
-            "{}\u{0}x",
-        ] {
+        for body in ["{} x", "[]]", "[],[]", "{}{}", r#"[{"metric":"m"}] garbage"#, "{}\u{0}x"] {
             assert_invalid(body);
         }
         // Java's trim() removes every char <= U+0020 at both ends, not just JSON whitespace.
@@ -1529,10 +1388,7 @@ mod tests {
     #[test]
     fn strings() {
         let metric = |s: &str| one(&format!(r#"{{"metric":"{s}"}}"#)).metric;
-        assert_eq!(
-            metric(r#"\u0041\n\"\\\/\b\f\r\t"#).as_deref(),
-            Some("A\n\"\\/\u{8}\u{c}\r\t")
-        );
+        assert_eq!(metric(r#"\u0041\n\"\\\/\b\f\r\t"#).as_deref(), Some("A\n\"\\/\u{8}\u{c}\r\t"));
         assert_eq!(metric(r#"\ud83d\ude00"#).as_deref(), Some("😀"));
         assert_eq!(metric(r#"\uD83D\uDE00x"#).as_deref(), Some("😀x"));
         // Lone surrogates cannot live in a Rust string; U+FFFD fails validation just as they would in Java.
@@ -1541,15 +1397,7 @@ mod tests {
         assert_eq!(metric(r#"\ud83d\u0041"#).as_deref(), Some("\u{FFFD}A"));
         assert_eq!(metric(r#"\u0000"#).as_deref(), Some("\u{0}"));
         assert_eq!(metric("中国 é").as_deref(), Some("中国 é"));
-        for bad in [
-            r#"\x"#,
-            r#"\u12"#,
-            r#"\u12G4"#,
-            r#"\U0041"#,
-            "a\u{1}b",
-            "a\tb",
-            "a\nb",
-        ] {
+        for bad in [r#"\x"#, r#"\u12"#, r#"\u12G4"#, r#"\U0041"#, "a\u{1}b", "a\tb", "a\nb"] {
             assert_invalid(&format!(r#"{{"metric":"{bad}"}}"#));
         }
         assert_invalid(r#"{"metric":"\"#);
@@ -1563,10 +1411,7 @@ mod tests {
             let mut body = br#"{"metric":""#.to_vec();
             body.extend_from_slice(bad);
             body.extend_from_slice(br#""}"#);
-            assert!(
-                matches!(parse_put_body(&body), Err(BodyError::Invalid(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(parse_put_body(&body), Err(BodyError::Invalid(_))), "{bad:?}");
         }
         let mut body = br#"{"metric":1"#.to_vec();
         body.push(0xE9);
@@ -1577,19 +1422,10 @@ mod tests {
     // spec: ingest §3.6 — exact reply bytes.
     #[test]
     fn summary_exact_bytes() {
-        assert_eq!(
-            summary_json(1, 0, None, None),
-            r#"{"success":1,"failed":0}"#
-        );
-        assert_eq!(
-            summary_json(2, 0, Some(0), None),
-            r#"{"success":2,"timeouts":0,"failed":0}"#
-        );
+        assert_eq!(summary_json(1, 0, None, None), r#"{"success":1,"failed":0}"#);
+        assert_eq!(summary_json(2, 0, Some(0), None), r#"{"success":2,"timeouts":0,"failed":0}"#);
         // spec: ingest §5.10 P8 — details with nothing failed.
-        assert_eq!(
-            summary_json(1, 0, None, Some(&[])),
-            r#"{"success":1,"failed":0,"errors":[]}"#
-        );
+        assert_eq!(summary_json(1, 0, None, Some(&[])), r#"{"success":1,"failed":0,"errors":[]}"#);
         let nan = IncomingPoint {
             metric: Some("sys.cpu.nice".into()),
             timestamp: 1365465600,
@@ -1597,23 +1433,15 @@ mod tests {
             tags: tags(&[("host", "web01")]),
             tsuid: None,
         };
-        let detail = PutDetail {
-            point: BodyPoint::Point(nan.clone()),
-            error: "Unable to parse value to a number".into(),
-        };
+        let detail =
+            PutDetail { point: BodyPoint::Point(nan.clone()), error: "Unable to parse value to a number".into() };
         assert_eq!(
             summary_json(0, 1, None, Some(std::slice::from_ref(&detail))),
             r#"{"success":0,"failed":1,"errors":[{"datapoint":{"metric":"sys.cpu.nice","timestamp":1365465600,"value":"NaN","tags":{"host":"web01"}},"error":"Unable to parse value to a number"}]}"#
         );
         // spec: ingest §3.4 — a null element, and §5.10 P25 — timeouts with errors last.
-        let null = PutDetail {
-            point: BodyPoint::Null,
-            error: "Unexpected null datapoint encountered in set.".into(),
-        };
-        let timedout = PutDetail {
-            point: BodyPoint::Point(nan),
-            error: "Write timedout".into(),
-        };
+        let null = PutDetail { point: BodyPoint::Null, error: "Unexpected null datapoint encountered in set.".into() };
+        let timedout = PutDetail { point: BodyPoint::Point(nan), error: "Write timedout".into() };
         assert_eq!(
             summary_json(0, 1, Some(1), Some(&[null, timedout])),
             r#"{"success":0,"timeouts":1,"failed":1,"errors":[{"datapoint":null,"error":"Unexpected null datapoint encountered in set."},{"datapoint":{"metric":"sys.cpu.nice","timestamp":1365465600,"value":"NaN","tags":{"host":"web01"}},"error":"Write timedout"}]}"#
@@ -1642,11 +1470,7 @@ mod tests {
             r#"{"metric":"a\"b","timestamp":-1,"value":"42","tags":{"host":"web01","dc":"lga"},"tsuid":"000001"}"#
         );
 
-        let p = IncomingPoint {
-            value: Some("1e-05".into()),
-            tags: Some(vec![]),
-            ..IncomingPoint::default()
-        };
+        let p = IncomingPoint { value: Some("1e-05".into()), tags: Some(vec![]), ..IncomingPoint::default() };
         let mut out = String::new();
         datapoint_json(&p, &mut out);
         assert_eq!(out, r#"{"timestamp":0,"value":"1e-05","tags":{}}"#);
@@ -1661,10 +1485,7 @@ mod tests {
             if let Some(t) = p.tags.as_mut() {
                 let keys: Vec<&str> = t.iter().map(|(k, _)| k.as_str()).collect();
                 let order = crate::javafmt::hashmap_order(&keys);
-                *t = order
-                    .into_iter()
-                    .filter_map(|i| t.get(i).cloned())
-                    .collect();
+                *t = order.into_iter().filter_map(|i| t.get(i).cloned()).collect();
             }
             p
         }
@@ -1675,11 +1496,7 @@ mod tests {
                 text(),
                 any::<i64>(),
                 text(),
-                proptest::option::of(proptest::collection::btree_map(
-                    any::<String>(),
-                    any::<String>(),
-                    0..12,
-                )),
+                proptest::option::of(proptest::collection::btree_map(any::<String>(), any::<String>(), 0..12)),
                 text(),
             )
                 .prop_map(|(metric, timestamp, value, tags, tsuid)| IncomingPoint {

@@ -19,8 +19,8 @@
 //! }
 //! ```
 
-pub mod chukwa;
 pub mod annotation;
+pub mod chukwa;
 pub mod codec;
 pub mod http_json;
 pub mod javafmt;

@@ -137,17 +137,9 @@ pub fn parse_java_double(s: &str) -> Result<f64, NumberError> {
     let body = &b[body_at..];
     match body {
         b"NaN" => return Ok(f64::NAN),
-        b"Infinity" => {
-            return Ok(if negative {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            })
-        }
+        b"Infinity" => return Ok(if negative { f64::NEG_INFINITY } else { f64::INFINITY }),
         [b'0', b'x' | b'X', hex @ ..] => {
-            return parse_hex_body(hex)
-                .map(|m| if negative { -m } else { m })
-                .ok_or_else(fail)
+            return parse_hex_body(hex).map(|m| if negative { -m } else { m }).ok_or_else(fail)
         }
         _ => {}
     }
@@ -160,12 +152,7 @@ pub fn parse_java_double(s: &str) -> Result<f64, NumberError> {
 /// Length of the decimal number in `body` (without its optional `fFdD` suffix) if `body` is exactly
 /// `(D+[.D*]|.D+)([eE][+-]?D+)?[fFdD]?`.
 fn decimal_end(body: &[u8]) -> Option<usize> {
-    let digits = |from: usize| {
-        body[from..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count()
-    };
+    let digits = |from: usize| body[from..].iter().take_while(|b| b.is_ascii_digit()).count();
     let mut i = digits(0);
     let mut mantissa_digits = i;
     if body.get(i) == Some(&b'.') {
@@ -278,11 +265,7 @@ fn parse_hex_body(body: &[u8]) -> Option<f64> {
         return Some(0.0);
     }
     let exp = if exp_negative { -exp } else { exp };
-    Some(round_binary(
-        mantissa,
-        exp_adjust.saturating_add(exp),
-        sticky,
-    ))
+    Some(round_binary(mantissa, exp_adjust.saturating_add(exp), sticky))
 }
 
 /// `mantissa × 2^exp` (plus "a little more" when `sticky`) rounded to the nearest double, ties to even.
@@ -375,18 +358,12 @@ mod tests {
             ("42a51", "Invalid character 'a' in 42a51"),
             ("+", "Just a sign, no value: +"),
             ("-", "Just a sign, no value: -"),
-            (
-                "18446744073709551616",
-                "Value too long: 18446744073709551616",
-            ),
+            ("18446744073709551616", "Value too long: 18446744073709551616"),
             ("9223372036854775808", "Overflow in 9223372036854775808"),
             ("-9223372036854775809", "Overflow in -9223372036854775809"),
             ("+9223372036854775808", "Overflow in +9223372036854775808"),
             ("9999999999999999999", "Overflow in 9999999999999999999"),
-            (
-                "+12345678901234567890",
-                "Value too long: +12345678901234567890",
-            ),
+            ("+12345678901234567890", "Value too long: +12345678901234567890"),
             ("NaN", "Invalid character 'N' in NaN"),
             ("0x10", "Invalid character 'x' in 0x10"),
             ("1f", "Invalid character 'f' in 1f"),
@@ -397,11 +374,7 @@ mod tests {
             ("١٢", "Invalid character '١' in ١٢"),
         ];
         for (s, msg) in cases {
-            assert_eq!(
-                parse_long(s).map_err(|e| e.to_string()),
-                Err(msg.to_string()),
-                "{s:?}"
-            );
+            assert_eq!(parse_long(s).map_err(|e| e.to_string()), Err(msg.to_string()), "{s:?}");
         }
         assert_eq!(parse_long(""), Err(NumberError::Empty));
         assert_eq!(parse_long("-"), Err(NumberError::JustSign("-".into())));
@@ -411,10 +384,7 @@ mod tests {
     fn parse_long_counts_java_chars() {
         // 19 UTF-16 units: reaches the character check rather than the length check.
         let s = "é".repeat(19);
-        assert_eq!(
-            parse_long(&s),
-            Err(NumberError::InvalidChar('é', s.clone()))
-        );
+        assert_eq!(parse_long(&s), Err(NumberError::InvalidChar('é', s.clone())));
         let s = "é".repeat(20);
         assert_eq!(parse_long(&s), Err(NumberError::TooLong(s.clone())));
     }
@@ -455,24 +425,10 @@ mod tests {
     // spec: ingest §2.3 storage-width examples
     #[test]
     fn float_width_examples() {
-        for s in [
-            "42.5",
-            "1.5",
-            "1e3",
-            "-42.22e3",
-            "1.01417856E9",
-            "0.6116398572921753",
-        ] {
+        for s in ["42.5", "1.5", "1e3", "-42.22e3", "1.01417856E9", "0.6116398572921753"] {
             assert_eq!(fits_in_float_str(s), Ok(true), "{s}");
         }
-        for s in [
-            "12.3",
-            "0.1",
-            "42.22e-3",
-            "3.14159",
-            "4.508277154265837E7",
-            "1.0e39",
-        ] {
+        for s in ["12.3", "0.1", "42.22e-3", "3.14159", "4.508277154265837E7", "1.0e39"] {
             assert_eq!(fits_in_float_str(s), Ok(false), "{s}");
         }
     }
@@ -504,10 +460,7 @@ mod tests {
         assert_eq!(parse_java_double("1e999"), Ok(f64::INFINITY));
         assert_eq!(parse_java_double("-1e999"), Ok(f64::NEG_INFINITY));
         assert_eq!(parse_java_double("1e-999"), Ok(0.0));
-        assert_eq!(
-            parse_java_double("1e99999999999999999999999"),
-            Ok(f64::INFINITY)
-        );
+        assert_eq!(parse_java_double("1e99999999999999999999999"), Ok(f64::INFINITY));
         assert_eq!(parse_java_double("0e99999999999999999999999"), Ok(0.0));
         assert!(parse_java_double("-0.0").unwrap().is_sign_negative());
         assert!(parse_java_double("NaN").unwrap().is_nan());
@@ -557,21 +510,11 @@ mod tests {
             "1.5x",
         ] {
             let trimmed = s.trim_matches(|c: char| c <= ' ');
-            assert_eq!(
-                parse_java_double(s),
-                Err(NumberError::ForInputString(trimmed.to_string())),
-                "{s:?}"
-            );
+            assert_eq!(parse_java_double(s), Err(NumberError::ForInputString(trimmed.to_string())), "{s:?}");
         }
-        assert_eq!(
-            parse_java_double("1.5NaN").unwrap_err().to_string(),
-            "For input string: \"1.5NaN\""
-        );
+        assert_eq!(parse_java_double("1.5NaN").unwrap_err().to_string(), "For input string: \"1.5NaN\"");
         // Java's message carries the trimmed string.
-        assert_eq!(
-            parse_java_double(" 1.5x\t").unwrap_err().to_string(),
-            "For input string: \"1.5x\""
-        );
+        assert_eq!(parse_java_double(" 1.5x\t").unwrap_err().to_string(), "For input string: \"1.5x\"");
     }
 
     #[test]

@@ -386,8 +386,17 @@ mod tests {
         // spec: ingest §2.6 rows 11 and 12
         let p = point("m", 1356998400, Value::Int(1), &[]);
         assert_eq!(err(&p), "illegal argument: Need at least one tag (metric=m, tags={})");
-        let tags: Vec<(&str, &str)> =
-            vec![("a", "a"), ("b", "b"), ("c", "c"), ("d", "d"), ("e", "e"), ("f", "f"), ("g", "g"), ("host", "thursday"), ("i", "i")];
+        let tags: Vec<(&str, &str)> = vec![
+            ("a", "a"),
+            ("b", "b"),
+            ("c", "c"),
+            ("d", "d"),
+            ("e", "e"),
+            ("f", "f"),
+            ("g", "g"),
+            ("host", "thursday"),
+            ("i", "i"),
+        ];
         let p = point("m", 1356998400, Value::Int(1), &tags);
         assert_eq!(
             err(&p),

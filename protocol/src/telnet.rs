@@ -369,9 +369,17 @@ mod tests {
         // Whenever the shortcut answers, the full parser gives the same timestamp and value; whenever the full
         // parser refuses a line, the shortcut does not answer.
         let lines = [
-            "put m 1365465600 42 host=a", "put m 1365465600.250 4.5 host=a", "put m 0 1 host=a", "put m x 1 host=a",
-            "put m 1365465600 1e999 host=a", "put m 10000000000000 1 host=a", "put m 1365465600  host=a",
-            "put m 1365465600 NaN host=a", "put m 1365465600", "put  1 1 host=a", "put m 1365465600 -0.0 host=a",
+            "put m 1365465600 42 host=a",
+            "put m 1365465600.250 4.5 host=a",
+            "put m 0 1 host=a",
+            "put m x 1 host=a",
+            "put m 1365465600 1e999 host=a",
+            "put m 10000000000000 1 host=a",
+            "put m 1365465600  host=a",
+            "put m 1365465600 NaN host=a",
+            "put m 1365465600",
+            "put  1 1 host=a",
+            "put m 1365465600 -0.0 host=a",
         ];
         for line in lines {
             let words = split_words(line.as_bytes());

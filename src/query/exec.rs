@@ -8,7 +8,9 @@ use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as RequestError, SubQuery, TsQuery};
 
 use super::output::{split_tags, GroupOutput};
-use super::{format_value, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, Point, Query, RateConfig};
+use super::{
+    format_value, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, Point, Query, RateConfig,
+};
 use crate::config::QueryLimits;
 use crate::store::{BudgetExceeded, ReadBudget, Store, StoreError, StoredSeries};
 
@@ -218,7 +220,11 @@ fn execute_sub(
     // 5-7. Run each group and build its result object.
     let filter_tagk_uids: Vec<Vec<u8>> = filter_keys.clone();
     let global_annotations = if query.global_annotations && !query.no_annotations {
-        let list = annotation::in_range(&store.global_annotations(query.start_ms, query.end_ms)?, query.start_ms, query.end_ms);
+        let list = annotation::in_range(
+            &store.global_annotations(query.start_ms, query.end_ms)?,
+            query.start_ms,
+            query.end_ms,
+        );
         (!list.is_empty()).then(|| annotation::render_list(&list))
     } else {
         None
@@ -271,7 +277,12 @@ fn engine_query(query: &TsQuery, sub: &SubQuery) -> Result<Query, ExecError> {
     let downsample = sub.downsampler.as_ref().map(downsampler).transpose()?;
     let rate = sub.rate.then(|| {
         let o = sub.effective_rate_options();
-        RateConfig { counter: o.counter, counter_max: o.counter_max, reset_value: o.reset_value, drop_resets: o.drop_resets }
+        RateConfig {
+            counter: o.counter,
+            counter_max: o.counter_max,
+            reset_value: o.reset_value,
+            drop_resets: o.drop_resets,
+        }
     });
     Ok(Query { start_ms: query.start_ms, end_ms: query.end_ms, aggregator, downsample, rate })
 }

@@ -28,7 +28,9 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
         match serde_json::from_slice::<serde_json::Value>(&req.body) {
             Ok(serde_json::Value::Object(obj)) => Some(obj),
             Ok(_) => return bad("Unable to parse the given JSON"),
-            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e.to_string())),
+            Err(e) => {
+                return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e.to_string()))
+            }
         }
     } else {
         None
@@ -95,7 +97,11 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
                 _ => given.clone(),
             };
             if stored.as_ref() == Some(&updated) {
-                return Reply { status: StatusCode::NOT_MODIFIED, body: bytes::Bytes::new(), content_type: "application/json; charset=UTF-8" };
+                return Reply {
+                    status: StatusCode::NOT_MODIFIED,
+                    body: bytes::Bytes::new(),
+                    content_type: "application/json; charset=UTF-8",
+                };
             }
             let json = updated.to_json();
             match store.put_annotation(&key, &qualifier, Some(json.as_bytes())) {
@@ -126,7 +132,9 @@ pub fn global_annotations(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some(Err(e)) => return Reply::error(StatusCode::BAD_REQUEST, &e, None),
     };
     match tsd.store.global_annotations(start_ms, end_ms) {
-        Ok(stored) => Reply::json(StatusCode::OK, annotation::render_list(&annotation::in_range(&stored, start_ms, end_ms))),
+        Ok(stored) => {
+            Reply::json(StatusCode::OK, annotation::render_list(&annotation::in_range(&stored, start_ms, end_ms)))
+        }
         Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
     }
 }

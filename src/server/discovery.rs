@@ -28,11 +28,7 @@ pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
                     Err(_) => return bad("Unable to parse 'max' as a number"),
                 },
             };
-            (
-                kind.to_string(),
-                req.param("q").unwrap_or("").to_string(),
-                max,
-            )
+            (kind.to_string(), req.param("q").unwrap_or("").to_string(), max)
         }
         Method::POST => {
             let body: serde_json::Value = match serde_json::from_slice(&req.body) {
@@ -111,7 +107,11 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
             let body: serde_json::Value = match serde_json::from_slice(&req.body) {
                 Ok(v) => v,
                 Err(e) => {
-                    return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e.to_string()))
+                    return Reply::error(
+                        StatusCode::BAD_REQUEST,
+                        "Unable to parse the given JSON",
+                        Some(&e.to_string()),
+                    )
                 }
             };
             let metric = body.get("metric").and_then(|m| m.as_str()).filter(|m| !m.is_empty()).map(str::to_string);
@@ -122,7 +122,9 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
             let conditions = body
                 .get("tags")
                 .and_then(|t| t.as_array())
-                .map(|pairs| pairs.iter().map(|p| Condition { key: star(p.get("key")), value: star(p.get("value")) }).collect())
+                .map(|pairs| {
+                    pairs.iter().map(|p| Condition { key: star(p.get("key")), value: star(p.get("value")) }).collect()
+                })
                 .unwrap_or_default();
             let limit = body.get("limit").and_then(|l| l.as_i64()).unwrap_or(25);
             (metric, conditions, limit)
@@ -133,8 +135,12 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
         return bad("Missing metric and tags. Please supply at least one value.");
     }
     match run_lookup(tsd, metric.as_deref(), &conditions, limit) {
-        Ok(Ok(results)) => Reply::json(StatusCode::OK, lookup_json(metric.as_deref(), &conditions, limit, &results, started)),
-        Ok(Err(unresolved)) => Reply::error(StatusCode::NOT_FOUND, "Unable to resolve one or more UIDs", Some(&unresolved)),
+        Ok(Ok(results)) => {
+            Reply::json(StatusCode::OK, lookup_json(metric.as_deref(), &conditions, limit, &results, started))
+        }
+        Ok(Err(unresolved)) => {
+            Reply::error(StatusCode::NOT_FOUND, "Unable to resolve one or more UIDs", Some(&unresolved))
+        }
         Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
     }
 }

@@ -35,10 +35,7 @@ pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // OpenTSDB sends no Date header; idle keep-alive connections stay open as long as the client wants.
-    builder
-        .keep_alive(true)
-        .auto_date_header(false)
-        .header_read_timeout(None);
+    builder.keep_alive(true).auto_date_header(false).header_read_timeout(None);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
@@ -64,27 +61,16 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply {
-            status,
-            body: body.into(),
-            content_type: JSON,
-        }
+        Reply { status, body: body.into(), content_type: JSON }
     }
 
     pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply {
-            status,
-            body: body.into(),
-            content_type: "text/plain; charset=UTF-8",
-        }
+        Reply { status, body: body.into(), content_type: "text/plain; charset=UTF-8" }
     }
 
     /// OpenTSDB's error envelope (spec: ingest §3.7).
     pub fn error(status: StatusCode, message: &str, details: Option<&str>) -> Reply {
-        Reply::json(
-            status,
-            http_json::error_envelope(status.as_u16(), message, details),
-        )
+        Reply::json(status, http_json::error_envelope(status.as_u16(), message, details))
     }
 
     pub fn not_found() -> Reply {
@@ -95,9 +81,7 @@ impl Reply {
         Reply::error(
             StatusCode::METHOD_NOT_ALLOWED,
             "Method not allowed",
-            Some(&format!(
-                "The HTTP method [{method}] is not permitted for this endpoint"
-            )),
+            Some(&format!("The HTTP method [{method}] is not permitted for this endpoint")),
         )
     }
 }
@@ -117,11 +101,7 @@ impl ApiRequest {
 
     /// The last occurrence of a parameter (OpenTSDB's `getQueryStringParam`).
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -222,20 +202,12 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
         }
     }
     // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
-    let segments: Vec<String> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.to_ascii_lowercase())
-        .collect();
+    let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(|s| s.to_ascii_lowercase()).collect();
     let body = match read_body(req, tsd.config.max_body_bytes).await {
         Ok(body) => body,
         Err(reply) => return reply,
     };
-    let request = ApiRequest {
-        method,
-        params,
-        body,
-    };
+    let request = ApiRequest { method, params, body };
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let reply = match segs.as_slice() {
         ["metrics"] => Reply {
@@ -253,10 +225,9 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
         _ => Reply::not_found(),
     };
     match request.param("jsonp") {
-        Some(callback) if reply.content_type == JSON && !reply.body.is_empty() => Reply {
-            body: http_json::jsonp(callback, &String::from_utf8_lossy(&reply.body)).into(),
-            ..reply
-        },
+        Some(callback) if reply.content_type == JSON && !reply.body.is_empty() => {
+            Reply { body: http_json::jsonp(callback, &String::from_utf8_lossy(&reply.body)).into(), ..reply }
+        }
         _ => reply,
     }
 }
@@ -268,10 +239,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     }
     let mut segments = segments;
     if let Some(first) = segments.first() {
-        if let Some(version) = first
-            .strip_prefix('v')
-            .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
-        {
+        if let Some(version) = first.strip_prefix('v').filter(|v| v.starts_with(|c: char| c.is_ascii_digit())) {
             match version.parse::<u32>() {
                 Ok(1) => segments = &segments[1..],
                 Ok(v) => {
@@ -281,13 +249,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
                         Some(&format!("API version [{v}] is greater than the max [1]")),
                     )
                 }
-                Err(_) => {
-                    return Reply::error(
-                        StatusCode::BAD_REQUEST,
-                        "Invalid API version format supplied",
-                        None,
-                    )
-                }
+                Err(_) => return Reply::error(StatusCode::BAD_REQUEST, "Invalid API version format supplied", None),
             }
         }
     }
@@ -307,26 +269,21 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some("annotation") if writes => annotation::annotation(req, tsd),
         Some("uid") if writes => super::uid::handle(&segments[1..], req, tsd),
         Some("annotations") => annotation::global_annotations(req, tsd),
-        Some("aggregators") => get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json())),
+        Some("aggregators") => {
+            get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()))
+        }
         Some("config") if segments.get(1) == Some(&"filters") => {
             get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::config_filters_json()))
         }
         Some("search") if tsd.config.mode.reads() && segments.get(1) == Some(&"lookup") => discovery::lookup(req, tsd),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
-        Some("stats") if segments.len() == 1 => {
-            get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json()))
-        }
-        Some("config") if segments.len() == 1 => {
-            get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd)))
-        }
+        Some("stats") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json())),
+        Some("config") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
         Some("dropcaches") => {
             // GET or DELETE only; POST is refused despite the docs (spec: query §6.15).
             if req.method == Method::GET || req.method == Method::DELETE {
                 tsd.store.drop_caches();
-                Reply::json(
-                    StatusCode::OK,
-                    r#"{"message":"Caches dropped","status":"200"}"#,
-                )
+                Reply::json(StatusCode::OK, r#"{"message":"Caches dropped","status":"200"}"#)
             } else {
                 Reply::method_not_allowed(&req.method)
             }
@@ -347,11 +304,7 @@ fn get_or_post(req: &ApiRequest, f: impl FnOnce() -> Reply) -> Reply {
 fn config_json(tsd: &Tsd) -> String {
     let mut map = serde_json::Map::new();
     for (k, v) in &tsd.config.properties {
-        let value = if k.to_ascii_uppercase().contains("PASS") {
-            "********".to_string()
-        } else {
-            v.clone()
-        };
+        let value = if k.to_ascii_uppercase().contains("PASS") { "********".to_string() } else { v.clone() };
         map.insert(k.clone(), serde_json::Value::String(value));
     }
     serde_json::Value::Object(map).to_string()
@@ -371,11 +324,7 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
         }
     };
     if points.is_empty() {
-        return Reply::error(
-            StatusCode::BAD_REQUEST,
-            "No datapoints found in content",
-            None,
-        );
+        return Reply::error(StatusCode::BAD_REQUEST, "No datapoints found in content", None);
     }
     let show_details = req.has("details");
     let show_summary = req.has("summary");
@@ -384,13 +333,7 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
         None => None,
         Some(v) => match v.parse::<i32>() {
             Ok(_) => Some(0),
-            Err(_) => {
-                return Reply::error(
-                    StatusCode::BAD_REQUEST,
-                    &format!("Invalid sync_timeout: {v}"),
-                    None,
-                )
-            }
+            Err(_) => return Reply::error(StatusCode::BAD_REQUEST, &format!("Invalid sync_timeout: {v}"), None),
         },
     };
 
@@ -409,10 +352,7 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
                 }
                 tracing::debug!(error = %message, "put point refused");
                 if show_details {
-                    errors.push(PutDetail {
-                        point: body_point,
-                        error: message,
-                    });
+                    errors.push(PutDetail { point: body_point, error: message });
                 }
             }
         }
@@ -423,11 +363,7 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
     if let Err(e) = store.commit(&mut batch, sync) {
         tracing::error!(error = %e, "put write failed");
         tsd.metrics.put_error(ErrorCategory::HbaseErrors);
-        return Reply::error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("Storage exception: {e}"),
-            None,
-        );
+        return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("Storage exception: {e}"), None);
     }
     tsd.metrics.point_added(Protocol::Http, success);
 
@@ -441,20 +377,9 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
         }
         return Reply::json(StatusCode::NO_CONTENT, Bytes::new());
     }
-    let status = if failed > 0 {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    let details = if show_details {
-        Some(errors.as_slice())
-    } else {
-        None
-    };
-    Reply::json(
-        status,
-        json_put::summary_json(success, failed, timeouts, details),
-    )
+    let status = if failed > 0 { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+    let details = if show_details { Some(errors.as_slice()) } else { None };
+    Reply::json(status, json_put::summary_json(success, failed, timeouts, details))
 }
 
 /// Validates one `/api/put` element in OpenTSDB's order (spec: ingest §3.4) and adds it to the batch. The error
@@ -484,29 +409,15 @@ fn add_http_point(
         Some(tags) if !tags.is_empty() => tags,
         _ => return Err(illegal("Missing tags")),
     };
-    let value = point::parse_value(value).map_err(|_| {
-        (
-            Some(ErrorCategory::InvalidValues),
-            "Unable to parse value to a number".to_string(),
-        )
-    })?;
+    let value = point::parse_value(value)
+        .map_err(|_| (Some(ErrorCategory::InvalidValues), "Unable to parse value to a number".to_string()))?;
     let mut tags = Tags::new();
     for (k, v) in pairs {
-        point::insert_tag(
-            &mut tags,
-            Cow::Borrowed(k.as_str()),
-            Cow::Borrowed(v.as_str()),
-        )
-        .map_err(|e| (Some(e.category()), e.http_detail()))?;
+        point::insert_tag(&mut tags, Cow::Borrowed(k.as_str()), Cow::Borrowed(v.as_str()))
+            .map_err(|e| (Some(e.category()), e.http_detail()))?;
     }
-    let dp = DataPoint {
-        metric: Cow::Borrowed(metric),
-        timestamp: p.timestamp,
-        value,
-        tags,
-    };
-    point::check_for_write(&dp, &tsd.config.rules)
-        .map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
+    let dp = DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags };
+    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
     match tsd.store.add_point(batch, &dp) {
         Ok(()) => Ok(()),
         Err(AddError::Put(e)) => Err((Some(e.category()), e.http_detail())),
@@ -519,29 +430,20 @@ fn add_http_point(
 
 /// Reads the whole body (chunked or not) up to `limit` bytes and inflates gzip/deflate encodings.
 async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply> {
-    let encoding = req
-        .headers()
-        .get(CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().to_ascii_lowercase());
+    let encoding =
+        req.headers().get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_ascii_lowercase());
     let collected = Limited::new(req.into_body(), limit).collect().await;
     let raw = match collected {
         Ok(c) => c.to_bytes(),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
                 return Err(Reply::error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!("Request body exceeds the limit of {limit} bytes"),
                     Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
                 ));
             }
-            return Err(Reply::error(
-                StatusCode::BAD_REQUEST,
-                "Unable to read the request body",
-                Some(&e.to_string()),
-            ));
+            return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e.to_string())));
         }
     };
     if raw.is_empty() {
@@ -550,19 +452,15 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply>
     }
     let mut inflated = Vec::new();
     let result = match encoding.as_deref() {
-        Some("gzip") | Some("x-gzip") => flate2::read::MultiGzDecoder::new(&raw[..])
-            .take(limit as u64 + 1)
-            .read_to_end(&mut inflated),
+        Some("gzip") | Some("x-gzip") => {
+            flate2::read::MultiGzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
+        }
         Some("deflate") | Some("x-deflate") => {
             // HTTP's "deflate" is zlib-wrapped; some clients send raw deflate. Try zlib first.
-            let zlib = flate2::read::ZlibDecoder::new(&raw[..])
-                .take(limit as u64 + 1)
-                .read_to_end(&mut inflated);
+            let zlib = flate2::read::ZlibDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated);
             if zlib.is_err() {
                 inflated.clear();
-                flate2::read::DeflateDecoder::new(&raw[..])
-                    .take(limit as u64 + 1)
-                    .read_to_end(&mut inflated)
+                flate2::read::DeflateDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
             } else {
                 zlib
             }
@@ -576,11 +474,9 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply>
             Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
         )),
         Ok(_) => Ok(Bytes::from(inflated)),
-        Err(e) => Err(Reply::error(
-            StatusCode::BAD_REQUEST,
-            "Unable to decompress the request body",
-            Some(&e.to_string()),
-        )),
+        Err(e) => {
+            Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to decompress the request body", Some(&e.to_string())))
+        }
     }
 }
 
@@ -604,9 +500,7 @@ fn percent_decode(s: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);

@@ -43,10 +43,7 @@ impl Tsd {
             let t = uids.table(kind);
             (t.cache_size() as u64, t.ids_used(), t.ids_available())
         });
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let port = self.config.stats_with_port.then_some(self.port);
         (stats, now, crate::metrics::stat_host_tags(self.config.stats_canonical, port))
     }

@@ -7,9 +7,9 @@ use rtsd_protocol::query::{self as request, QueryError};
 
 use super::http::{ApiRequest, Reply};
 use super::Tsd;
-use crate::timefmt::now_ms;
 use crate::query::exec;
 use crate::query::output::{render, DpsFormat};
+use crate::timefmt::now_ms;
 
 fn error(e: &QueryError) -> Reply {
     Reply::json(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), e.to_envelope())
@@ -60,7 +60,9 @@ pub fn last(req: &ApiRequest, tsd: &Tsd) -> Reply {
     match last_points(tsd, &q) {
         Ok(Ok(body)) => Reply::json(StatusCode::OK, body),
         Ok(Err(message)) => Reply::error(StatusCode::BAD_REQUEST, &message, Some(&message)),
-        Err(e) => Reply::error(StatusCode::from_u16(424).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.to_string(), None),
+        Err(e) => {
+            Reply::error(StatusCode::from_u16(424).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.to_string(), None)
+        }
     }
 }
 
@@ -86,8 +88,12 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
         };
         let mut wanted = Vec::new();
         for (k, v) in &sub.tags {
-            let Some(ku) = uids.get(UidKind::TagKey, k)? else { return Ok(Err(format!("No such name for 'tagk': '{k}'"))) };
-            let Some(vu) = uids.get(UidKind::TagValue, v)? else { return Ok(Err(format!("No such name for 'tagv': '{v}'"))) };
+            let Some(ku) = uids.get(UidKind::TagKey, k)? else {
+                return Ok(Err(format!("No such name for 'tagk': '{k}'")));
+            };
+            let Some(vu) = uids.get(UidKind::TagValue, v)? else {
+                return Ok(Err(format!("No such name for 'tagv': '{v}'")));
+            };
             wanted.push((ku, vu));
         }
         // The tags are matched as a subset of each series' tags (2.4's meta-table behaviour, the useful one).
@@ -106,12 +112,13 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
         let metric = &tsuid[..mw];
         let mut newest = None;
         let hour_ms = hour as i64 * 1000;
-        store.scan_series(metric, hour_ms, hour_ms + 3_600_000, &mut crate::store::ReadBudget::default(), |tags| {
-            let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
-            Ok(series_tags == tsuid[mw..])
-        })?
-        .into_iter()
-        .for_each(|s| newest = s.points.into_iter().max_by_key(|p| p.timestamp_ms));
+        store
+            .scan_series(metric, hour_ms, hour_ms + 3_600_000, &mut crate::store::ReadBudget::default(), |tags| {
+                let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
+                Ok(series_tags == tsuid[mw..])
+            })?
+            .into_iter()
+            .for_each(|s| newest = s.points.into_iter().max_by_key(|p| p.timestamp_ms));
         let Some(p) = newest else { continue };
         if !first {
             out.push(',');
@@ -122,7 +129,10 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
             let name = |kind, uid: &[u8]| -> Result<String, crate::store::StoreError> {
                 Ok(uids.name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid)))
             };
-            out.push_str(&format!("\"metric\":{},", rtsd_protocol::http_json::json_string(&name(UidKind::Metric, metric)?)));
+            out.push_str(&format!(
+                "\"metric\":{},",
+                rtsd_protocol::http_json::json_string(&name(UidKind::Metric, metric)?)
+            ));
             out.push_str(&format!("\"timestamp\":{},\"value\":{},\"tags\":{{", p.timestamp_ms, last_value(&p.value)));
             for (i, c) in tsuid[mw..].chunks_exact(kw + vw).enumerate() {
                 if i > 0 {

@@ -35,8 +35,8 @@ pub const CF_DATA: &str = "tsdb:t";
 pub const CF_UID_ID: &str = "tsdb-uid:id";
 pub const CF_UID_NAME: &str = "tsdb-uid:name";
 pub const CF_META: &str = "rtsd:meta";
-pub use series::CF_SERIES;
 pub use meta::CF_TSDB_META;
+pub use series::CF_SERIES;
 /// Chukwa 0.7+'s tables (`chukwa` families `t` and `a`, `chukwa_meta` family `k`) and the Chukwa port's stream
 /// de-duplication state (see `crate::chukwa`).
 pub const CF_CHUKWA_T: &str = "chukwa:t";
@@ -220,13 +220,29 @@ impl Store {
     /// Opens (or creates) the data directory. Fails if it was created with another layout.
     pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
         let layout = Layout { uid_widths: config.uid_widths, salt: config.salt.clone() };
-        Store::open_path(&config.data_dir, layout, config.auto_create, config.fix_duplicates, config.uid_cache_capacity, metrics, false)
+        Store::open_path(
+            &config.data_dir,
+            layout,
+            config.auto_create,
+            config.fix_duplicates,
+            config.uid_cache_capacity,
+            metrics,
+            false,
+        )
     }
 
     /// Opens a data directory for reading while a daemon may be writing to it (`rtsd scan`).
     pub fn open_read_only(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
         let layout = Layout { uid_widths: config.uid_widths, salt: config.salt.clone() };
-        Store::open_path(&config.data_dir, layout, [false; 3], config.fix_duplicates, config.uid_cache_capacity, metrics, true)
+        Store::open_path(
+            &config.data_dir,
+            layout,
+            [false; 3],
+            config.fix_duplicates,
+            config.uid_cache_capacity,
+            metrics,
+            true,
+        )
     }
 
     fn open_path(
@@ -341,7 +357,12 @@ impl Store {
     }
 
     pub fn new_batch(&self) -> PointBatch {
-        PointBatch { batch: WriteBatch::default(), points: 0, column: Vec::with_capacity(16), tsuid: Vec::with_capacity(32) }
+        PointBatch {
+            batch: WriteBatch::default(),
+            points: 0,
+            column: Vec::with_capacity(16),
+            tsuid: Vec::with_capacity(32),
+        }
     }
 
     /// Resolves a validated point's UIDs (assigning new ones as configured) and adds its cell to `batch`.
@@ -430,7 +451,12 @@ impl Store {
                 if key.len() < prefix_len + 4 || key[..prefix_len] != start[..prefix_len] {
                     break;
                 }
-                let base = u32::from_be_bytes([key[prefix_len], key[prefix_len + 1], key[prefix_len + 2], key[prefix_len + 3]]);
+                let base = u32::from_be_bytes([
+                    key[prefix_len],
+                    key[prefix_len + 1],
+                    key[prefix_len + 2],
+                    key[prefix_len + 3],
+                ]);
                 if base > end_hour {
                     break;
                 }
@@ -490,11 +516,12 @@ impl Store {
                 }
             };
             if let Some(i) = slot {
-                let points = codec::row_points(row.base_time, row.value).map_err(|e| {
-                    StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key)))
-                })?;
+                let points = codec::row_points(row.base_time, row.value)
+                    .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key))))?;
                 budget.charge(points.len(), row.value.len())?;
-                series[i].points.extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
+                series[i]
+                    .points
+                    .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
                 series[i].annotations.extend(annotation_values(row.value));
             }
             Ok(true)
@@ -531,10 +558,15 @@ impl Store {
                 .collect();
             let mut series = StoredSeries {
                 tsuid: tsuid.clone(),
-                tags: tsuid.get(mw..).unwrap_or_default().chunks_exact(pair).map(|c| {
-                    let (k, v) = c.split_at(self.layout.uid_widths[1]);
-                    (k.to_vec(), v.to_vec())
-                }).collect(),
+                tags: tsuid
+                    .get(mw..)
+                    .unwrap_or_default()
+                    .chunks_exact(pair)
+                    .map(|c| {
+                        let (k, v) = c.split_at(self.layout.uid_widths[1]);
+                        (k.to_vec(), v.to_vec())
+                    })
+                    .collect(),
                 points: Vec::new(),
                 annotations: Vec::new(),
             };
@@ -546,7 +578,9 @@ impl Store {
                 let points = codec::row_points(base, &value)
                     .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
                 budget.charge(points.len(), value.len())?;
-                series.points.extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
+                series
+                    .points
+                    .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
                 series.annotations.extend(annotation_values(&value));
             }
             if found {
@@ -617,10 +651,7 @@ impl Store {
         }
         let metric = &key[l.salt.width..l.salt.width + l.uid_widths[0]];
         let base_time = u32::from_be_bytes(key[offset - 4..offset].try_into().ok()?);
-        let tags = key[offset..]
-            .chunks_exact(pair)
-            .map(|c| (&c[..l.uid_widths[1]], &c[l.uid_widths[1]..]))
-            .collect();
+        let tags = key[offset..].chunks_exact(pair).map(|c| (&c[..l.uid_widths[1]], &c[l.uid_widths[1]..])).collect();
         Some(RowRef { key, metric, base_time, tags, value })
     }
 
@@ -646,7 +677,12 @@ impl Store {
 
     /// Calls `f` with each (key, value) of column family `cf` from `from` on, in key order, until it returns
     /// false.
-    pub fn scan_raw(&self, cf: &'static str, from: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
+    pub fn scan_raw(
+        &self,
+        cf: &'static str,
+        from: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
         let mut iter = self.db.raw_iterator_cf(self.cf(cf));
         iter.seek(from);
         while iter.valid() {
@@ -677,7 +713,12 @@ fn annotation_values(row: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
 
 /// The full merge of a data row. If the stored bytes can't be decoded, the columns are kept concatenated as they
 /// are rather than failing the read: nothing written is ever dropped by a merge.
-fn merge_data_row(existing: Option<&[u8]>, operands: &MergeOperands, fix_duplicates: bool, metrics: &Metrics) -> Vec<u8> {
+fn merge_data_row(
+    existing: Option<&[u8]>,
+    operands: &MergeOperands,
+    fix_duplicates: bool,
+    metrics: &Metrics,
+) -> Vec<u8> {
     let ops: Vec<&[u8]> = operands.iter().collect();
     match codec::merge_row(existing, &ops, fix_duplicates) {
         Ok(merged) => {
@@ -738,7 +779,14 @@ pub mod cells {
         Ok(db.get_cf(handle, key(qualifier, row))?)
     }
 
-    pub fn put(db: &DB, batch: &mut WriteBatch, cf: &str, qualifier: &[u8], row: &[u8], value: &[u8]) -> Result<(), StoreError> {
+    pub fn put(
+        db: &DB,
+        batch: &mut WriteBatch,
+        cf: &str,
+        qualifier: &[u8],
+        row: &[u8],
+        value: &[u8],
+    ) -> Result<(), StoreError> {
         let handle = db.cf_handle(cf).expect("column family created at open");
         batch.put_cf(handle, key(qualifier, row), value);
         Ok(())
@@ -884,13 +932,17 @@ mod tests {
         write(&store, &[p(1356998400, "a", 1), p(1357002000, "a", 2), p(1356998410, "b", 3), p(1357005600, "a", 9)]);
         let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
         let a = store.uids().get(UidKind::TagValue, "a").unwrap().unwrap();
-        let all = store.scan_series(metric.as_bytes(), 1356998400_000, 1357005600_000, &mut ReadBudget::default(), |_| Ok(true)).unwrap();
+        let all = store
+            .scan_series(metric.as_bytes(), 1356998400_000, 1357005600_000, &mut ReadBudget::default(), |_| Ok(true))
+            .unwrap();
         assert_eq!(all.len(), 2);
         let values = |s: &StoredSeries| s.points.iter().map(|p| (p.timestamp_ms, p.value)).collect::<Vec<_>>();
         assert_eq!(values(&all[0]), vec![(1356998400_000, Value::Int(1)), (1357002000_000, Value::Int(2))]);
         assert_eq!(values(&all[1]), vec![(1356998410_000, Value::Int(3))]);
         let only_a = store
-            .scan_series(metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |tags| Ok(tags.iter().any(|(_, v)| *v == a.as_bytes())))
+            .scan_series(metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |tags| {
+                Ok(tags.iter().any(|(_, v)| *v == a.as_bytes()))
+            })
             .unwrap();
         assert_eq!(only_a.len(), 1);
         assert_eq!(only_a[0].points.len(), 3);
@@ -912,7 +964,10 @@ mod tests {
         // host=1 dc=2 (tagk), a=1 x=2 b=3 (tagv); pairs sorted by tagk UID.
         assert_eq!(
             series,
-            vec![(vec![0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 2], 1357005600), (vec![0, 0, 1, 0, 0, 1, 0, 0, 3, 0, 0, 2, 0, 0, 2], 1356998400)]
+            vec![
+                (vec![0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 2], 1357005600),
+                (vec![0, 0, 1, 0, 0, 1, 0, 0, 3, 0, 0, 2, 0, 0, 2], 1356998400)
+            ]
         );
         let with_x = store.series_with_tag(metric.as_bytes(), &[0, 0, 2], &[0, 0, 2]).unwrap();
         assert_eq!(with_x.len(), 2);
@@ -929,7 +984,8 @@ mod tests {
         assert!(matches!(b.charge(1, 1), Err(StoreError::Budget(BudgetExceeded::Points(10)))));
         let mut b = ReadBudget { max_bytes: 100, ..ReadBudget::default() };
         assert!(matches!(b.charge(1, 101), Err(StoreError::Budget(BudgetExceeded::Bytes(100)))));
-        let mut b = ReadBudget { deadline: Some(Instant::now() - std::time::Duration::from_secs(1)), ..ReadBudget::default() };
+        let mut b =
+            ReadBudget { deadline: Some(Instant::now() - std::time::Duration::from_secs(1)), ..ReadBudget::default() };
         assert!(matches!(b.charge(0, 0), Err(StoreError::Budget(BudgetExceeded::Deadline))));
         let mut unlimited = ReadBudget::default();
         assert!(unlimited.charge(1 << 40, 1 << 40).is_ok());

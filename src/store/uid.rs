@@ -30,20 +30,14 @@ impl Uid {
         }
         let mut bytes = [0u8; 8];
         bytes[..b.len()].copy_from_slice(b);
-        Some(Uid {
-            bytes,
-            len: b.len() as u8,
-        })
+        Some(Uid { bytes, len: b.len() as u8 })
     }
 
     fn from_id(id: u64, width: usize) -> Uid {
         let be = id.to_be_bytes();
         let mut bytes = [0u8; 8];
         bytes[..width].copy_from_slice(&be[8 - width..]);
-        Uid {
-            bytes,
-            len: width as u8,
-        }
+        Uid { bytes, len: width as u8 }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -111,12 +105,7 @@ impl UidTable {
     fn open(db: &DB, kind: UidKind, width: usize, capacity: usize) -> Result<UidTable, StoreError> {
         let max_id = match cells::get(db, CF_UID_ID, kind.as_str().as_bytes(), &[0])? {
             Some(v) if v.len() == 8 => u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8])),
-            Some(v) => {
-                return Err(StoreError::Corrupt(format!(
-                    "max-id row for {kind} holds {} bytes",
-                    v.len()
-                )))
-            }
+            Some(v) => return Err(StoreError::Corrupt(format!("max-id row for {kind} holds {} bytes", v.len()))),
             None => 0,
         };
         Ok(UidTable {
@@ -149,12 +138,7 @@ impl UidTable {
     }
 
     fn lookup_stored(&self, db: &DB, name: &str) -> Result<Option<Uid>, StoreError> {
-        let stored = cells::get(
-            db,
-            CF_UID_ID,
-            self.kind.as_str().as_bytes(),
-            name.as_bytes(),
-        )?;
+        let stored = cells::get(db, CF_UID_ID, self.kind.as_str().as_bytes(), name.as_bytes())?;
         match stored {
             Some(bytes) => match Uid::from_slice(&bytes) {
                 Some(uid) if bytes.len() == self.width => Ok(Some(uid)),
@@ -170,13 +154,7 @@ impl UidTable {
     }
 
     /// The UID of `name`, assigning one when `create` allows it.
-    fn get_or_create(
-        &self,
-        db: &DB,
-        metrics: &Metrics,
-        name: &str,
-        create: bool,
-    ) -> Result<Uid, UidError> {
+    fn get_or_create(&self, db: &DB, metrics: &Metrics, name: &str, create: bool) -> Result<Uid, UidError> {
         if let Some(uid) = self.by_name.get(name) {
             metrics.uid_cache_hit(self.kind);
             return Ok(uid);
@@ -187,19 +165,13 @@ impl UidTable {
             return Ok(uid);
         }
         if !create {
-            return Err(UidError::NoSuchName {
-                kind: self.kind,
-                name: name.to_string(),
-            });
+            return Err(UidError::NoSuchName { kind: self.kind, name: name.to_string() });
         }
         self.assign(db, metrics, name)
     }
 
     fn assign(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
-        let _guard = self
-            .assign
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Another connection may have assigned it while we waited for the lock.
         if let Some(uid) = self.lookup_stored(db, name)? {
             self.remember(name, uid);
@@ -223,10 +195,7 @@ impl UidTable {
         let id = self.max_id.load(Ordering::Acquire) + 1;
         if id > codec::max_uid(self.width) {
             metrics.uid_rejected(self.kind);
-            return Err(UidError::Exhausted {
-                kind: self.kind,
-                width: self.width,
-            });
+            return Err(UidError::Exhausted { kind: self.kind, width: self.width });
         }
         let uid = Uid::from_id(id, self.width);
         let kind = self.kind.as_str().as_bytes();
@@ -234,31 +203,14 @@ impl UidTable {
         // `tsd.core.meta.enable_realtime_uid`) in one atomic write: all or none survive a crash.
         let mut batch = WriteBatch::default();
         cells::put(db, &mut batch, CF_UID_ID, kind, &[0], &id.to_be_bytes())?;
-        cells::put(
-            db,
-            &mut batch,
-            CF_UID_NAME,
-            kind,
-            uid.as_bytes(),
-            name.as_bytes(),
-        )?;
-        cells::put(
-            db,
-            &mut batch,
-            CF_UID_ID,
-            kind,
-            name.as_bytes(),
-            uid.as_bytes(),
-        )?;
+        cells::put(db, &mut batch, CF_UID_NAME, kind, uid.as_bytes(), name.as_bytes())?;
+        cells::put(db, &mut batch, CF_UID_ID, kind, name.as_bytes(), uid.as_bytes())?;
         let uid_meta = meta::uid_meta_storage_json(self.kind, meta::now_seconds());
         let meta_qualifier = meta::uid_meta_qualifier(self.kind);
         cells::put(db, &mut batch, CF_UID_NAME, meta_qualifier, uid.as_bytes(), uid_meta.as_bytes())?;
         db.write(batch).map_err(StoreError::from)?;
         self.max_id.store(id, Ordering::Release);
-        self.names
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string());
+        self.names.write().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
         metrics.uid_assigned(self.kind);
         tracing::info!(kind = %self.kind, name, uid = %codec::uid_to_string(uid.as_bytes()), "assigned UID");
         self.remember(name, uid);
@@ -318,10 +270,7 @@ impl UidTable {
     pub fn suggest(&self, prefix: &str, max: usize) -> Vec<String> {
         let names = self.names.read().unwrap_or_else(|p| p.into_inner());
         names
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
+            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
             .take_while(|n| n.starts_with(prefix))
             .take(max)
             .cloned()
@@ -341,9 +290,7 @@ impl UidTable {
 
 /// Reads every name of a kind from the forward map (`kind 0x00 name` keys; `kind 0x00 0x00` is the counter).
 fn load_names(db: &DB, kind: UidKind) -> Result<BTreeSet<String>, StoreError> {
-    let handle = db
-        .cf_handle(CF_UID_ID)
-        .expect("column family created at open");
+    let handle = db.cf_handle(CF_UID_ID).expect("column family created at open");
     let prefix = cells::key(kind.as_str().as_bytes(), &[]);
     let mut names = BTreeSet::new();
     let mut iter = db.raw_iterator_cf(handle);
@@ -380,11 +327,7 @@ impl Uids {
             UidTable::open(&db, UidKind::TagKey, widths[1], capacity)?,
             UidTable::open(&db, UidKind::TagValue, widths[2], capacity)?,
         ];
-        Ok(Uids {
-            db,
-            tables,
-            metrics,
-        })
+        Ok(Uids { db, tables, metrics })
     }
 
     pub fn table(&self, kind: UidKind) -> &UidTable {
@@ -393,8 +336,7 @@ impl Uids {
 
     /// The UID of a name, assigned if `create`.
     pub fn get_or_create(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid, UidError> {
-        self.table(kind)
-            .get_or_create(&self.db, &self.metrics, name, create)
+        self.table(kind).get_or_create(&self.db, &self.metrics, name, create)
     }
 
     /// A new UID for `name` (`/api/uid/assign`); a name that has one already is reported with it.

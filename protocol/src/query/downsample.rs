@@ -34,16 +34,10 @@ impl FillPolicy {
 
     /// Parses a policy name, case-insensitively; the error is OpenTSDB's `Unrecognized fill policy: <x>`.
     pub fn parse(s: &str) -> Result<FillPolicy, String> {
-        [
-            FillPolicy::None,
-            FillPolicy::Zero,
-            FillPolicy::NaN,
-            FillPolicy::Null,
-            FillPolicy::Scalar,
-        ]
-        .into_iter()
-        .find(|p| p.name().eq_ignore_ascii_case(s))
-        .ok_or_else(|| format!("Unrecognized fill policy: {s}"))
+        [FillPolicy::None, FillPolicy::Zero, FillPolicy::NaN, FillPolicy::Null, FillPolicy::Scalar]
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("Unrecognized fill policy: {s}"))
     }
 }
 
@@ -152,28 +146,19 @@ impl DownsampleSpec {
     ///
     /// Meaningless for "all" specs. rtsd checks this while validating a query instead of failing at run time.
     pub fn calendar_interval(&self) -> Result<CalendarInterval, QueryError> {
-        self.calendar_interval_msg()
-            .map_err(QueryError::bad_request)
+        self.calendar_interval_msg().map_err(QueryError::bad_request)
     }
 
     pub(crate) fn calendar_interval_msg(&self) -> Result<CalendarInterval, String> {
         let s = self.string_interval.as_str();
         let chars: Vec<char> = s.chars().collect();
-        let unit_len = if s.to_lowercase().contains("ms") {
-            2
-        } else {
-            1
-        };
+        let unit_len = if s.to_lowercase().contains("ms") { 2 } else { 1 };
         if chars.len() < unit_len {
-            return Err(format!(
-                "String index out of range: {}",
-                chars.len() as i64 - unit_len as i64
-            ));
+            return Err(format!("String index out of range: {}", chars.len() as i64 - unit_len as i64));
         }
         let count_text: String = chars[..chars.len() - unit_len].iter().collect();
         let unit_text: String = chars[chars.len() - unit_len..].iter().collect();
-        let count = java_parse_int(&count_text)
-            .ok_or_else(|| format!("For input string: \"{count_text}\""))?;
+        let count = java_parse_int(&count_text).ok_or_else(|| format!("For input string: \"{count_text}\""))?;
         let unit = match unit_text.to_lowercase().as_str() {
             "ms" => CalendarUnit::Millisecond,
             "s" => CalendarUnit::Second,
@@ -207,10 +192,7 @@ mod tests {
     #[test]
     fn fixed_intervals() {
         let d = ds("1m-avg");
-        assert_eq!(
-            (d.interval_ms, d.calendar, d.run_all, d.function.as_str()),
-            (60_000, false, false, "avg")
-        );
+        assert_eq!((d.interval_ms, d.calendar, d.run_all, d.function.as_str()), (60_000, false, false, "avg"));
         assert_eq!(d.fill, FillPolicy::None);
         assert_eq!(d.string_interval, "1m");
         assert_eq!(ds("1h-sum-zero").fill, FillPolicy::Zero);
@@ -238,81 +220,30 @@ mod tests {
         }
         let d = ds("1dc-sum");
         assert!(d.calendar && !d.run_all);
-        assert_eq!(
-            (d.interval_ms, d.string_interval.as_str()),
-            (86_400_000, "1d")
-        );
-        assert_eq!(
-            d.calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 1,
-                unit: CalendarUnit::Day
-            })
-        );
-        assert_eq!(
-            ds("1nc-max").calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 1,
-                unit: CalendarUnit::Month
-            })
-        );
-        assert_eq!(
-            ds("2wc-max").calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 2,
-                unit: CalendarUnit::Week
-            })
-        );
-        assert_eq!(
-            ds("1yc-max").calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 1,
-                unit: CalendarUnit::Year
-            })
-        );
+        assert_eq!((d.interval_ms, d.string_interval.as_str()), (86_400_000, "1d"));
+        assert_eq!(d.calendar_interval_msg(), Ok(CalendarInterval { count: 1, unit: CalendarUnit::Day }));
+        assert_eq!(ds("1nc-max").calendar_interval_msg(), Ok(CalendarInterval { count: 1, unit: CalendarUnit::Month }));
+        assert_eq!(ds("2wc-max").calendar_interval_msg(), Ok(CalendarInterval { count: 2, unit: CalendarUnit::Week }));
+        assert_eq!(ds("1yc-max").calendar_interval_msg(), Ok(CalendarInterval { count: 1, unit: CalendarUnit::Year }));
         assert_eq!(
             ds("30mc-avg").calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 30,
-                unit: CalendarUnit::Minute
-            })
+            Ok(CalendarInterval { count: 30, unit: CalendarUnit::Minute })
         );
         assert_eq!(
             ds("250msc-avg").calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 250,
-                unit: CalendarUnit::Millisecond
-            })
+            Ok(CalendarInterval { count: 250, unit: CalendarUnit::Millisecond })
         );
-        assert_eq!(
-            ds("1hc-avg").calendar_interval_msg(),
-            Ok(CalendarInterval {
-                count: 1,
-                unit: CalendarUnit::Hour
-            })
-        );
+        assert_eq!(ds("1hc-avg").calendar_interval_msg(), Ok(CalendarInterval { count: 1, unit: CalendarUnit::Hour }));
         // Durations OpenTSDB accepts but its calendar code cannot step by.
-        assert_eq!(
-            ds("5minc-avg").calendar_interval_msg(),
-            Err("For input string: \"5mi\"".into())
-        );
-        assert_eq!(
-            ds("1.5hc-avg").calendar_interval_msg(),
-            Err("For input string: \"1.5\"".into())
-        );
+        assert_eq!(ds("5minc-avg").calendar_interval_msg(), Err("For input string: \"5mi\"".into()));
+        assert_eq!(ds("1.5hc-avg").calendar_interval_msg(), Err("For input string: \"1.5\"".into()));
     }
 
     // spec: query §1.4 (downsample errors)
     #[test]
     fn errors() {
-        assert_eq!(
-            err("1m"),
-            "Invalid downsampling specifier '1m': must provide at least interval and function"
-        );
-        assert_eq!(
-            err(""),
-            "Invalid downsampling specifier '': must provide at least interval and function"
-        );
+        assert_eq!(err("1m"), "Invalid downsampling specifier '1m': must provide at least interval and function");
+        assert_eq!(err(""), "Invalid downsampling specifier '': must provide at least interval and function");
         assert_eq!(
             err("1m-avg-nan-x"),
             "Invalid downsampling specifier '1m-avg-nan-x': must consist of interval, function, and optional fill \
@@ -320,21 +251,12 @@ mod tests {
         );
         assert_eq!(err("1m-foo"), "No such downsampling function: foo");
         assert_eq!(err("1m-Sum"), "No such downsampling function: Sum");
-        assert_eq!(
-            err("1m-none"),
-            "cannot use the NONE aggregator for downsampling"
-        );
-        assert_eq!(
-            err("10m-avg-badbadbad"),
-            "Unrecognized fill policy: badbadbad"
-        );
+        assert_eq!(err("1m-none"), "cannot use the NONE aggregator for downsampling");
+        assert_eq!(err("10m-avg-badbadbad"), "Unrecognized fill policy: badbadbad");
         assert_eq!(err("1x-avg"), "Invalid duration (suffix): 1x");
         assert_eq!(err("0m-avg"), "Zero or negative duration: 0m");
         assert_eq!(err("m-avg"), "Invalid duration (number): m");
-        assert_eq!(
-            err("1c-avg"),
-            "Invalid duration, must have an integer and unit: 1"
-        );
+        assert_eq!(err("1c-avg"), "Invalid duration, must have an integer and unit: 1");
         assert_eq!(err("c-avg"), "Cannot parse null or empty duration");
         assert_eq!(err("-avg"), "String index out of range: -1");
         // The interval is checked before the function, the function before the fill.

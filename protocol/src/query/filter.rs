@@ -100,8 +100,7 @@ impl FilterKind {
         let name = self.name();
         match self {
             FilterKind::Regexp => {
-                r#"host=regexp(.*)  {"type":"regexp","tagk":"host","filter":".*","groupBy":false}"#
-                    .to_string()
+                r#"host=regexp(.*)  {"type":"regexp","tagk":"host","filter":".*","groupBy":false}"#.to_string()
             }
             FilterKind::Wildcard | FilterKind::IWildcard => format!(
                 r#"host={name}(web*),  host={name}(web*.tsdb.net)  {{"type":"{name}","tagk":"host","filter":"web*.tsdb.net","groupBy":false}}"#
@@ -195,26 +194,12 @@ impl Filter {
     /// Builds a filter of a registered type, as OpenTSDB's filter constructors do, with their error texts
     /// (`Filter cannot be null or empty`, `Filter must contain more than just a pipe`, `Filter must contain an
     /// asterisk`, or the regex compiler's complaint).
-    pub fn new(
-        kind: FilterKind,
-        tagk: &str,
-        filter: &str,
-        group_by: bool,
-    ) -> Result<Filter, String> {
-        let ci = matches!(
-            kind,
-            FilterKind::ILiteralOr | FilterKind::NotILiteralOr | FilterKind::IWildcard
-        );
+    pub fn new(kind: FilterKind, tagk: &str, filter: &str, group_by: bool) -> Result<Filter, String> {
+        let ci = matches!(kind, FilterKind::ILiteralOr | FilterKind::NotILiteralOr | FilterKind::IWildcard);
         Self::build(kind, tagk, filter, group_by, ci)
     }
 
-    fn build(
-        kind: FilterKind,
-        tagk: &str,
-        filter: &str,
-        group_by: bool,
-        ci: bool,
-    ) -> Result<Filter, String> {
+    fn build(kind: FilterKind, tagk: &str, filter: &str, group_by: bool, ci: bool) -> Result<Filter, String> {
         if tagk.is_empty() {
             return Err("Filter must have a tagk".into());
         }
@@ -222,10 +207,7 @@ impl Filter {
             return Err("Filter cannot be null or empty".into());
         }
         let matcher = match kind {
-            FilterKind::LiteralOr
-            | FilterKind::ILiteralOr
-            | FilterKind::NotLiteralOr
-            | FilterKind::NotILiteralOr => {
+            FilterKind::LiteralOr | FilterKind::ILiteralOr | FilterKind::NotLiteralOr | FilterKind::NotILiteralOr => {
                 if filter == "|" {
                     return Err("Filter must contain more than just a pipe".into());
                 }
@@ -240,18 +222,9 @@ impl Filter {
                 Matcher::Literals { values, negate }
             }
             FilterKind::Wildcard | FilterKind::IWildcard => wildcard_matcher(filter, ci)?,
-            FilterKind::Regexp => {
-                Matcher::Regex(regex::Regex::new(filter).map_err(|e| e.to_string())?)
-            }
+            FilterKind::Regexp => Matcher::Regex(regex::Regex::new(filter).map_err(|e| e.to_string())?),
         };
-        Ok(Filter {
-            tagk: tagk.to_string(),
-            kind,
-            raw: filter.to_string(),
-            group_by,
-            case_insensitive: ci,
-            matcher,
-        })
+        Ok(Filter { tagk: tagk.to_string(), kind, raw: filter.to_string(), group_by, case_insensitive: ci, matcher })
     }
 
     /// OpenTSDB's filter builder for a JSON filter object or a `type(filter)` value: checks the type and key,
@@ -262,14 +235,9 @@ impl Filter {
         filter: Option<&str>,
         group_by: bool,
     ) -> Result<Filter, String> {
-        let type_name = type_name
-            .filter(|t| !t.is_empty())
-            .ok_or("The filter type cannot be null or empty")?;
-        let tagk = tagk
-            .filter(|t| !t.is_empty())
-            .ok_or("The tagk cannot be null or empty")?;
-        let kind = FilterKind::from_name(type_name)
-            .ok_or_else(|| format!("{NO_SUCH_FILTER}{type_name}"))?;
+        let type_name = type_name.filter(|t| !t.is_empty()).ok_or("The filter type cannot be null or empty")?;
+        let tagk = tagk.filter(|t| !t.is_empty()).ok_or("The tagk cannot be null or empty")?;
+        let kind = FilterKind::from_name(type_name).ok_or_else(|| format!("{NO_SUCH_FILTER}{type_name}"))?;
         Filter::new(kind, tagk, filter.unwrap_or(""), group_by)
     }
 
@@ -318,12 +286,7 @@ impl Filter {
                 };
                 found != *negate
             }
-            Matcher::Wildcard {
-                has_prefix,
-                has_postfix,
-                components,
-                match_all,
-            } => {
+            Matcher::Wildcard { has_prefix, has_postfix, components, match_all } => {
                 if *match_all {
                     return true;
                 }
@@ -359,13 +322,7 @@ impl Filter {
 
     /// True for a wildcard that accepts every value (`*`): only the key's presence matters.
     pub fn is_match_all(&self) -> bool {
-        matches!(
-            self.matcher,
-            Matcher::Wildcard {
-                match_all: true,
-                ..
-            }
-        )
+        matches!(self.matcher, Matcher::Wildcard { match_all: true, .. })
     }
 
     /// OpenTSDB's filter equality, used to de-duplicate sub-queries and brace filters: same family (literal,
@@ -376,16 +333,7 @@ impl Filter {
             return false;
         }
         match (&self.matcher, &other.matcher) {
-            (
-                Matcher::Literals {
-                    values: a,
-                    negate: na,
-                },
-                Matcher::Literals {
-                    values: b,
-                    negate: nb,
-                },
-            ) => {
+            (Matcher::Literals { values: a, negate: na }, Matcher::Literals { values: b, negate: nb }) => {
                 na == nb
                     && self.case_insensitive == other.case_insensitive
                     && a.len() == b.len()
@@ -416,27 +364,13 @@ impl Filter {
             Matcher::Literals { .. } => {
                 let split: Vec<String> = java_split(&self.raw, '|')
                     .into_iter()
-                    .map(|v| {
-                        if self.case_insensitive {
-                            java_lower(v)
-                        } else {
-                            v.to_string()
-                        }
-                    })
+                    .map(|v| if self.case_insensitive { java_lower(v) } else { v.to_string() })
                     .collect();
                 let refs: Vec<&str> = split.iter().map(String::as_str).collect();
-                format!(
-                    "{{literals={}, case={}}}",
-                    hashset_to_string(&refs),
-                    self.case_insensitive
-                )
+                format!("{{literals={}, case={}}}", hashset_to_string(&refs), self.case_insensitive)
             }
             Matcher::Wildcard { components, .. } => {
-                format!(
-                    "{{components=[{}], case={}}}",
-                    components.join(", "),
-                    self.case_insensitive
-                )
+                format!("{{components=[{}], case={}}}", components.join(", "), self.case_insensitive)
             }
             Matcher::Regex(re) => format!("{{pattern={}}}", re.as_str()),
         };
@@ -453,11 +387,7 @@ impl Filter {
 /// OpenTSDB's wildcard preparation: leading `*`s mean "postfix match" and trailing `*`s "prefix match"
 /// (OpenTSDB's naming), both stripped; the rest is split on `*` into components (empty ones kept).
 fn wildcard_matcher(filter: &str, ci: bool) -> Result<Matcher, String> {
-    let lowered = if ci {
-        java_lower(filter)
-    } else {
-        filter.to_string()
-    };
+    let lowered = if ci { java_lower(filter) } else { filter.to_string() };
     if !lowered.contains('*') {
         return Err("Filter must contain an asterisk".into());
     }
@@ -471,20 +401,12 @@ fn wildcard_matcher(filter: &str, ci: bool) -> Result<Matcher, String> {
         actual = &actual[..actual.len() - 1];
     }
     let components: Vec<String> = if actual.find('*').is_some_and(|i| i > 0) {
-        split_string(actual, '*')
-            .into_iter()
-            .map(str::to_string)
-            .collect()
+        split_string(actual, '*').into_iter().map(str::to_string).collect()
     } else {
         vec![actual.to_string()]
     };
     let match_all = components.len() == 1 && components[0] == "*";
-    Ok(Matcher::Wildcard {
-        has_prefix,
-        has_postfix,
-        components,
-        match_all,
-    })
+    Ok(Matcher::Wildcard { has_prefix, has_postfix, components, match_all })
 }
 
 /// OpenTSDB's wildcard match, quirks included: with a leading `*` only, the value must end with the last
@@ -495,12 +417,7 @@ fn wildcard_match(v: &str, components: &[String], has_prefix: bool, has_postfix:
     if has_postfix && !has_prefix && !components.last().is_some_and(|c| v.ends_with(c.as_str())) {
         return false;
     }
-    if has_prefix
-        && !has_postfix
-        && !components
-            .first()
-            .is_some_and(|c| v.starts_with(c.as_str()))
-    {
+    if has_prefix && !has_postfix && !components.first().is_some_and(|c| v.starts_with(c.as_str())) {
         return false;
     }
     if v.is_ascii() && components.iter().all(|c| c.is_ascii()) {
@@ -508,10 +425,7 @@ fn wildcard_match(v: &str, components: &[String], has_prefix: bool, has_postfix:
         ordered_occurrences(v.as_bytes(), &parts)
     } else {
         let hay: Vec<u16> = v.encode_utf16().collect();
-        let owned: Vec<Vec<u16>> = components
-            .iter()
-            .map(|c| c.encode_utf16().collect())
-            .collect();
+        let owned: Vec<Vec<u16>> = components.iter().map(|c| c.encode_utf16().collect()).collect();
         let parts: Vec<&[u16]> = owned.iter().map(Vec::as_slice).collect();
         ordered_occurrences(&hay, &parts)
     }
@@ -561,12 +475,7 @@ mod tests {
         assert!(inner.matches("") && inner.matches("b"));
         // "||" splits into nothing at all, so nothing matches.
         assert!(!f(FilterKind::LiteralOr, "||").matches(""));
-        assert_eq!(
-            f(FilterKind::LiteralOr, "web01|web02|web01")
-                .literal_values()
-                .unwrap(),
-            ["web01", "web02"]
-        );
+        assert_eq!(f(FilterKind::LiteralOr, "web01|web02|web01").literal_values().unwrap(), ["web01", "web02"]);
         assert_eq!(
             Filter::new(FilterKind::LiteralOr, "host", "|", false).unwrap_err(),
             "Filter must contain more than just a pipe"
@@ -575,10 +484,7 @@ mod tests {
             Filter::new(FilterKind::LiteralOr, "host", "", false).unwrap_err(),
             "Filter cannot be null or empty"
         );
-        assert_eq!(
-            Filter::new(FilterKind::LiteralOr, "", "a", false).unwrap_err(),
-            "Filter must have a tagk"
-        );
+        assert_eq!(Filter::new(FilterKind::LiteralOr, "", "a", false).unwrap_err(), "Filter must have a tagk");
     }
 
     // spec: query §5.2 iliteral_or
@@ -609,24 +515,17 @@ mod tests {
         let r = f(FilterKind::Regexp, "eb0");
         assert!(r.matches("web01"), "unanchored find");
         let anchored = f(FilterKind::Regexp, "^web0[12]$");
-        assert!(
-            anchored.matches("web01") && !anchored.matches("web011") && !anchored.matches("xweb01")
-        );
+        assert!(anchored.matches("web01") && !anchored.matches("web011") && !anchored.matches("xweb01"));
         assert!(f(FilterKind::Regexp, ".*").matches(""));
         assert!(Filter::new(FilterKind::Regexp, "host", "[", false).is_err());
-        assert_eq!(
-            Filter::new(FilterKind::Regexp, "host", "", false).unwrap_err(),
-            "Filter cannot be null or empty"
-        );
+        assert_eq!(Filter::new(FilterKind::Regexp, "host", "", false).unwrap_err(), "Filter cannot be null or empty");
     }
 
     // spec: query §5.2 wildcard / iwildcard, including the algorithm's quirks
     #[test]
     fn wildcard() {
         let w = f(FilterKind::Wildcard, "web*");
-        assert!(
-            w.matches("web01") && w.matches("web") && !w.matches("WEB01") && !w.matches("xweb")
-        );
+        assert!(w.matches("web01") && w.matches("web") && !w.matches("WEB01") && !w.matches("xweb"));
         let iw = f(FilterKind::IWildcard, "WEB*");
         assert!(iw.matches("web01") && iw.matches("WEB01"));
         assert!(!f(FilterKind::Wildcard, "WEB*").matches("web01"));
@@ -646,19 +545,10 @@ mod tests {
         // Quirk: the offset advances by component lengths, not by where they were found, so the components can
         // overlap or come out of order.
         let overlap = f(FilterKind::Wildcard, "ab*bc");
-        assert!(
-            overlap.matches("xabc"),
-            "'ab' found at 1, then 'bc' searched from 2: the matches share a 'b'"
-        );
+        assert!(overlap.matches("xabc"), "'ab' found at 1, then 'bc' searched from 2: the matches share a 'b'");
         let order = f(FilterKind::Wildcard, "c*a");
-        assert!(
-            order.matches("xac"),
-            "'c' found at 2, then 'a' searched from 1 and found before it"
-        );
-        assert!(
-            !f(FilterKind::Wildcard, "b*a").matches("ab"),
-            "'a' searched from index 1"
-        );
+        assert!(order.matches("xac"), "'c' found at 2, then 'a' searched from 1 and found before it");
+        assert!(!f(FilterKind::Wildcard, "b*a").matches("ab"), "'a' searched from index 1");
         // Runs of stars give empty components, which match trivially.
         assert!(f(FilterKind::Wildcard, "a**b").matches("ab"));
         // UTF-16 offsets.
@@ -674,20 +564,14 @@ mod tests {
     #[test]
     fn legacy_values() {
         let star = Filter::from_legacy("host", "*", true).unwrap();
-        assert_eq!(
-            (star.kind, star.raw.as_str(), star.group_by),
-            (FilterKind::Wildcard, "*", true)
-        );
+        assert_eq!((star.kind, star.raw.as_str(), star.group_by), (FilterKind::Wildcard, "*", true));
         assert!(star.is_match_all());
         let or = Filter::from_legacy("host", "web01|web02", true).unwrap();
         assert_eq!(or.kind, FilterKind::LiteralOr);
         assert!(or.matches("web02") && !or.matches("WEB02"));
         // A value with '*' is a case-insensitive wildcard that still reports `wildcard`.
         let glob = Filter::from_legacy("host", "Web*", false).unwrap();
-        assert_eq!(
-            (glob.kind, glob.case_insensitive),
-            (FilterKind::Wildcard, true)
-        );
+        assert_eq!((glob.kind, glob.case_insensitive), (FilterKind::Wildcard, true));
         assert!(glob.matches("WEB01"));
         let re = Filter::from_legacy("host", "Regexp(web.*)", true).unwrap();
         assert_eq!((re.kind, re.raw.as_str()), (FilterKind::Regexp, "web.*"));
@@ -696,30 +580,15 @@ mod tests {
         // The outermost parentheses: the first '(' and the final ')'.
         let nested = Filter::from_legacy("host", "regexp(a(b)c)", true).unwrap();
         assert_eq!(nested.raw, "a(b)c");
-        assert_eq!(
-            Filter::from_legacy("host", "regexp(x", true).unwrap_err(),
-            "Filter must end with a ')': regexp(x"
-        );
+        assert_eq!(Filter::from_legacy("host", "regexp(x", true).unwrap_err(), "Filter must end with a ')': regexp(x");
         assert_eq!(
             Filter::from_legacy("host", "nosuch(x)", true).unwrap_err(),
             "Could not find a tag value filter of the type: nosuch"
         );
-        assert_eq!(
-            Filter::from_legacy("host", "(x)", true).unwrap_err(),
-            "The filter type cannot be null or empty"
-        );
-        assert_eq!(
-            Filter::from_legacy("host", "wildcard(web)", true).unwrap_err(),
-            "Filter must contain an asterisk"
-        );
-        assert_eq!(
-            Filter::from_legacy("", "x", true).unwrap_err(),
-            "Tagk cannot be null or empty"
-        );
-        assert_eq!(
-            Filter::from_legacy("host", "", true).unwrap_err(),
-            "Filter cannot be null or empty"
-        );
+        assert_eq!(Filter::from_legacy("host", "(x)", true).unwrap_err(), "The filter type cannot be null or empty");
+        assert_eq!(Filter::from_legacy("host", "wildcard(web)", true).unwrap_err(), "Filter must contain an asterisk");
+        assert_eq!(Filter::from_legacy("", "x", true).unwrap_err(), "Tagk cannot be null or empty");
+        assert_eq!(Filter::from_legacy("host", "", true).unwrap_err(), "Filter cannot be null or empty");
         // `not_key` is not registered in 2.4.
         assert_eq!(
             Filter::from_legacy("host", "not_key()", true).unwrap_err(),
@@ -733,14 +602,10 @@ mod tests {
         let b = Filter::new(FilterKind::LiteralOr, "host", "b|a|a", false).unwrap();
         assert!(a.same_filter(&b), "sets compare equal, group_by ignored");
         assert!(!a.same_filter(&Filter::new(FilterKind::ILiteralOr, "host", "a|b", true).unwrap()));
-        assert!(
-            !a.same_filter(&Filter::new(FilterKind::NotLiteralOr, "host", "a|b", true).unwrap())
-        );
+        assert!(!a.same_filter(&Filter::new(FilterKind::NotLiteralOr, "host", "a|b", true).unwrap()));
         let legacy_glob = Filter::from_legacy("host", "web*", true).unwrap();
-        assert!(legacy_glob
-            .same_filter(&Filter::new(FilterKind::IWildcard, "host", "web*", false).unwrap()));
-        assert!(!legacy_glob
-            .same_filter(&Filter::new(FilterKind::Wildcard, "host", "web*", false).unwrap()));
+        assert!(legacy_glob.same_filter(&Filter::new(FilterKind::IWildcard, "host", "web*", false).unwrap()));
+        assert!(!legacy_glob.same_filter(&Filter::new(FilterKind::Wildcard, "host", "web*", false).unwrap()));
         assert!(!a.same_filter(&Filter::new(FilterKind::LiteralOr, "dc", "a|b", true).unwrap()));
         let r = Filter::new(FilterKind::Regexp, "host", "a.*", false).unwrap();
         assert!(r.same_filter(&Filter::new(FilterKind::Regexp, "host", "a.*", true).unwrap()));
@@ -762,31 +627,17 @@ mod tests {
         let order: Vec<&str> = FilterKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(
             order,
-            [
-                "regexp",
-                "iwildcard",
-                "iliteral_or",
-                "not_iliteral_or",
-                "not_literal_or",
-                "literal_or",
-                "wildcard"
-            ]
+            ["regexp", "iwildcard", "iliteral_or", "not_iliteral_or", "not_literal_or", "literal_or", "wildcard"]
         );
         // The inner maps are Java HashMaps with two keys; "examples" iterates first.
-        assert_eq!(
-            crate::javafmt::hashmap_order(&["description", "examples"]),
-            vec![1, 0]
-        );
+        assert_eq!(crate::javafmt::hashmap_order(&["description", "examples"]), vec![1, 0]);
         assert!(body.contains(r#""iwildcard":{"examples":"host=iwildcard(web*),  host=iwildcard(web*.tsdb.net)  {\"type\":\"iwildcard\",\"tagk\":\"host\",\"filter\":\"web*.tsdb.net\",\"groupBy\":false}","description":"Performs pre, post and in-fix glob matching of values. The globs are case insensitive and multiple wildcards can be used. The wildcard character is the * (asterisk). Case insensitivity is achieved by dropping all values to lower case. At least one wildcard must be present in the filter value. A wildcard by itself can be used as well to match on any value for the tag key."}"#));
     }
 
     #[test]
     fn echo_and_dump() {
         let w = Filter::from_legacy("host", "*", true).unwrap();
-        assert_eq!(
-            w.to_json(),
-            r#"{"tagk":"host","filter":"*","group_by":true,"type":"wildcard"}"#
-        );
+        assert_eq!(w.to_json(), r#"{"tagk":"host","filter":"*","group_by":true,"type":"wildcard"}"#);
         assert_eq!(
             w.java_string(),
             "filter_name=wildcard, tagk=host, group_by=true, tagk_bytes=null, config={components=[*], case=true}"

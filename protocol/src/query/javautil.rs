@@ -51,11 +51,7 @@ pub(crate) fn java_parse_long(s: &str) -> Option<i64> {
     for b in digits.bytes() {
         let d = i64::from(b - b'0');
         v = v.checked_mul(10)?;
-        v = if neg {
-            v.checked_sub(d)?
-        } else {
-            v.checked_add(d)?
-        };
+        v = if neg { v.checked_sub(d)? } else { v.checked_add(d)? };
     }
     Some(v)
 }
@@ -73,8 +69,7 @@ pub(crate) fn java_lower(s: &str) -> String {
 
 /// Java's `String.hashCode()` over UTF-16 code units.
 fn java_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
+    s.encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
 }
 
 /// `HashMap.tableSizeFor`: the smallest power of two >= `cap` (at least 1).
@@ -201,16 +196,8 @@ pub(crate) fn base64(bytes: &[u8]) -> String {
         let n = (u32::from(b0) << 16) | (u32::from(b1) << 8) | u32::from(b2);
         out.push(char::from(ALPHABET[(n >> 18) as usize & 63]));
         out.push(char::from(ALPHABET[(n >> 12) as usize & 63]));
-        out.push(if chunk.len() > 1 {
-            char::from(ALPHABET[(n >> 6) as usize & 63])
-        } else {
-            '='
-        });
-        out.push(if chunk.len() > 2 {
-            char::from(ALPHABET[n as usize & 63])
-        } else {
-            '='
-        });
+        out.push(if chunk.len() > 1 { char::from(ALPHABET[(n >> 6) as usize & 63]) } else { '=' });
+        out.push(if chunk.len() > 2 { char::from(ALPHABET[n as usize & 63]) } else { '=' });
     }
     out
 }
@@ -265,9 +252,6 @@ mod tests {
     fn hash_order_matches_default_hashmap_model() {
         // With 16 buckets from the start, our capacity model agrees with javafmt's full HashMap model.
         let keys = ["host", "dc", "type", "cpu", "zone", "a", "b", "rack"];
-        assert_eq!(
-            hash_order_with_capacity(&keys, 16),
-            crate::javafmt::hashmap_order(&keys)
-        );
+        assert_eq!(hash_order_with_capacity(&keys, 16), crate::javafmt::hashmap_order(&keys));
     }
 }

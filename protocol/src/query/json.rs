@@ -47,11 +47,7 @@ fn is_integer_literal(n: &str) -> bool {
 /// Parses one JSON value from `text`; trailing content after it is ignored, as Jackson's `readValue` does by
 /// default. Errors are the parser's complaint, used as the envelope's `details`.
 pub(crate) fn parse(text: &str) -> Result<JVal, String> {
-    let mut r = Reader {
-        s: text.as_bytes(),
-        text,
-        pos: 0,
-    };
+    let mut r = Reader { s: text.as_bytes(), text, pos: 0 };
     r.skip_ws();
     if r.pos >= r.s.len() {
         return Err("No content to map due to end-of-input".into());
@@ -78,10 +74,7 @@ impl Reader<'_> {
 
     fn err_here(&self, what: &str) -> String {
         match self.text.get(self.pos..).and_then(|r| r.chars().next()) {
-            Some(c) => format!(
-                "Unexpected character ('{c}' (code {})): {what} at char {}",
-                c as u32, self.pos
-            ),
+            Some(c) => format!("Unexpected character ('{c}' (code {})): {what} at char {}", c as u32, self.pos),
             None => format!("Unexpected end-of-input: {what} at char {}", self.pos),
         }
     }
@@ -102,9 +95,9 @@ impl Reader<'_> {
             Some(b'N') => self.word("NaN", JVal::Num("NaN".into())),
             Some(b'I') => self.word("Infinity", JVal::Num("Infinity".into())),
             Some(b'-' | b'+' | b'0'..=b'9') => self.number(),
-            Some(_) => Err(self.err_here(
-                "expected a valid value (number, String, array, object, 'true', 'false' or 'null')",
-            )),
+            Some(_) => {
+                Err(self.err_here("expected a valid value (number, String, array, object, 'true', 'false' or 'null')"))
+            }
         }
     }
 
@@ -136,9 +129,7 @@ impl Reader<'_> {
         }
         let int_len = self.pos - int_start;
         if int_len == 0 {
-            return Err(
-                self.err_here("expected digit (0-9) to follow minus sign, for valid numeric value")
-            );
+            return Err(self.err_here("expected digit (0-9) to follow minus sign, for valid numeric value"));
         }
         if int_len > 1 && self.s[int_start] == b'0' {
             return Err("Invalid numeric value: Leading zeroes not allowed".into());
@@ -170,10 +161,7 @@ impl Reader<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, String> {
-        let h = self
-            .s
-            .get(self.pos..self.pos + 4)
-            .ok_or_else(|| self.err_here("expected 4 hex digits"))?;
+        let h = self.s.get(self.pos..self.pos + 4).ok_or_else(|| self.err_here("expected 4 hex digits"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err_here("expected 4 hex digits"))?;
         let v = u32::from_str_radix(h, 16)
             .map_err(|_| self.err_here("expected a hex-digit for character escape sequence"))?;
@@ -317,10 +305,7 @@ pub(crate) fn as_string(v: &JVal) -> Result<Option<String>, String> {
 }
 
 fn cannot(class: &str, v: &JVal) -> String {
-    format!(
-        "Cannot deserialize instance of `{class}` out of {} token",
-        v.token_name()
-    )
+    format!("Cannot deserialize instance of `{class}` out of {} token", v.token_name())
 }
 
 /// Jackson 2.9's coercion to a primitive `boolean`: `true`/`false`; `null` is false; an integer is true unless 0;
@@ -405,9 +390,9 @@ pub(crate) fn as_int(v: &JVal) -> Result<i32, String> {
 pub(crate) fn as_f32(v: &JVal) -> Result<f32, String> {
     match v {
         JVal::Num(n) => Ok(float_value(n) as f32),
-        JVal::Str(s) => crate::number::parse_java_double(s)
-            .map(|d| d as f32)
-            .map_err(|_| format!("Cannot deserialize value of type `java.lang.Float` from String \"{s}\": not a valid Float value")),
+        JVal::Str(s) => crate::number::parse_java_double(s).map(|d| d as f32).map_err(|_| {
+            format!("Cannot deserialize value of type `java.lang.Float` from String \"{s}\": not a valid Float value")
+        }),
         _ => Err(cannot("java.lang.Float", v)),
     }
 }
@@ -428,11 +413,8 @@ mod tests {
 
     #[test]
     fn keeps_order_duplicates_and_literals() {
-        let v = parse(r#"{"b":1,"a":[1.50,-2e3,NaN,-Infinity],"b":"x","c":{"k":null,"t":true}}"#)
-            .unwrap();
-        let JVal::Obj(pairs) = v else {
-            panic!("object")
-        };
+        let v = parse(r#"{"b":1,"a":[1.50,-2e3,NaN,-Infinity],"b":"x","c":{"k":null,"t":true}}"#).unwrap();
+        let JVal::Obj(pairs) = v else { panic!("object") };
         let keys: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
         assert_eq!(keys, vec!["b", "a", "b", "c"]);
         assert_eq!(
@@ -448,14 +430,8 @@ mod tests {
 
     #[test]
     fn strings_and_escapes() {
-        assert_eq!(
-            parse(r#""a\"b\\c\/\n\u00e9\ud83d\ude00""#).unwrap(),
-            JVal::Str("a\"b\\c/\né😀".into())
-        );
-        assert_eq!(
-            parse(r#""\ud800x""#).unwrap(),
-            JVal::Str("\u{FFFD}x".into())
-        );
+        assert_eq!(parse(r#""a\"b\\c\/\n\u00e9\ud83d\ude00""#).unwrap(), JVal::Str("a\"b\\c/\né😀".into()));
+        assert_eq!(parse(r#""\ud800x""#).unwrap(), JVal::Str("\u{FFFD}x".into()));
         assert!(parse("\"a\u{1}\"").is_err());
         assert!(parse(r#""\q""#).is_err());
         assert!(parse(r#""abc"#).is_err());
@@ -463,10 +439,7 @@ mod tests {
 
     #[test]
     fn rejects_malformed_and_accepts_trailing() {
-        for bad in [
-            "", "   ", "{", "[1,]", "{\"a\"}", "{\"a\":}", "01", "1.", "1e", "-", "tru", "{a:1}",
-            "+1",
-        ] {
+        for bad in ["", "   ", "{", "[1,]", "{\"a\"}", "{\"a\":}", "01", "1.", "1e", "-", "tru", "{a:1}", "+1"] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(parse("{} trailing").unwrap(), JVal::Obj(vec![]));
@@ -476,16 +449,8 @@ mod tests {
 
     #[test]
     fn coercions() {
-        assert_eq!(
-            as_string(&JVal::Num("1356998400".into()))
-                .unwrap()
-                .as_deref(),
-            Some("1356998400")
-        );
-        assert_eq!(
-            as_string(&JVal::Bool(true)).unwrap().as_deref(),
-            Some("true")
-        );
+        assert_eq!(as_string(&JVal::Num("1356998400".into())).unwrap().as_deref(), Some("1356998400"));
+        assert_eq!(as_string(&JVal::Bool(true)).unwrap().as_deref(), Some("true"));
         assert_eq!(as_string(&JVal::Null).unwrap(), None);
         assert!(as_string(&JVal::Arr(vec![])).is_err());
         assert!(as_bool(&JVal::Str("true".into())).unwrap());

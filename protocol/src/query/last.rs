@@ -2,9 +2,7 @@
 
 use super::javautil::{java_parse_int, java_split, split_string};
 use super::json::{as_bool, as_int, as_string, JVal};
-use super::request::{
-    param_all, param_has, param_last, parse_tag_pair, read_body, unable_to_parse,
-};
+use super::request::{param_all, param_has, param_last, parse_tag_pair, read_body, unable_to_parse};
 use super::QueryError;
 
 /// A `/api/query/last` request.
@@ -32,10 +30,7 @@ pub struct LastPointSubQuery {
 /// Parses `GET /api/query/last` (spec: query §6.1): repeatable `timeseries=<metric>[{k=v,...}]` and
 /// `tsuids=<hex>[,<hex>...]` (time series first, then TSUIDs), `resolve` (presence), `back_scan` (an int).
 pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, QueryError> {
-    let mut q = LastPointQuery {
-        resolve_names: param_has(params, "resolve"),
-        ..Default::default()
-    };
+    let mut q = LastPointQuery { resolve_names: param_has(params, "resolve"), ..Default::default() };
     if param_has(params, "back_scan") {
         q.back_scan = param_last(params, "back_scan")
             .and_then(java_parse_int)
@@ -44,19 +39,11 @@ pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, Que
     for ts in param_all(params, "timeseries") {
         let mut tags = Vec::new();
         let metric = parse_with_metric(ts, &mut tags).map_err(QueryError::bad_request)?;
-        q.queries.push(LastPointSubQuery {
-            metric: Some(metric),
-            tags,
-            tsuids: Vec::new(),
-        });
+        q.queries.push(LastPointSubQuery { metric: Some(metric), tags, tsuids: Vec::new() });
     }
     for t in param_all(params, "tsuids") {
         let tsuids = java_split(t, ',').into_iter().map(str::to_string).collect();
-        q.queries.push(LastPointSubQuery {
-            metric: None,
-            tags: Vec::new(),
-            tsuids,
-        });
+        q.queries.push(LastPointSubQuery { metric: None, tags: Vec::new(), tsuids });
     }
     if q.queries.is_empty() {
         return Err(QueryError::bad_request("Missing sub queries"));
@@ -78,10 +65,7 @@ pub fn parse_last_post(body: &[u8]) -> Result<LastPointQuery, QueryError> {
 
 fn last_from_json(root: &JVal) -> Result<LastPointQuery, String> {
     let JVal::Obj(pairs) = root else {
-        return Err(format!(
-            "Cannot deserialize a last point query out of {} token",
-            root.token_name()
-        ));
+        return Err(format!("Cannot deserialize a last point query out of {} token", root.token_name()));
     };
     let mut q = LastPointQuery::default();
     for (key, v) in pairs {
@@ -91,16 +75,8 @@ fn last_from_json(root: &JVal) -> Result<LastPointQuery, String> {
             "queries" => {
                 q.queries = match v {
                     JVal::Null => Vec::new(),
-                    JVal::Arr(items) => items
-                        .iter()
-                        .map(last_sub_from_json)
-                        .collect::<Result<_, _>>()?,
-                    other => {
-                        return Err(format!(
-                            "Cannot deserialize `queries` out of {} token",
-                            other.token_name()
-                        ))
-                    }
+                    JVal::Arr(items) => items.iter().map(last_sub_from_json).collect::<Result<_, _>>()?,
+                    other => return Err(format!("Cannot deserialize `queries` out of {} token", other.token_name())),
                 }
             }
             _ => {}
@@ -111,9 +87,7 @@ fn last_from_json(root: &JVal) -> Result<LastPointQuery, String> {
 
 fn last_sub_from_json(v: &JVal) -> Result<LastPointSubQuery, String> {
     let JVal::Obj(pairs) = v else {
-        return Err(
-            "Cannot deserialize a last point sub query from a value that is not an object".into(),
-        );
+        return Err("Cannot deserialize a last point sub query from a value that is not an object".into());
     };
     let mut sub = LastPointSubQuery::default();
     for (key, v) in pairs {
@@ -132,27 +106,16 @@ fn last_sub_from_json(v: &JVal) -> Result<LastPointSubQuery, String> {
                             }
                         }
                     }
-                    other => {
-                        return Err(format!(
-                            "Cannot deserialize `tags` out of {} token",
-                            other.token_name()
-                        ))
-                    }
+                    other => return Err(format!("Cannot deserialize `tags` out of {} token", other.token_name())),
                 }
             }
             "tsuids" => {
                 sub.tsuids = match v {
                     JVal::Null => Vec::new(),
-                    JVal::Arr(items) => items
-                        .iter()
-                        .map(|i| as_string(i).map(Option::unwrap_or_default))
-                        .collect::<Result<_, _>>()?,
-                    other => {
-                        return Err(format!(
-                            "Cannot deserialize `tsuids` out of {} token",
-                            other.token_name()
-                        ))
+                    JVal::Arr(items) => {
+                        items.iter().map(|i| as_string(i).map(Option::unwrap_or_default)).collect::<Result<_, _>>()?
                     }
+                    other => return Err(format!("Cannot deserialize `tsuids` out of {} token", other.token_name())),
                 }
             }
             _ => {}
@@ -180,12 +143,8 @@ fn parse_with_metric(s: &str, tags: &mut Vec<(String, String)>) -> Result<String
         match tags.iter().find(|(ek, _)| ek == k) {
             Some((_, ev)) if ev == v => {}
             Some(_) => {
-                let pairs: Vec<(&str, &str)> =
-                    tags.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-                return Err(wrap(format!(
-                    "duplicate tag: {tag}, tags={}",
-                    crate::javafmt::format_map(&pairs)
-                )));
+                let pairs: Vec<(&str, &str)> = tags.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+                return Err(wrap(format!("duplicate tag: {tag}, tags={}", crate::javafmt::format_map(&pairs))));
             }
             None => tags.push((k.to_string(), v.to_string())),
         }
@@ -198,10 +157,7 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     // spec: query §6.1 (GET), vector V16
@@ -225,11 +181,7 @@ mod tests {
                     tags: vec![("host".into(), "web01".into())],
                     tsuids: vec![]
                 },
-                LastPointSubQuery {
-                    metric: Some("sys.cpu.nice".into()),
-                    tags: vec![],
-                    tsuids: vec![]
-                },
+                LastPointSubQuery { metric: Some("sys.cpu.nice".into()), tags: vec![], tsuids: vec![] },
                 LastPointSubQuery {
                     metric: None,
                     tags: vec![],
@@ -238,10 +190,7 @@ mod tests {
             ]
         );
         let q = parse_last_get(&params(&[("timeseries", "m{}"), ("back_scan", "+3")])).unwrap();
-        assert_eq!(
-            (q.queries[0].metric.as_deref(), q.back_scan, q.resolve_names),
-            (Some("m"), 3, false)
-        );
+        assert_eq!((q.queries[0].metric.as_deref(), q.back_scan, q.resolve_names), (Some("m"), 3, false));
     }
 
     // spec: query §6.1 (GET errors)
@@ -251,28 +200,16 @@ mod tests {
         assert_eq!(err(&[]).message, "Missing sub queries");
         assert_eq!(err(&[("resolve", "")]).message, "Missing sub queries");
         for bad in ["x", "", "1.5", "99999999999"] {
-            assert_eq!(
-                err(&[("timeseries", "m"), ("back_scan", bad)]).message,
-                "Unable to parse back_scan parameter"
-            );
+            assert_eq!(err(&[("timeseries", "m"), ("back_scan", bad)]).message, "Unable to parse back_scan parameter");
         }
-        assert_eq!(
-            err(&[("timeseries", "m{host=a")]).message,
-            "Missing '}' at the end of: m{host=a"
-        );
-        assert_eq!(
-            err(&[("timeseries", "m{host}")]).message,
-            "When parsing tag 'host': invalid tag: host"
-        );
+        assert_eq!(err(&[("timeseries", "m{host=a")]).message, "Missing '}' at the end of: m{host=a");
+        assert_eq!(err(&[("timeseries", "m{host}")]).message, "When parsing tag 'host': invalid tag: host");
         assert_eq!(
             err(&[("timeseries", "m{host=a,host=b}")]).message,
             "When parsing tag 'host=b': duplicate tag: host=b, tags={host=a}"
         );
         let same = parse_last_get(&params(&[("timeseries", "m{host=a,host=a}")])).unwrap();
-        assert_eq!(
-            same.queries[0].tags,
-            vec![("host".to_string(), "a".to_string())]
-        );
+        assert_eq!(same.queries[0].tags, vec![("host".to_string(), "a".to_string())]);
         assert_eq!(err(&[("timeseries", "m{x}")]).status, 400);
     }
 
@@ -288,16 +225,10 @@ mod tests {
         assert_eq!(q.queries[0].metric.as_deref(), Some("sys.cpu.0"));
         assert_eq!(
             q.queries[0].tags,
-            vec![
-                ("host".to_string(), "web01".to_string()),
-                ("dc".to_string(), "lga".to_string())
-            ]
+            vec![("host".to_string(), "web01".to_string()), ("dc".to_string(), "lga".to_string())]
         );
         assert_eq!(q.queries[1].tsuids, vec!["000001000002000042".to_string()]);
-        let q = parse_last_post(
-            br#"{"queries":[{"metric":"m"}],"backScan":"6","resolveNames":"true","x":1}"#,
-        )
-        .unwrap();
+        let q = parse_last_post(br#"{"queries":[{"metric":"m"}],"backScan":"6","resolveNames":"true","x":1}"#).unwrap();
         assert_eq!((q.back_scan, q.resolve_names), (6, true));
     }
 
@@ -309,10 +240,7 @@ mod tests {
         assert_eq!(err(b"{}").message, "Missing sub queries");
         assert_eq!(err(br#"{"queries":[]}"#).message, "Missing sub queries");
         assert_eq!(err(b"{").message, "Unable to parse the given JSON");
-        assert_eq!(
-            err(br#"{"queries":[{"metric":"m"}],"backScan":"x"}"#).message,
-            "Unable to parse the given JSON"
-        );
+        assert_eq!(err(br#"{"queries":[{"metric":"m"}],"backScan":"x"}"#).message, "Unable to parse the given JSON");
         assert_eq!(err(b"[]").message, "Unable to parse the given JSON");
     }
 }

@@ -41,9 +41,7 @@ pub use downsample::{CalendarInterval, CalendarUnit, DownsampleSpec, FillPolicy}
 pub use filter::{config_filters_json, Filter, FilterKind};
 pub use last::{parse_last_get, parse_last_post, LastPointQuery, LastPointSubQuery};
 pub use rate::{parse_rate_spec, RateOptions};
-pub use request::{
-    check_tsuids_share_metric, parse_get, parse_post, RollupUsage, SubQuery, TsQuery,
-};
+pub use request::{check_tsuids_share_metric, parse_get, parse_post, RollupUsage, SubQuery, TsQuery};
 pub use time::{parse_duration, parse_time, resolve_timezone};
 
 /// The aggregator names OpenTSDB 2.4 registers, in the exact order `/api/aggregators` prints them (the key order
@@ -126,29 +124,17 @@ pub struct QueryError {
 impl QueryError {
     /// A 400 with no details (OpenTSDB's `new BadRequestException(message)`).
     pub fn bad_request(message: impl Into<String>) -> QueryError {
-        QueryError {
-            status: 400,
-            message: message.into(),
-            details: None,
-        }
+        QueryError { status: 400, message: message.into(), details: None }
     }
 
     /// A 400 with details.
     pub fn bad_request_with(message: impl Into<String>, details: impl Into<String>) -> QueryError {
-        QueryError {
-            status: 400,
-            message: message.into(),
-            details: Some(details.into()),
-        }
+        QueryError { status: 400, message: message.into(), details: Some(details.into()) }
     }
 
     /// A 500, as OpenTSDB answers when an unexpected exception escapes a handler (no details).
     pub fn internal(message: impl Into<String>) -> QueryError {
-        QueryError {
-            status: 500,
-            message: message.into(),
-            details: None,
-        }
+        QueryError { status: 500, message: message.into(), details: None }
     }
 
     /// The `{"error":{...}}` body for this error (spec: query §0.4).

@@ -19,12 +19,7 @@ pub struct RateOptions {
 
 impl Default for RateOptions {
     fn default() -> Self {
-        RateOptions {
-            counter: false,
-            counter_max: i64::MAX,
-            reset_value: 0,
-            drop_resets: false,
-        }
+        RateOptions { counter: false, counter_max: i64::MAX, reset_value: 0, drop_resets: false }
     }
 }
 
@@ -39,10 +34,7 @@ impl RateOptions {
 
     /// Java's `RateOptions.toString()`, `{counter,max,reset}`, as it appears in OpenTSDB's query dumps.
     pub(crate) fn java_string(&self) -> String {
-        format!(
-            "{{{},{},{}}}",
-            self.counter, self.counter_max, self.reset_value
-        )
+        format!("{{{},{},{}}}", self.counter, self.counter_max, self.reset_value)
     }
 }
 
@@ -57,9 +49,7 @@ pub fn parse_rate_spec(spec: &str) -> Result<Option<RateOptions>, QueryError> {
     if !spec.contains('{') {
         return Ok(None);
     }
-    parse_rate_options_msg(spec)
-        .map(Some)
-        .map_err(QueryError::bad_request)
+    parse_rate_options_msg(spec).map(Some).map_err(QueryError::bad_request)
 }
 
 /// OpenTSDB's `QueryRpc.parseRateOptions(true, spec)`.
@@ -84,21 +74,18 @@ pub(crate) fn parse_rate_options_msg(spec: &str) -> Result<RateOptions, String> 
     }
     let counter = parts[0].ends_with("counter");
     let counter_max = match parts.get(1) {
-        Some(p) if !p.is_empty() => java_parse_long(p)
-            .ok_or_else(|| format!("Max value of counter was not a number, received '{p}'"))?,
+        Some(p) if !p.is_empty() => {
+            java_parse_long(p).ok_or_else(|| format!("Max value of counter was not a number, received '{p}'"))?
+        }
         _ => i64::MAX,
     };
     let reset_value = match parts.get(2) {
-        Some(p) if !p.is_empty() => java_parse_long(p)
-            .ok_or_else(|| format!("Reset value of counter was not a number, received '{p}'"))?,
+        Some(p) if !p.is_empty() => {
+            java_parse_long(p).ok_or_else(|| format!("Reset value of counter was not a number, received '{p}'"))?
+        }
         _ => 0,
     };
-    Ok(RateOptions {
-        counter,
-        counter_max,
-        reset_value,
-        drop_resets: parts[0] == "dropcounter",
-    })
+    Ok(RateOptions { counter, counter_max, reset_value, drop_resets: parts[0] == "dropcounter" })
 }
 
 #[cfg(test)]
@@ -129,10 +116,7 @@ mod tests {
         assert_eq!(ok("rate{counter,100,35}"), rate(true, 100, 35, false));
         assert_eq!(ok("rate{counter,,35}"), rate(true, MAX, 35, false));
         assert_eq!(ok("rate{dropcounter}"), rate(true, MAX, 0, true));
-        assert_eq!(
-            ok("rate{dropcounter,10000,35}"),
-            rate(true, 10000, 35, true)
-        );
+        assert_eq!(ok("rate{dropcounter,10000,35}"), rate(true, 10000, 35, true));
         assert_eq!(ok("rate{counter,+5,-1}"), rate(true, 5, -1, false));
         // The first part only has to end with "counter".
         assert_eq!(ok("rate{xcounter}"), rate(true, MAX, 0, false));
@@ -150,33 +134,19 @@ mod tests {
             "Incorrect number of values in rate options specification, must be counter[,counter max value,reset \
              value], recieved: 4 parts"
         );
-        assert_eq!(
-            err("rate{counter,abc}"),
-            "Max value of counter was not a number, received 'abc'"
-        );
-        assert_eq!(
-            err("rate{counter,1,x}"),
-            "Reset value of counter was not a number, received 'x'"
-        );
+        assert_eq!(err("rate{counter,abc}"), "Max value of counter was not a number, received 'abc'");
+        assert_eq!(err("rate{counter,1,x}"), "Reset value of counter was not a number, received 'x'");
         assert_eq!(
             err("rate{counter,99999999999999999999}"),
             "Max value of counter was not a number, received '99999999999999999999'"
         );
         // The max is looked at before the reset value.
-        assert_eq!(
-            err("rate{counter,a,b}"),
-            "Max value of counter was not a number, received 'a'"
-        );
+        assert_eq!(err("rate{counter,a,b}"), "Max value of counter was not a number, received 'a'");
     }
 
     #[test]
     fn echo() {
-        let o = RateOptions {
-            counter: true,
-            counter_max: MAX,
-            reset_value: 1,
-            drop_resets: false,
-        };
+        let o = RateOptions { counter: true, counter_max: MAX, reset_value: 1, drop_resets: false };
         assert_eq!(
             o.to_json(),
             r#"{"counter":true,"counterMax":9223372036854775807,"resetValue":1,"dropResets":false}"#

@@ -4,8 +4,7 @@
 use super::downsample::DownsampleSpec;
 use super::filter::{Filter, NO_SUCH_FILTER};
 use super::javautil::{
-    base64, float_to_string, hash_order_with_capacity, java_lower, java_split, java_trim,
-    split_string,
+    base64, float_to_string, hash_order_with_capacity, java_lower, java_split, java_trim, split_string,
 };
 use super::json::{self, as_bool, as_f32, as_int, as_long, as_string, JVal};
 use super::rate::{parse_rate_options_msg, RateOptions};
@@ -163,11 +162,7 @@ impl SubQuery {
             && self.rate == other.rate
             && self.rate_options == other.rate_options
             && self.filters.len() == other.filters.len()
-            && self
-                .filters
-                .iter()
-                .zip(&other.filters)
-                .all(|(a, b)| a.same_filter(b))
+            && self.filters.iter().zip(&other.filters).all(|(a, b)| a.same_filter(b))
             && self.explicit_tags == other.explicit_tags
             && self.pre_aggregate == other.pre_aggregate
             && self.use_fuzzy_filter == other.use_fuzzy_filter
@@ -254,18 +249,11 @@ impl SubQuery {
         // replacing earlier values of the same key in place.
         let group: Vec<&Filter> = self.filters.iter().filter(|f| f.group_by).collect();
         let keys: Vec<&str> = group.iter().map(|f| f.tagk.as_str()).collect();
-        for (n, i) in hash_order_with_capacity(&keys, self.filters.len())
-            .into_iter()
-            .enumerate()
-        {
+        for (n, i) in hash_order_with_capacity(&keys, self.filters.len()).into_iter().enumerate() {
             if n > 0 {
                 o.push(',');
             }
-            let last = group
-                .iter()
-                .rev()
-                .find(|f| f.tagk == keys[i])
-                .unwrap_or(&group[i]);
+            let last = group.iter().rev().find(|f| f.tagk == keys[i]).unwrap_or(&group[i]);
             o.push_str(&json_string(keys[i]));
             o.push(':');
             o.push_str(&json_string(&format!("{}({})", last.kind.name(), last.raw)));
@@ -293,25 +281,14 @@ impl SubQuery {
         };
         if self.is_histogram_query() {
             if self.aggregator != "none" && self.aggregator != "sum" {
-                return Err(
-                    "Only NONE or SUM aggregation function supported for histogram query".into(),
-                );
+                return Err("Only NONE or SUM aggregation function supported for histogram query".into());
             }
-            if self
-                .downsampler
-                .as_ref()
-                .is_some_and(|d| !d.function.eq_ignore_ascii_case("sum"))
-            {
-                return Err(
-                    "Only SUM downsampling aggregation supported for histogram query".into(),
-                );
+            if self.downsampler.as_ref().is_some_and(|d| !d.function.eq_ignore_ascii_case("sum")) {
+                return Err("Only SUM downsampling aggregation supported for histogram query".into());
             }
             for p in self.percentiles.iter().flatten() {
                 if *p < 0.0 || *p > 100.0 {
-                    return Err(format!(
-                        "Invalid percentile parameters: {}",
-                        float_to_string(*p)
-                    ));
+                    return Err(format!("Invalid percentile parameters: {}", float_to_string(*p)));
                 }
             }
         }
@@ -321,20 +298,10 @@ impl SubQuery {
     /// Java's `TSSubQuery.toString()`, for the `details` of validation errors.
     fn java_string(&self) -> String {
         let filters: Vec<String> = self.filters.iter().map(Filter::java_string).collect();
-        let tsuids = self
-            .tsuids
-            .as_ref()
-            .map(|t| t.join(", "))
-            .unwrap_or_default();
+        let tsuids = self.tsuids.as_ref().map(|t| t.join(", ")).unwrap_or_default();
         let percentiles = match &self.percentiles {
             None => "null".to_string(),
-            Some(p) => format!(
-                "[{}]",
-                p.iter()
-                    .map(|v| float_to_string(*v))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some(p) => format!("[{}]", p.iter().map(|v| float_to_string(*v)).collect::<Vec<_>>().join(", ")),
         };
         format!(
             "TSSubQuery(metric={}, filters=[{}], tsuids=[{}], agg={}, downsample={}, ds_interval={}, rate={}, \
@@ -357,9 +324,7 @@ impl SubQuery {
 fn floats_equal(a: &Option<Vec<f32>>, b: &Option<Vec<f32>>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-        }
+        (Some(a), Some(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
         _ => false,
     }
 }
@@ -440,27 +405,19 @@ impl TsQuery {
     /// OpenTSDB's `TSQuery.validateAndSetQuery` (spec: query §1.3, §1.4): times, sub-queries, time zone and
     /// calendar flags, indexes. Errors are 400 with the query dump as `details`.
     fn validate(&mut self, now_ms: i64) -> Result<(), QueryError> {
-        self.validate_msg(now_ms)
-            .map_err(|m| QueryError::bad_request_with(m, self.java_string()))
+        self.validate_msg(now_ms).map_err(|m| QueryError::bad_request_with(m, self.java_string()))
     }
 
     fn validate_msg(&mut self, now_ms: i64) -> Result<(), String> {
         let tz = self.timezone.clone();
-        let start = self
-            .start
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .ok_or("Missing start time")?;
+        let start = self.start.as_deref().filter(|s| !s.is_empty()).ok_or("Missing start time")?;
         self.start_ms = parse_time_msg(start, now_ms, tz.as_deref())?;
         self.end_ms = match self.end.as_deref() {
             Some(e) if !e.is_empty() => parse_time_msg(e, now_ms, tz.as_deref())?,
             _ => now_ms,
         };
         if self.end_ms <= self.start_ms {
-            return Err(format!(
-                "End time [{}] must be greater than the start time [{}]",
-                self.end_ms, self.start_ms
-            ));
+            return Err(format!("End time [{}] must be greater than the start time [{}]", self.end_ms, self.start_ms));
         }
         if self.queries.is_empty() {
             return Err("Missing queries".into());
@@ -470,8 +427,7 @@ impl TsQuery {
             sub.validate()?;
             if let Some(ds) = sub.downsampler.as_mut() {
                 if let Some(zone) = tz.as_deref().filter(|z| !z.is_empty()) {
-                    resolve_timezone(zone)
-                        .map_err(|_| "The timezone specification could not be found")?;
+                    resolve_timezone(zone).map_err(|_| "The timezone specification could not be found")?;
                     ds.timezone = Some(zone.to_string());
                 }
                 if use_calendar {
@@ -518,20 +474,12 @@ impl TsQuery {
 
 /// The last value of a query-string parameter (OpenTSDB's `getQueryStringParam`).
 pub(crate) fn param_last<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
+    params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
 /// Every value of a repeatable parameter, in order.
 pub(crate) fn param_all<'a>(params: &'a [(String, String)], name: &str) -> Vec<&'a str> {
-    params
-        .iter()
-        .filter(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .collect()
+    params.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
 }
 
 /// Presence flags: any occurrence, whatever its value (`&ms=false` turns ms on; spec: query §0.2).
@@ -547,9 +495,7 @@ pub(crate) fn param_has(params: &[(String, String)], name: &str) -> bool {
 pub fn parse_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, QueryError> {
     let start = param_last(params, "start").filter(|s| !s.is_empty());
     let Some(start) = start else {
-        return Err(QueryError::bad_request(
-            "Missing parameter <code>start</code>",
-        ));
+        return Err(QueryError::bad_request("Missing parameter <code>start</code>"));
     };
     let mut q = TsQuery {
         start: Some(start.to_string()),
@@ -585,11 +531,7 @@ fn sub_parts(value: &str) -> Result<Vec<&str>, QueryError> {
     if parts.len() < 2 || parts.len() > 5 {
         return Err(QueryError::bad_request(format!(
             "Invalid parameter m={value} ({} :-separated parts)",
-            if parts.len() < 2 {
-                "not enough"
-            } else {
-                "too many"
-            }
+            if parts.len() < 2 { "not enough" } else { "too many" }
         )));
     }
     Ok(parts)
@@ -623,10 +565,7 @@ fn parse_m_sub(value: &str) -> Result<SubQuery, QueryError> {
         return Err(QueryError::bad_request("The query string was empty"));
     }
     let parts = sub_parts(value)?;
-    let mut sub = SubQuery {
-        aggregator: parts[0].to_string(),
-        ..SubQuery::default()
-    };
+    let mut sub = SubQuery { aggregator: parts[0].to_string(), ..SubQuery::default() };
     let (metric, filters) = parse_metric_and_filters(parts[parts.len() - 1])?;
     sub.metric = Some(metric);
     sub.filters = filters;
@@ -655,12 +594,7 @@ fn parse_tsuid_sub(value: &str) -> Result<SubQuery, QueryError> {
     let parts = sub_parts(value)?;
     let mut sub = SubQuery {
         aggregator: parts[0].to_string(),
-        tsuids: Some(
-            java_split(parts[parts.len() - 1], ',')
-                .into_iter()
-                .map(str::to_string)
-                .collect(),
-        ),
+        tsuids: Some(java_split(parts[parts.len() - 1], ',').into_iter().map(str::to_string).collect()),
         ..SubQuery::default()
     };
     for part in &parts[1..parts.len() - 1] {
@@ -673,15 +607,10 @@ fn parse_tsuid_sub(value: &str) -> Result<SubQuery, QueryError> {
 /// `percentiles[<float>,...]` of a GET sub-query, sorted ascending.
 fn parse_percentiles(spec: &str) -> Result<Vec<f32>, QueryError> {
     let (Some(open), Some(close)) = (spec.find('['), spec.find(']')) else {
-        return Err(QueryError::bad_request(format!(
-            "Malformated percentile query paramater: {spec}"
-        )));
+        return Err(QueryError::bad_request(format!("Malformated percentile query paramater: {spec}")));
     };
     if close < open + 1 {
-        return Err(QueryError::bad_request(format!(
-            "String index out of range: {}",
-            close as i64 - open as i64 - 1
-        )));
+        return Err(QueryError::bad_request(format!("String index out of range: {}", close as i64 - open as i64 - 1)));
     }
     let mut out = Vec::new();
     for s in split_string(&spec[open + 1..close], ',') {
@@ -718,12 +647,7 @@ pub(crate) fn parse_tag_pair(tag: &str) -> Result<(&str, &str), String> {
 
 /// Adds the legacy filter for `tagk=value` (OpenTSDB's `mapToFilters` for one entry): group-by filters equal to
 /// an existing filter only mark that one group-by.
-fn add_legacy_filter(
-    filters: &mut Vec<Filter>,
-    tagk: &str,
-    value: &str,
-    group_by: bool,
-) -> Result<(), String> {
+fn add_legacy_filter(filters: &mut Vec<Filter>, tagk: &str, value: &str, group_by: bool) -> Result<(), String> {
     let f = Filter::from_legacy(tagk, value, group_by)?;
     if group_by {
         if let Some(existing) = filters.iter_mut().find(|e| e.same_filter(&f)) {
@@ -758,9 +682,7 @@ fn parse_metric_and_filters(metric: &str) -> Result<(String, Vec<Filter>), Query
     };
     let len = metric.len();
     if !metric.ends_with('}') {
-        return Err(QueryError::bad_request(format!(
-            "Missing '}}' at the end of: {metric}"
-        )));
+        return Err(QueryError::bad_request(format!("Missing '}}' at the end of: {metric}")));
     }
     if curly == len - 2 {
         return Ok((metric[..len - 2].to_string(), Vec::new()));
@@ -780,10 +702,7 @@ fn parse_metric_and_filters(metric: &str) -> Result<(String, Vec<Filter>), Query
         }
     }
     if close < curly {
-        return Err(QueryError::bad_request(format!(
-            "String index out of range: {}",
-            close as i64 - curly as i64 - 1
-        )));
+        return Err(QueryError::bad_request(format!("String index out of range: {}", close as i64 - curly as i64 - 1)));
     }
     for tag in split_string(&metric[curly + 1..close], ',') {
         if tag.is_empty() && close != len - 1 {
@@ -858,9 +777,7 @@ fn query_from_json(root: &JVal) -> Result<TsQuery, String> {
             "queries" => {
                 q.queries = match v {
                     JVal::Null => Vec::new(),
-                    JVal::Arr(items) => {
-                        items.iter().map(sub_from_json).collect::<Result<_, _>>()?
-                    }
+                    JVal::Arr(items) => items.iter().map(sub_from_json).collect::<Result<_, _>>()?,
                     other => {
                         return Err(format!(
                             "Cannot deserialize instance of `java.util.ArrayList` out of {} token",
@@ -892,17 +809,10 @@ fn sub_from_json(v: &JVal) -> Result<SubQuery, String> {
                     JVal::Arr(items) => Some(
                         items
                             .iter()
-                            .map(|i| {
-                                as_string(i)?.ok_or_else(|| "null TSUID in tsuids".to_string())
-                            })
+                            .map(|i| as_string(i)?.ok_or_else(|| "null TSUID in tsuids".to_string()))
                             .collect::<Result<_, _>>()?,
                     ),
-                    other => {
-                        return Err(format!(
-                            "Cannot deserialize `tsuids` out of {} token",
-                            other.token_name()
-                        ))
-                    }
+                    other => return Err(format!("Cannot deserialize `tsuids` out of {} token", other.token_name())),
                 }
             }
             "downsample" => sub.downsample = as_string(v)?,
@@ -911,18 +821,8 @@ fn sub_from_json(v: &JVal) -> Result<SubQuery, String> {
             "filters" => {
                 filters = match v {
                     JVal::Null => None,
-                    JVal::Arr(items) => Some(
-                        items
-                            .iter()
-                            .map(filter_from_json)
-                            .collect::<Result<_, _>>()?,
-                    ),
-                    other => {
-                        return Err(format!(
-                            "Cannot deserialize `filters` out of {} token",
-                            other.token_name()
-                        ))
-                    }
+                    JVal::Arr(items) => Some(items.iter().map(filter_from_json).collect::<Result<_, _>>()?),
+                    other => return Err(format!("Cannot deserialize `filters` out of {} token", other.token_name())),
                 }
             }
             "tags" => {
@@ -931,10 +831,7 @@ fn sub_from_json(v: &JVal) -> Result<SubQuery, String> {
                         filters = Some(Vec::new());
                         continue;
                     }
-                    return Err(format!(
-                        "Cannot deserialize `tags` out of {} token",
-                        v.token_name()
-                    ));
+                    return Err(format!("Cannot deserialize `tags` out of {} token", v.token_name()));
                 };
                 // A Java LinkedHashMap: a repeated key keeps its first position and its last value.
                 let mut entries: Vec<(&str, Option<String>)> = Vec::new();
@@ -961,10 +858,7 @@ fn sub_from_json(v: &JVal) -> Result<SubQuery, String> {
                         Some(p)
                     }
                     other => {
-                        return Err(format!(
-                            "Cannot deserialize `percentiles` out of {} token",
-                            other.token_name()
-                        ))
+                        return Err(format!("Cannot deserialize `percentiles` out of {} token", other.token_name()))
                     }
                 }
             }
@@ -989,12 +883,7 @@ pub(crate) fn rate_options_from_json(v: &JVal) -> Result<Option<RateOptions>, St
     let pairs = match v {
         JVal::Null => return Ok(None),
         JVal::Obj(p) => p,
-        other => {
-            return Err(format!(
-                "Cannot deserialize `rateOptions` out of {} token",
-                other.token_name()
-            ))
-        }
+        other => return Err(format!("Cannot deserialize `rateOptions` out of {} token", other.token_name())),
     };
     let mut o = RateOptions::default();
     for (key, v) in pairs {
@@ -1024,12 +913,7 @@ fn filter_from_json(v: &JVal) -> Result<Filter, String> {
             _ => {}
         }
     }
-    Filter::from_type_name(
-        type_name.as_deref(),
-        tagk.as_deref(),
-        filter.as_deref(),
-        group_by,
-    )
+    Filter::from_type_name(type_name.as_deref(), tagk.as_deref(), filter.as_deref(), group_by)
 }
 
 /// Checks that every TSUID of a TSUID sub-query starts with the same metric UID (`metric_width` bytes, i.e.
@@ -1040,9 +924,7 @@ pub fn check_tsuids_share_metric(tsuids: &[String], metric_width: usize) -> Resu
     let mut first: Option<String> = None;
     for t in tsuids {
         if t.chars().count() < width {
-            return Err(QueryError::bad_request(format!(
-                "String index out of range: {width}"
-            )));
+            return Err(QueryError::bad_request(format!("String index out of range: {width}")));
         }
         let metric: String = t.chars().take(width).collect::<String>().to_uppercase();
         match &first {

@@ -8,10 +8,7 @@ use super::*;
 const NOW: i64 = 1_357_041_600_000;
 
 fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn get(pairs: &[(&str, &str)]) -> TsQuery {
@@ -60,12 +57,7 @@ fn get_flags_are_presence_based() {
     let q = get(&[("start", "1h-ago"), ("m", "sum:sys.cpu.user")]);
     assert!(!q.ms_resolution && !q.arrays && !q.show_query && !q.delete);
     // The last `start`/`end` wins; an empty end means now.
-    let q = get(&[
-        ("start", "2h-ago"),
-        ("start", "1h-ago"),
-        ("end", ""),
-        ("m", "sum:m"),
-    ]);
+    let q = get(&[("start", "2h-ago"), ("start", "1h-ago"), ("end", ""), ("m", "sum:m")]);
     assert_eq!((q.start_ms, q.end_ms), (NOW - 3_600_000, NOW));
 }
 
@@ -87,31 +79,19 @@ fn get_ignores_timezone_and_calendar() {
 // spec: query §1.1 (m= grammar)
 #[test]
 fn get_m_grammar() {
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "sum:rate:proc.stat.cpu{host=foo,type=idle}"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "sum:rate:proc.stat.cpu{host=foo,type=idle}")]);
     let s = &q.queries[0];
-    assert_eq!(
-        (s.aggregator.as_str(), s.metric.as_deref(), s.rate),
-        ("sum", Some("proc.stat.cpu"), true)
-    );
+    assert_eq!((s.aggregator.as_str(), s.metric.as_deref(), s.rate), ("sum", Some("proc.stat.cpu"), true));
     assert_eq!(s.rate_options, None, "plain rate leaves options unset");
     assert_eq!(s.effective_rate_options(), RateOptions::default());
     assert_eq!(
         s.filters,
-        vec![
-            filter(FilterKind::LiteralOr, "host", "foo", true),
-            filter(FilterKind::LiteralOr, "type", "idle", true)
-        ]
+        vec![filter(FilterKind::LiteralOr, "host", "foo", true), filter(FilterKind::LiteralOr, "type", "idle", true)]
     );
     assert_eq!(s.group_by_tagks(), vec!["host", "type"]);
     assert_eq!(s.filters[0].literal_values().unwrap(), ["foo"]);
 
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "sum:explicit_tags:1m-sum:rate:sys.cpu.0{host=web01}"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "sum:explicit_tags:1m-sum:rate:sys.cpu.0{host=web01}")]);
     let s = &q.queries[0];
     assert!(s.explicit_tags && s.rate);
     assert_eq!(s.downsample.as_deref(), Some("1m-sum"));
@@ -119,19 +99,9 @@ fn get_m_grammar() {
     assert_eq!((ds.interval_ms, ds.function.as_str()), (60_000, "sum"));
 
     // Middle parts in any order; unknown ones ignored; case-insensitive keywords.
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "avg:RATE{counter,100}:whatever:10m-avg-nan:m"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "avg:RATE{counter,100}:whatever:10m-avg-nan:m")]);
     let s = &q.queries[0];
-    assert_eq!(
-        s.rate_options,
-        Some(RateOptions {
-            counter: true,
-            counter_max: 100,
-            ..RateOptions::default()
-        })
-    );
+    assert_eq!(s.rate_options, Some(RateOptions { counter: true, counter_max: 100, ..RateOptions::default() }));
     assert_eq!(s.downsampler.as_ref().unwrap().fill, FillPolicy::NaN);
 
     let q = get(&[("start", "1h-ago"), ("m", "sum:pre-agg:rollup_raw:m")]);
@@ -140,10 +110,7 @@ fn get_m_grammar() {
     let q = get(&[("start", "1h-ago"), ("m", "sum:rollup_whatever:m")]);
     assert_eq!(q.queries[0].rollup_usage, Some(RollupUsage::NoFallback));
 
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "sum:percentiles[99.9, 50]:show-histogram-buckets:m"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "sum:percentiles[99.9, 50]:show-histogram-buckets:m")]);
     assert_eq!(q.queries[0].percentiles, Some(vec![50.0, 99.9]));
     assert!(q.queries[0].show_histogram_buckets && q.queries[0].is_histogram_query());
 }
@@ -158,10 +125,7 @@ fn get_tag_braces() {
     let s = subs("sum:m{host=*}{dc=lga|lga1}");
     assert_eq!(
         s.filters,
-        vec![
-            filter(FilterKind::LiteralOr, "dc", "lga|lga1", false),
-            Filter::from_legacy("host", "*", true).unwrap()
-        ]
+        vec![filter(FilterKind::LiteralOr, "dc", "lga|lga1", false), Filter::from_legacy("host", "*", true).unwrap()]
     );
     assert_eq!(s.group_by_tagks(), vec!["host"]);
     assert_eq!(s.filter_tagks(), vec!["dc", "host"]);
@@ -175,10 +139,7 @@ fn get_tag_braces() {
     assert_eq!(s.filters[1].kind, FilterKind::ILiteralOr);
     // The same filter in both groups is kept once, as group-by.
     let s = subs("sum:m{host=web01}{host=web01}");
-    assert_eq!(
-        s.filters,
-        vec![filter(FilterKind::LiteralOr, "host", "web01", true)]
-    );
+    assert_eq!(s.filters, vec![filter(FilterKind::LiteralOr, "host", "web01", true)]);
     // Two literal filters on one key stay two filters (the engine ORs them, spec: query §5.2).
     let s = subs("sum:m{host=web01,host=web02}");
     assert_eq!(s.filters.len(), 2);
@@ -197,30 +158,12 @@ fn get_tag_braces() {
 fn get_brace_errors() {
     let err = |m: &str| get_err(&[("start", "1h-ago"), ("m", m)]);
     let e = err("sum:m{host=a");
-    assert_eq!(
-        (e.status, e.message.as_str()),
-        (400, "Missing '}' at the end of: m{host=a")
-    );
-    assert_eq!(
-        err("sum:m{host}").message,
-        "When parsing tag 'host': invalid tag: host"
-    );
-    assert_eq!(
-        err("sum:m{host=a=b}").message,
-        "When parsing tag 'host=a=b': invalid tag: host=a=b"
-    );
-    assert_eq!(
-        err("sum:m{host=a,}").message,
-        "When parsing tag '': invalid tag: "
-    );
-    assert_eq!(
-        err("sum:m{=a}").message,
-        "When parsing tag '=a': invalid tag: =a"
-    );
-    assert_eq!(
-        err("sum:m{}{dc}").message,
-        "When parsing filter 'dc': invalid tag: dc"
-    );
+    assert_eq!((e.status, e.message.as_str()), (400, "Missing '}' at the end of: m{host=a"));
+    assert_eq!(err("sum:m{host}").message, "When parsing tag 'host': invalid tag: host");
+    assert_eq!(err("sum:m{host=a=b}").message, "When parsing tag 'host=a=b': invalid tag: host=a=b");
+    assert_eq!(err("sum:m{host=a,}").message, "When parsing tag '': invalid tag: ");
+    assert_eq!(err("sum:m{=a}").message, "When parsing tag '=a': invalid tag: =a");
+    assert_eq!(err("sum:m{}{dc}").message, "When parsing filter 'dc': invalid tag: dc");
     assert_eq!(
         err("sum:m{host=wildcard(web)}").message,
         "When parsing tag 'host=wildcard(web)': Filter must contain an asterisk"
@@ -236,10 +179,7 @@ fn get_brace_errors() {
     assert_eq!(err("sum:m{}{host=not_key(x)}").status, 500);
     assert_eq!(err("sum:").message, "Metric cannot be null or empty");
     // The second group is read first.
-    assert_eq!(
-        err("sum:a}b{c}").message,
-        "When parsing filter 'c': invalid tag: c"
-    );
+    assert_eq!(err("sum:a}b{c}").message, "When parsing filter 'c': invalid tag: c");
     assert_eq!(err("sum:a}b{c=d}").message, "String index out of range: -3");
 }
 
@@ -248,90 +188,37 @@ fn get_brace_errors() {
 fn get_m_errors() {
     let err = |m: &str| get_err(&[("start", "1h-ago"), ("m", m)]).message;
     assert_eq!(err(""), "The query string was empty");
-    assert_eq!(
-        err("sum"),
-        "Invalid parameter m=sum (not enough :-separated parts)"
-    );
-    assert_eq!(
-        err("sum:a:b:c:d:m"),
-        "Invalid parameter m=sum:a:b:c:d:m (too many :-separated parts)"
-    );
-    assert_eq!(
-        err("sum:rate{:m"),
-        "Invalid rate options specification: rate{"
-    );
-    assert_eq!(
-        err("sum:rate{counter,x}:m"),
-        "Max value of counter was not a number, received 'x'"
-    );
+    assert_eq!(err("sum"), "Invalid parameter m=sum (not enough :-separated parts)");
+    assert_eq!(err("sum:a:b:c:d:m"), "Invalid parameter m=sum:a:b:c:d:m (too many :-separated parts)");
+    assert_eq!(err("sum:rate{:m"), "Invalid rate options specification: rate{");
+    assert_eq!(err("sum:rate{counter,x}:m"), "Max value of counter was not a number, received 'x'");
     assert_eq!(err("sum::m"), "String index out of range: 0");
-    assert_eq!(
-        err("sum:percentiles:m"),
-        "Malformated percentile query paramater: percentiles"
-    );
+    assert_eq!(err("sum:percentiles:m"), "Malformated percentile query paramater: percentiles");
     assert_eq!(err("sum:percentiles[a]:m"), "For input string: \"a\"");
     assert_eq!(err("foo:m"), "No such aggregation function: foo");
     assert_eq!(err("Sum:m"), "No such aggregation function: Sum");
     assert_eq!(err(":m"), "Missing the aggregation function");
     assert_eq!(err("sum:1m-foo:m"), "No such downsampling function: foo");
-    assert_eq!(
-        err("sum:10m-avg-badbadbad:m"),
-        "Unrecognized fill policy: badbadbad"
-    );
-    assert_eq!(
-        err("avg:percentiles[50]:m"),
-        "Only NONE or SUM aggregation function supported for histogram query"
-    );
-    assert_eq!(
-        err("sum:1m-avg:percentiles[50]:m"),
-        "Only SUM downsampling aggregation supported for histogram query"
-    );
-    assert_eq!(
-        err("sum:percentiles[101]:m"),
-        "Invalid percentile parameters: 101.0"
-    );
+    assert_eq!(err("sum:10m-avg-badbadbad:m"), "Unrecognized fill policy: badbadbad");
+    assert_eq!(err("avg:percentiles[50]:m"), "Only NONE or SUM aggregation function supported for histogram query");
+    assert_eq!(err("sum:1m-avg:percentiles[50]:m"), "Only SUM downsampling aggregation supported for histogram query");
+    assert_eq!(err("sum:percentiles[101]:m"), "Invalid percentile parameters: 101.0");
 }
 
 // spec: query §1.1, vector V15
 #[test]
 fn get_missing_things() {
     let e = get_err(&[("m", "sum:m")]);
-    assert_eq!(
-        (e.status, e.message.as_str(), e.details),
-        (400, "Missing parameter <code>start</code>", None)
-    );
-    assert_eq!(
-        get_err(&[("start", ""), ("m", "sum:m")]).message,
-        "Missing parameter <code>start</code>"
-    );
-    assert_eq!(
-        get_err(&[("start", "1h-ago")]).message,
-        "Missing sub queries"
-    );
-    assert_eq!(
-        get_err(&[("start", "1h-ago"), ("ms", "")]).message,
-        "Missing sub queries"
-    );
-    let e = get_err(&[
-        ("start", "1356998460"),
-        ("end", "1356998400"),
-        ("m", "sum:m"),
-    ]);
-    assert_eq!(
-        e.message,
-        "End time [1356998400000] must be greater than the start time [1356998460000]"
-    );
+    assert_eq!((e.status, e.message.as_str(), e.details), (400, "Missing parameter <code>start</code>", None));
+    assert_eq!(get_err(&[("start", ""), ("m", "sum:m")]).message, "Missing parameter <code>start</code>");
+    assert_eq!(get_err(&[("start", "1h-ago")]).message, "Missing sub queries");
+    assert_eq!(get_err(&[("start", "1h-ago"), ("ms", "")]).message, "Missing sub queries");
+    let e = get_err(&[("start", "1356998460"), ("end", "1356998400"), ("m", "sum:m")]);
+    assert_eq!(e.message, "End time [1356998400000] must be greater than the start time [1356998460000]");
     let details = e.details.unwrap();
-    assert!(details.starts_with(
-        "TSQuery(start_time=1356998460, end_time=1356998400, subQueries[TSSubQuery(metric=m"
-    ));
+    assert!(details.starts_with("TSQuery(start_time=1356998460, end_time=1356998400, subQueries[TSSubQuery(metric=m"));
     assert_eq!(
-        get_err(&[
-            ("start", "1356998400"),
-            ("end", "1356998400"),
-            ("m", "sum:m")
-        ])
-        .message,
+        get_err(&[("start", "1356998400"), ("end", "1356998400"), ("m", "sum:m")]).message,
         "End time [1356998400000] must be greater than the start time [1356998400000]"
     );
     assert_eq!(
@@ -343,54 +230,25 @@ fn get_missing_things() {
 // spec: query §1.1 (tsuid= grammar)
 #[test]
 fn get_tsuid_grammar() {
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("tsuid", "sum:000001000002000042,000001000002000043"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("tsuid", "sum:000001000002000042,000001000002000043")]);
     let s = &q.queries[0];
     assert_eq!(s.metric, None);
-    assert_eq!(
-        s.tsuid_list().unwrap(),
-        [
-            "000001000002000042".to_string(),
-            "000001000002000043".to_string()
-        ]
-    );
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("tsuid", "sum:rate{counter}:1m-avg:000001000002000042,"),
-    ]);
+    assert_eq!(s.tsuid_list().unwrap(), ["000001000002000042".to_string(), "000001000002000043".to_string()]);
+    let q = get(&[("start", "1h-ago"), ("tsuid", "sum:rate{counter}:1m-avg:000001000002000042,")]);
     let s = &q.queries[0];
     assert!(s.rate && s.rate_options.unwrap().counter);
     assert_eq!(s.downsample.as_deref(), Some("1m-avg"));
-    assert_eq!(
-        s.tsuids.as_ref().unwrap().len(),
-        1,
-        "Java's split drops the trailing empty piece"
-    );
+    assert_eq!(s.tsuids.as_ref().unwrap().len(), 1, "Java's split drops the trailing empty piece");
     // explicit_tags and pre-agg are m= only: ignored here.
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("tsuid", "sum:explicit_tags:000001000002000042"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("tsuid", "sum:explicit_tags:000001000002000042")]);
     assert!(!q.queries[0].explicit_tags);
     // Errors (note OpenTSDB says m= for tsuid= too).
     let err = |t: &str| get_err(&[("start", "1h-ago"), ("tsuid", t)]).message;
     assert_eq!(err(""), "The tsuid query string was empty");
-    assert_eq!(
-        err("sum"),
-        "Invalid parameter m=sum (not enough :-separated parts)"
-    );
-    assert_eq!(
-        err("sum:,"),
-        "Missing the metric or tsuids, provide at least one"
-    );
+    assert_eq!(err("sum"), "Invalid parameter m=sum (not enough :-separated parts)");
+    assert_eq!(err("sum:,"), "Missing the metric or tsuids, provide at least one");
     // tsuid= sub-queries come before m= ones, whatever the parameter order.
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "sum:m"),
-        ("tsuid", "avg:000001000002000042"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "sum:m"), ("tsuid", "avg:000001000002000042")]);
     assert_eq!(q.queries[0].aggregator, "avg");
     assert_eq!((q.queries[0].index, q.queries[1].index), (0, 1));
     assert_eq!(q.queries[1].metric.as_deref(), Some("m"));
@@ -400,22 +258,13 @@ fn get_tsuid_grammar() {
 #[test]
 fn tsuids_share_metric() {
     let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert!(
-        check_tsuids_share_metric(&t(&["000001000002000042", "000001000002000043"]), 3).is_ok()
-    );
+    assert!(check_tsuids_share_metric(&t(&["000001000002000042", "000001000002000043"]), 3).is_ok());
     assert!(check_tsuids_share_metric(&t(&["00000a000002", "00000A000003"]), 3).is_ok());
     assert_eq!(
-        check_tsuids_share_metric(&t(&["000001000002000042", "000002000002000043"]), 3)
-            .unwrap_err()
-            .message,
+        check_tsuids_share_metric(&t(&["000001000002000042", "000002000002000043"]), 3).unwrap_err().message,
         "One or more TSUIDs did not share the same metric [000001] [000002]"
     );
-    assert_eq!(
-        check_tsuids_share_metric(&t(&["0001"]), 3)
-            .unwrap_err()
-            .message,
-        "String index out of range: 6"
-    );
+    assert_eq!(check_tsuids_share_metric(&t(&["0001"]), 3).unwrap_err().message, "String index out of range: 6");
 }
 
 // spec: query §1.1 (de-duplication and re-indexing)
@@ -435,23 +284,12 @@ fn get_dedupes_and_reindexes() {
     assert_eq!(aggs, ["sum", "avg", "max"]);
     let idx: Vec<usize> = q.queries.iter().map(|s| s.index).collect();
     assert_eq!(idx, [0, 1, 2]);
-    assert!(
-        q.queries[0].filters[0].group_by,
-        "the first of the duplicates survives"
-    );
+    assert!(q.queries[0].filters[0].group_by, "the first of the duplicates survives");
     // Literal sets compare as sets.
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "sum:m{host=a|b}"),
-        ("m", "sum:m{host=b|a}"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "sum:m{host=a|b}"), ("m", "sum:m{host=b|a}")]);
     assert_eq!(q.queries.len(), 1);
     // Different downsample text is different, even when it means the same.
-    let q = get(&[
-        ("start", "1h-ago"),
-        ("m", "sum:60s-avg:m"),
-        ("m", "sum:1m-avg:m"),
-    ]);
+    let q = get(&[("start", "1h-ago"), ("m", "sum:60s-avg:m"), ("m", "sum:1m-avg:m")]);
     assert_eq!(q.queries.len(), 2);
 }
 
@@ -466,22 +304,13 @@ fn post_docs_examples() {
           {"aggregator":"sum","metric":"sys.cpu.0","rate":"true","tags":{"host":"*","dc":"lga"}},
           {"aggregator":"sum","tsuids":["000001000002000042","000001000002000043"]}]}"#,
     );
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_356_998_400_000, 1_356_998_460_000)
-    );
-    assert_eq!(
-        (q.start.as_deref(), q.end.as_deref()),
-        (Some("1356998400"), Some("1356998460"))
-    );
+    assert_eq!((q.start_ms, q.end_ms), (1_356_998_400_000, 1_356_998_460_000));
+    assert_eq!((q.start.as_deref(), q.end.as_deref()), (Some("1356998400"), Some("1356998460")));
     let s = &q.queries[0];
     assert!(s.rate);
     assert_eq!(
         s.filters,
-        vec![
-            Filter::from_legacy("host", "*", true).unwrap(),
-            filter(FilterKind::LiteralOr, "dc", "lga", true)
-        ]
+        vec![Filter::from_legacy("host", "*", true).unwrap(), filter(FilterKind::LiteralOr, "dc", "lga", true)]
     );
     assert_eq!(q.queries[1].tsuid_list().unwrap().len(), 2);
     assert_eq!(q.queries[1].index, 1);
@@ -506,47 +335,27 @@ fn post_docs_examples() {
 #[test]
 fn post_tags_and_filters_last_wins() {
     let f = r#"[{"type":"literal_or","tagk":"host","filter":"web01","groupBy":false}]"#;
-    let body = |sub: String| {
-        format!(r#"{{"start":1356998400,"queries":[{{"aggregator":"sum","metric":"m",{sub}}}]}}"#)
-    };
+    let body = |sub: String| format!(r#"{{"start":1356998400,"queries":[{{"aggregator":"sum","metric":"m",{sub}}}]}}"#);
     // filters then an empty tags map: no filters at all.
     let q = post(&body(format!(r#""filters":{f},"tags":{{}}"#)));
     assert!(q.queries[0].filters.is_empty());
     // filters then tags: the tags.
     let q = post(&body(format!(r#""filters":{f},"tags":{{"dc":"lga"}}"#)));
-    assert_eq!(
-        q.queries[0].filters,
-        vec![filter(FilterKind::LiteralOr, "dc", "lga", true)]
-    );
+    assert_eq!(q.queries[0].filters, vec![filter(FilterKind::LiteralOr, "dc", "lga", true)]);
     // tags then filters: the filters.
     let q = post(&body(format!(r#""tags":{{"dc":"lga"}},"filters":{f}"#)));
-    assert_eq!(
-        q.queries[0].filters,
-        vec![filter(FilterKind::LiteralOr, "host", "web01", false)]
-    );
+    assert_eq!(q.queries[0].filters, vec![filter(FilterKind::LiteralOr, "host", "web01", false)]);
     // tags then filters then null tags: a cleared list.
-    let q = post(&body(format!(
-        r#""tags":{{"dc":"lga"}},"filters":{f},"tags":null"#
-    )));
+    let q = post(&body(format!(r#""tags":{{"dc":"lga"}},"filters":{f},"tags":null"#)));
     assert!(q.queries[0].filters.is_empty());
     // A repeated key: the last value.
-    let q = post(&body(
-        r#""metric":"other","tags":{"dc":"a","dc":"b"}"#.to_string(),
-    ));
+    let q = post(&body(r#""metric":"other","tags":{"dc":"a","dc":"b"}"#.to_string()));
     assert_eq!(q.queries[0].metric.as_deref(), Some("other"));
-    assert_eq!(
-        q.queries[0].filters,
-        vec![filter(FilterKind::LiteralOr, "dc", "b", true)]
-    );
+    assert_eq!(q.queries[0].filters, vec![filter(FilterKind::LiteralOr, "dc", "b", true)]);
     // `null` tags with no filter list before: OpenTSDB fails on its null list.
-    assert_eq!(
-        post_err(&body(r#""tags":null"#.to_string())).message,
-        "Unable to parse the given JSON"
-    );
+    assert_eq!(post_err(&body(r#""tags":null"#.to_string())).message, "Unable to parse the given JSON");
     // `filters: null` is no filters.
-    assert!(post(&body(r#""filters":null"#.to_string())).queries[0]
-        .filters
-        .is_empty());
+    assert!(post(&body(r#""filters":null"#.to_string())).queries[0].filters.is_empty());
 }
 
 // spec: query §1.2 (coercions, aliases, unknown keys)
@@ -559,30 +368,17 @@ fn post_coercions_and_aliases() {
               "filters":[{"type":"iwildcard","tagk":"host","filter":"WEB*","group_by":true,"extra":1}],
               "useFuzzyFilter":false,"useMultiGets":"false","preAggregate":true,"rollupUsage":"rollup_fallback"}]}"#,
     );
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_356_998_400_000, 1_356_998_460_000)
-    );
+    assert_eq!((q.start_ms, q.end_ms), (1_356_998_400_000, 1_356_998_460_000));
     assert!(q.padding);
     let s = &q.queries[0];
-    assert!(
-        s.rate && s.explicit_tags && !s.use_fuzzy_filter && !s.use_multi_gets && s.pre_aggregate
-    );
+    assert!(s.rate && s.explicit_tags && !s.use_fuzzy_filter && !s.use_multi_gets && s.pre_aggregate);
     assert_eq!(s.index, 0);
     assert_eq!(s.rollup_usage, Some(RollupUsage::Fallback));
     assert_eq!(
         s.rate_options,
-        Some(RateOptions {
-            counter: true,
-            counter_max: 65535,
-            reset_value: 35,
-            drop_resets: false
-        })
+        Some(RateOptions { counter: true, counter_max: 65535, reset_value: 35, drop_resets: false })
     );
-    assert_eq!(
-        s.filters,
-        vec![filter(FilterKind::IWildcard, "host", "WEB*", true)]
-    );
+    assert_eq!(s.filters, vec![filter(FilterKind::IWildcard, "host", "WEB*", true)]);
     assert!(s.filters[0].matches("web01"));
     // Start as a float token keeps its text: seconds.millis.
     assert_eq!(
@@ -593,13 +389,9 @@ fn post_coercions_and_aliases() {
     let q = post(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rollupUsage":null}]}"#);
     assert_eq!(q.queries[0].rollup_usage, Some(RollupUsage::NoFallback));
     // JSON "delete" never sets delete (the verb does).
-    assert!(
-        !post(r#"{"start":1,"delete":true,"queries":[{"aggregator":"sum","metric":"m"}]}"#).delete
-    );
+    assert!(!post(r#"{"start":1,"delete":true,"queries":[{"aggregator":"sum","metric":"m"}]}"#).delete);
     // Percentiles are sorted.
-    let q = post(
-        r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","percentiles":[99.9,"50",95]}]}"#,
-    );
+    let q = post(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","percentiles":[99.9,"50",95]}]}"#);
     assert_eq!(q.queries[0].percentiles, Some(vec![50.0, 95.0, 99.9]));
 }
 
@@ -612,38 +404,20 @@ fn post_errors() {
         r#"{"error":{"code":400,"message":"Missing message content","details":"Supply valid JSON formatted data in the body of your request"}}"#
     );
     let e = post_err("{");
-    assert_eq!(
-        (e.status, e.message.as_str()),
-        (400, "Unable to parse the given JSON")
-    );
+    assert_eq!((e.status, e.message.as_str()), (400, "Unable to parse the given JSON"));
     assert!(e.details.is_some());
     assert_eq!(post_err("   ").message, "Unable to parse the given JSON");
     assert_eq!(post_err("[]").message, "Unable to parse the given JSON");
-    assert_eq!(
-        post_err(r#"{"queries":[{"aggregator":"sum","metric":"m"}]}"#).message,
-        "Missing start time"
-    );
+    assert_eq!(post_err(r#"{"queries":[{"aggregator":"sum","metric":"m"}]}"#).message, "Missing start time");
     assert_eq!(
         post_err(r#"{"start":null,"queries":[{"aggregator":"sum","metric":"m"}]}"#).message,
         "Missing start time"
     );
-    assert_eq!(
-        post_err(r#"{"start":1356998400}"#).message,
-        "Missing queries"
-    );
-    assert_eq!(
-        post_err(r#"{"start":1356998400,"queries":[]}"#).message,
-        "Missing queries"
-    );
+    assert_eq!(post_err(r#"{"start":1356998400}"#).message, "Missing queries");
+    assert_eq!(post_err(r#"{"start":1356998400,"queries":[]}"#).message, "Missing queries");
     let e = post_err(r#"{"start":1356998400,"queries":[{"aggregator":"foo","metric":"m"}]}"#);
-    assert_eq!(
-        (e.status, e.message.as_str()),
-        (400, "No such aggregation function: foo")
-    );
-    assert!(e
-        .details
-        .unwrap()
-        .contains("TSSubQuery(metric=m, filters=[], tsuids=[], agg=foo"));
+    assert_eq!((e.status, e.message.as_str()), (400, "No such aggregation function: foo"));
+    assert!(e.details.unwrap().contains("TSSubQuery(metric=m, filters=[], tsuids=[], agg=foo"));
     assert_eq!(
         post_err(r#"{"start":1356998400,"queries":[{"metric":"m"}]}"#).message,
         "Missing the aggregation function"
@@ -653,68 +427,38 @@ fn post_errors() {
         "Missing the metric or tsuids, provide at least one"
     );
     assert_eq!(
-        post_err(r#"{"start":1356998400,"queries":[{"aggregator":"sum","metric":"m","downsample":"10m-avg-badbadbad"}]}"#)
-            .message,
+        post_err(
+            r#"{"start":1356998400,"queries":[{"aggregator":"sum","metric":"m","downsample":"10m-avg-badbadbad"}]}"#
+        )
+        .message,
         "Unrecognized fill policy: badbadbad"
     );
     // Filter construction failures are binding failures: 400 with the reason in details.
     let e = post_err(
         r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","filters":[{"type":"nosuch","tagk":"host","filter":"x"}]}]}"#,
     );
-    assert_eq!(
-        (e.status, e.message.as_str()),
-        (400, "Unable to parse the given JSON")
-    );
-    assert_eq!(
-        e.details.as_deref(),
-        Some("Could not find a tag value filter of the type: nosuch")
-    );
+    assert_eq!((e.status, e.message.as_str()), (400, "Unable to parse the given JSON"));
+    assert_eq!(e.details.as_deref(), Some("Could not find a tag value filter of the type: nosuch"));
     let filter_err = |f: &str| {
-        post_err(&format!(
-            r#"{{"start":1,"queries":[{{"aggregator":"sum","metric":"m","filters":[{f}]}}]}}"#
-        ))
-        .details
-        .unwrap()
+        post_err(&format!(r#"{{"start":1,"queries":[{{"aggregator":"sum","metric":"m","filters":[{f}]}}]}}"#))
+            .details
+            .unwrap()
     };
-    assert_eq!(
-        filter_err(r#"{"tagk":"host","filter":"x"}"#),
-        "The filter type cannot be null or empty"
-    );
+    assert_eq!(filter_err(r#"{"tagk":"host","filter":"x"}"#), "The filter type cannot be null or empty");
     assert_eq!(
         filter_err(r#"{"type":"Literal_or","tagk":"host","filter":"x"}"#),
         "Could not find a tag value filter of the type: Literal_or"
     );
-    assert_eq!(
-        filter_err(r#"{"type":"literal_or","filter":"x"}"#),
-        "The tagk cannot be null or empty"
-    );
-    assert_eq!(
-        filter_err(r#"{"type":"literal_or","tagk":"host"}"#),
-        "Filter cannot be null or empty"
-    );
-    assert_eq!(
-        filter_err(r#"{"type":"wildcard","tagk":"host","filter":"web"}"#),
-        "Filter must contain an asterisk"
-    );
-    assert!(post_err(
-        r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","tags":{"host":"nosuch(x)"}}]}"#
-    )
-    .details
-    .unwrap()
-    .contains("Could not find a tag value filter of the type: nosuch"));
-    assert_eq!(
-        post_err(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rate":"yes"}]}"#)
-            .status,
-        400
-    );
-    assert_eq!(
-        post_err(r#"{"start":[1],"queries":[]}"#).message,
-        "Unable to parse the given JSON"
-    );
-    assert_eq!(
-        post_err(r#"{"start":1,"queries":[null]}"#).message,
-        "Unable to parse the given JSON"
-    );
+    assert_eq!(filter_err(r#"{"type":"literal_or","filter":"x"}"#), "The tagk cannot be null or empty");
+    assert_eq!(filter_err(r#"{"type":"literal_or","tagk":"host"}"#), "Filter cannot be null or empty");
+    assert_eq!(filter_err(r#"{"type":"wildcard","tagk":"host","filter":"web"}"#), "Filter must contain an asterisk");
+    assert!(post_err(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","tags":{"host":"nosuch(x)"}}]}"#)
+        .details
+        .unwrap()
+        .contains("Could not find a tag value filter of the type: nosuch"));
+    assert_eq!(post_err(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rate":"yes"}]}"#).status, 400);
+    assert_eq!(post_err(r#"{"start":[1],"queries":[]}"#).message, "Unable to parse the given JSON");
+    assert_eq!(post_err(r#"{"start":1,"queries":[null]}"#).message, "Unable to parse the given JSON");
     // Time zones (POST only).
     assert_eq!(
         post_err(r#"{"start":"2013/01/01","timezone":"Nowhere/Land","queries":[{"aggregator":"sum","metric":"m"}]}"#)
@@ -727,11 +471,17 @@ fn post_errors() {
         "The timezone specification could not be found"
     );
     // Without a downsampler or an absolute date the zone is never looked up.
-    assert!(parse_post(br#"{"start":"1h-ago","timezone":"Nowhere/Land","queries":[{"aggregator":"sum","metric":"m"}]}"#, NOW).is_ok());
+    assert!(parse_post(
+        br#"{"start":"1h-ago","timezone":"Nowhere/Land","queries":[{"aggregator":"sum","metric":"m"}]}"#,
+        NOW
+    )
+    .is_ok());
     // Calendar steps OpenTSDB could not take are refused up front.
     assert_eq!(
-        post_err(r#"{"start":1,"useCalendar":true,"queries":[{"aggregator":"sum","metric":"m","downsample":"5min-avg"}]}"#)
-            .message,
+        post_err(
+            r#"{"start":1,"useCalendar":true,"queries":[{"aggregator":"sum","metric":"m","downsample":"5min-avg"}]}"#
+        )
+        .message,
         "For input string: \"5mi\""
     );
 }
@@ -745,30 +495,15 @@ fn post_timezone_and_calendar() {
     let ds = q.queries[0].downsampler.as_ref().unwrap();
     assert!(ds.calendar);
     assert_eq!(ds.timezone.as_deref(), Some("America/Denver"));
-    assert_eq!(
-        ds.calendar_interval().unwrap(),
-        CalendarInterval {
-            count: 1,
-            unit: CalendarUnit::Day
-        }
-    );
+    assert_eq!(ds.calendar_interval().unwrap(), CalendarInterval { count: 1, unit: CalendarUnit::Day });
     let q = post(
         r#"{"start":"2012/12/31","end":"2013/01/01-00:01","timezone":"America/Denver","useCalendar":true,"queries":[{"aggregator":"sum","metric":"m","downsample":"1h-avg"},{"aggregator":"sum","metric":"m"}]}"#,
     );
     assert_eq!(q.start_ms, 1_356_937_200_000);
     assert_eq!(q.end_ms, 1_357_023_660_000);
     let ds = q.queries[0].downsampler.as_ref().unwrap();
-    assert!(
-        ds.calendar,
-        "useCalendar turns calendar mode on for every downsampler"
-    );
-    assert_eq!(
-        ds.calendar_interval().unwrap(),
-        CalendarInterval {
-            count: 1,
-            unit: CalendarUnit::Hour
-        }
-    );
+    assert!(ds.calendar, "useCalendar turns calendar mode on for every downsampler");
+    assert_eq!(ds.calendar_interval().unwrap(), CalendarInterval { count: 1, unit: CalendarUnit::Hour });
     assert!(q.queries[1].downsampler.is_none());
     assert!(q.use_calendar);
     assert_eq!(q.timezone.as_deref(), Some("America/Denver"));
@@ -799,33 +534,16 @@ fn grafana_g1_bodies() {
     let q = post(
         r#"{"start":1356998400000,"queries":[{"metric":"sys.cpu.user","aggregator":"avg","downsample":"30s-avg","filters":[{"type":"literal_or","tagk":"host","filter":"web01|web02","groupBy":true}],"explicitTags":true,"rate":true,"rateOptions":{"counter":true,"counterMax":65535,"resetValue":0,"dropResets":true}},{"metric":"sys.mem","aggregator":"sum","tags":{"host":"web01|web02"}}],"msResolution":true,"globalAnnotations":true,"showQuery":true,"end":1357002000000}"#,
     );
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_356_998_400_000, 1_357_002_000_000)
-    );
+    assert_eq!((q.start_ms, q.end_ms), (1_356_998_400_000, 1_357_002_000_000));
     assert!(q.ms_resolution && q.global_annotations && q.show_query);
     let s = &q.queries[0];
-    assert_eq!(
-        (s.aggregator.as_str(), s.explicit_tags, s.index),
-        ("avg", true, 0)
-    );
+    assert_eq!((s.aggregator.as_str(), s.explicit_tags, s.index), ("avg", true, 0));
     assert_eq!(
         s.rate_options,
-        Some(RateOptions {
-            counter: true,
-            counter_max: 65535,
-            reset_value: 0,
-            drop_resets: true
-        })
+        Some(RateOptions { counter: true, counter_max: 65535, reset_value: 0, drop_resets: true })
     );
-    assert_eq!(
-        s.filters,
-        vec![filter(FilterKind::LiteralOr, "host", "web01|web02", true)]
-    );
-    assert_eq!(
-        q.queries[1].filters,
-        vec![filter(FilterKind::LiteralOr, "host", "web01|web02", true)]
-    );
+    assert_eq!(s.filters, vec![filter(FilterKind::LiteralOr, "host", "web01|web02", true)]);
+    assert_eq!(q.queries[1].filters, vec![filter(FilterKind::LiteralOr, "host", "web01|web02", true)]);
     assert_eq!(q.queries[1].index, 1);
     // "end" omitted when the range ends now; fractional-second intervals come as ms.
     let q = post(
@@ -843,12 +561,7 @@ fn grafana_g2_body() {
     );
     assert_eq!(
         q.queries[0].rate_options,
-        Some(RateOptions {
-            counter: true,
-            counter_max: 65535,
-            reset_value: 1,
-            drop_resets: false
-        })
+        Some(RateOptions { counter: true, counter_max: 65535, reset_value: 1, drop_resets: false })
     );
 }
 
@@ -859,14 +572,8 @@ fn grafana_g3_bodies() {
     let q = post(
         r#"{"end":1356998460,"queries":[{"aggregator":"sum","downsample":"10s-avg","metric":"m","tags":{"host":"*"}}],"start":1356998400}"#,
     );
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_356_998_400_000, 1_356_998_460_000)
-    );
-    assert_eq!(
-        q.queries[0].filters,
-        vec![Filter::from_legacy("host", "*", true).unwrap()]
-    );
+    assert_eq!((q.start_ms, q.end_ms), (1_356_998_400_000, 1_356_998_460_000));
+    assert_eq!(q.queries[0].filters, vec![Filter::from_legacy("host", "*", true).unwrap()]);
     assert!(!q.ms_resolution);
     // tsdbVersion 4: POST /api/query?arrays=true; the daemon carries `arrays` over from the query string.
     let mut q = post(
@@ -878,29 +585,16 @@ fn grafana_g3_bodies() {
     assert_eq!(s.downsampler.as_ref().unwrap().fill, FillPolicy::Zero);
     assert_eq!(
         s.rate_options,
-        Some(RateOptions {
-            counter: true,
-            counter_max: i64::MAX,
-            reset_value: 0,
-            drop_resets: true
-        })
+        Some(RateOptions { counter: true, counter_max: i64::MAX, reset_value: 0, drop_resets: true })
     );
-    assert_eq!(
-        s.filters,
-        vec![filter(FilterKind::LiteralOr, "host", "web01|web02", true)]
-    );
+    assert_eq!(s.filters, vec![filter(FilterKind::LiteralOr, "host", "web01|web02", true)]);
     // Sorted keys put `tags` after `filters`: when a target has both, the tags win.
     let q = post(
         r#"{"end":1356998460,"queries":[{"aggregator":"sum","filters":[{"filter":"web01","groupBy":false,"tagk":"host","type":"literal_or"}],"metric":"m","tags":{"dc":"lga"}}],"start":1356998400}"#,
     );
-    assert_eq!(
-        q.queries[0].filters,
-        vec![filter(FilterKind::LiteralOr, "dc", "lga", true)]
-    );
+    assert_eq!(q.queries[0].filters, vec![filter(FilterKind::LiteralOr, "dc", "lga", true)]);
     // Annotation query: no downsample.
-    let q = post(
-        r#"{"end":1356998460,"queries":[{"aggregator":"sum","metric":"events"}],"start":1356998400}"#,
-    );
+    let q = post(r#"{"end":1356998460,"queries":[{"aggregator":"sum","metric":"events"}],"start":1356998400}"#);
     assert!(q.queries[0].downsampler.is_none());
 }
 
@@ -910,10 +604,7 @@ fn pyopentsdb_body() {
     let q = post(
         r#"{"start": "1795302119", "msResolution": false, "showTSUIDs": false, "noAnnotations": false, "globalAnnotations": false, "showSummary": false, "showStats": false, "showQuery": false, "delete": false, "timezone": "UTC", "useCalendar": false, "queries": [{"aggregator": "sum", "metric": "harness.pyopentsdb.gauge", "tags": {"host": "*"}, "downsample": "10s-avg"}], "end": 1795302180}"#,
     );
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_795_302_119_000, 1_795_302_180_000)
-    );
+    assert_eq!((q.start_ms, q.end_ms), (1_795_302_119_000, 1_795_302_180_000));
     assert!(!q.delete && !q.ms_resolution && !q.use_calendar);
     assert_eq!(q.timezone.as_deref(), Some("UTC"));
     let ds = q.queries[0].downsampler.as_ref().unwrap();
@@ -931,18 +622,10 @@ fn npm_client_get() {
         ("global_annotations", "false"),
         ("start", "1795302179000"),
         ("end", "1795302240000"),
-        (
-            "m",
-            "avg:1m-avg:harness.npm_opentsdb.gauge{host=harness-npm,run=r1795}",
-        ),
+        ("m", "avg:1m-avg:harness.npm_opentsdb.gauge{host=harness-npm,run=r1795}"),
     ]);
-    assert!(
-        q.ms_resolution && q.arrays && q.show_tsuids && q.no_annotations && q.global_annotations
-    );
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_795_302_179_000, 1_795_302_240_000)
-    );
+    assert!(q.ms_resolution && q.arrays && q.show_tsuids && q.no_annotations && q.global_annotations);
+    assert_eq!((q.start_ms, q.end_ms), (1_795_302_179_000, 1_795_302_240_000));
     assert_eq!(q.queries[0].group_by_tagks(), vec!["host", "run"]);
 }
 
@@ -966,11 +649,7 @@ fn vector_requests() {
     let b = post(
         r#"{"start":1356998400,"end":1356998460,"queries":[{"aggregator":"sum","metric":"sys.cpu.user","filters":[{"type":"wildcard","tagk":"host","filter":"*","groupBy":true}]}]}"#,
     );
-    let c = get(&[
-        ("start", "1356998400"),
-        ("end", "1356998460"),
-        ("m", "sum:sys.cpu.user{host=*}"),
-    ]);
+    let c = get(&[("start", "1356998400"), ("end", "1356998460"), ("m", "sum:sys.cpu.user{host=*}")]);
     assert_eq!(a.queries, c.queries);
     for q in [&a, &b, &c] {
         assert_eq!(q.queries[0].group_by_tagks(), vec!["host"]);
@@ -981,10 +660,7 @@ fn vector_requests() {
         r#"{"start":1356998410,"end":1356998420,"msResolution":true,"queries":[{"aggregator":"sum","metric":"sys.cpu.user"}]}"#,
     );
     assert!(q.ms_resolution);
-    assert_eq!(
-        (q.start_ms, q.end_ms),
-        (1_356_998_410_000, 1_356_998_420_000)
-    );
+    assert_eq!((q.start_ms, q.end_ms), (1_356_998_410_000, 1_356_998_420_000));
     // V7/V8: downsample and fills.
     for (spec, fill) in [
         ("30s-sum", FillPolicy::None),
@@ -1001,29 +677,18 @@ fn vector_requests() {
     let q = post(
         r#"{"start":1356998400,"end":1357041600,"queries":[{"aggregator":"sum","metric":"sys.cpu.user","rate":true,"rateOptions":{"counter":true,"counterMax":100}}]}"#,
     );
-    let g = get(&[
-        ("start", "1356998400"),
-        ("end", "1357041600"),
-        ("m", "sum:rate{counter,100}:sys.cpu.user{host=web01}"),
-    ]);
+    let g =
+        get(&[("start", "1356998400"), ("end", "1357041600"), ("m", "sum:rate{counter,100}:sys.cpu.user{host=web01}")]);
     assert_eq!(q.queries[0].rate_options, g.queries[0].rate_options);
     let q = post(
         r#"{"start":1356998400,"end":1357041600,"queries":[{"aggregator":"sum","metric":"sys.cpu.user","rate":true,"rateOptions":{"counter":true,"counterMax":10000,"resetValue":35,"dropResets":true}}]}"#,
     );
-    let g = get(&[
-        ("start", "1356998400"),
-        ("end", "1357041600"),
-        ("m", "sum:rate{dropcounter,10000,35}:sys.cpu.user"),
-    ]);
+    let g =
+        get(&[("start", "1356998400"), ("end", "1357041600"), ("m", "sum:rate{dropcounter,10000,35}:sys.cpu.user")]);
     assert_eq!(q.queries[0].rate_options, g.queries[0].rate_options);
     assert_eq!(
         q.queries[0].rate_options,
-        Some(RateOptions {
-            counter: true,
-            counter_max: 10000,
-            reset_value: 35,
-            drop_resets: true
-        })
+        Some(RateOptions { counter: true, counter_max: 10000, reset_value: 35, drop_resets: true })
     );
     // V10/V11: downsample then rate; all.
     let q = post(
@@ -1039,24 +704,11 @@ fn vector_requests() {
     let q = post(
         r#"{"start":1356998000,"end":1357007000,"queries":[{"aggregator":"sum","metric":"sys.cpu.user","downsample":"1000s-avg"}]}"#,
     );
-    assert_eq!(
-        q.queries[0].downsampler.as_ref().unwrap().interval_ms,
-        1_000_000
-    );
+    assert_eq!(q.queries[0].downsampler.as_ref().unwrap().interval_ms, 1_000_000);
     // V14: filter semantics.
-    let series = [
-        ("S1", Some("web01")),
-        ("S2", Some("web02")),
-        ("S3", None),
-        ("S4", Some("web01")),
-    ];
-    let selected = |f: &Filter| -> Vec<&str> {
-        series
-            .iter()
-            .filter(|(_, h)| f.matches_series(*h))
-            .map(|(n, _)| *n)
-            .collect()
-    };
+    let series = [("S1", Some("web01")), ("S2", Some("web02")), ("S3", None), ("S4", Some("web01"))];
+    let selected =
+        |f: &Filter| -> Vec<&str> { series.iter().filter(|(_, h)| f.matches_series(*h)).map(|(n, _)| *n).collect() };
     let one = |body: &str| post(body).queries.remove(0).filters.remove(0);
     let f = one(
         r#"{"start":1356998400,"end":1356998460,"queries":[{"aggregator":"sum","metric":"sys.cpu.user","filters":[{"type":"not_literal_or","tagk":"host","filter":"web01","groupBy":false}]}]}"#,
@@ -1087,10 +739,7 @@ fn vector_requests() {
         r#"{"start":1356998400,"end":1356998460,"queries":[{"aggregator":"sum","metric":"sys.cpu.user","tags":{"host":"web01|web02"}}]}"#,
     );
     assert_eq!(q.queries[0].group_by_tagks(), vec!["host"]);
-    assert_eq!(
-        q.queries[0].filters[0].literal_values().unwrap(),
-        ["web01", "web02"]
-    );
+    assert_eq!(q.queries[0].filters[0].literal_values().unwrap(), ["web01", "web02"]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1099,9 +748,8 @@ fn vector_requests() {
 // spec: query §1.6 (the `query` object as 2.4 emits it)
 #[test]
 fn query_echo_matches_opentsdb() {
-    let q = post(
-        r#"{"start":1,"showQuery":true,"queries":[{"aggregator":"last","metric":"cpu","tags":{"host":"*"}}]}"#,
-    );
+    let q =
+        post(r#"{"start":1,"showQuery":true,"queries":[{"aggregator":"last","metric":"cpu","tags":{"host":"*"}}]}"#);
     assert_eq!(
         q.queries[0].to_query_json(&[vec![0, 0, 1]]),
         r#"{"aggregator":"last","metric":"cpu","tsuids":null,"downsample":null,"rate":false,"filters":[{"tagk":"host","filter":"*","group_by":true,"type":"wildcard"}],"percentiles":null,"index":0,"rateOptions":null,"filterTagKs":["AAAB"],"explicitTags":false,"useFuzzyFilter":true,"preAggregate":false,"rollupUsage":null,"rollupTable":"raw","showHistogramBuckets":false,"useMultiGets":true,"tags":{"host":"wildcard(*)"},"histogramQuery":false}"#
@@ -1109,10 +757,7 @@ fn query_echo_matches_opentsdb() {
     let q = get(&[
         ("start", "1h-ago"),
         ("m", "sum:m"),
-        (
-            "m",
-            "sum:rate{counter,,1}:1m-sum:percentiles[99,50]:m{host=web01,dc=*}{rack=r1}",
-        ),
+        ("m", "sum:rate{counter,,1}:1m-sum:percentiles[99,50]:m{host=web01,dc=*}{rack=r1}"),
     ]);
     let echo = q.queries[1].to_query_json(&[vec![0, 0, 2], vec![0, 0, 1], vec![0, 0, 2]]);
     let v: serde_json::Value = serde_json::from_str(&echo).unwrap();
@@ -1126,25 +771,15 @@ fn query_echo_matches_opentsdb() {
         v["rateOptions"],
         serde_json::json!({"counter":true,"counterMax":i64::MAX,"resetValue":1,"dropResets":false})
     );
-    assert_eq!(
-        v["tags"],
-        serde_json::json!({"host":"literal_or(web01)","dc":"wildcard(*)"})
-    );
-    assert!(
-        echo.contains(r#""tags":{"host":"literal_or(web01)","dc":"wildcard(*)"}"#),
-        "{echo}"
-    );
+    assert_eq!(v["tags"], serde_json::json!({"host":"literal_or(web01)","dc":"wildcard(*)"}));
+    assert!(echo.contains(r#""tags":{"host":"literal_or(web01)","dc":"wildcard(*)"}"#), "{echo}");
     assert_eq!(v["filters"][0]["tagk"], "rack");
     assert_eq!(v["filters"][0]["group_by"], false);
     // No filters: `filterTagKs` is null.
-    assert!(q.queries[0]
-        .to_query_json(&[])
-        .contains(r#""filterTagKs":null"#));
+    assert!(q.queries[0].to_query_json(&[]).contains(r#""filterTagKs":null"#));
     // TSUID sub-queries echo their list.
     let q = get(&[("start", "1h-ago"), ("tsuid", "sum:000001000002000042")]);
-    assert!(q.queries[0]
-        .to_query_json(&[])
-        .contains(r#""metric":null,"tsuids":["000001000002000042"]"#));
+    assert!(q.queries[0].to_query_json(&[]).contains(r#""metric":null,"tsuids":["000001000002000042"]"#));
 }
 
 // spec: query §0.4, §1.4
@@ -1195,32 +830,19 @@ struct GenSub {
 
 fn gen_filter_text(kind: FilterKind) -> BoxedStrategy<String> {
     match kind {
-        FilterKind::Wildcard | FilterKind::IWildcard => prop_oneof![
-            Just("*".to_string()),
-            "[a-z]{1,4}\\*",
-            "\\*[a-z]{1,4}",
-            "[a-z]{1,3}\\*[a-z]{1,3}"
-        ]
-        .boxed(),
-        FilterKind::Regexp => {
-            prop_oneof![Just("web.*".to_string()), "\\^[a-z]{1,4}", "[a-z]{1,4}\\$"].boxed()
+        FilterKind::Wildcard | FilterKind::IWildcard => {
+            prop_oneof![Just("*".to_string()), "[a-z]{1,4}\\*", "\\*[a-z]{1,4}", "[a-z]{1,3}\\*[a-z]{1,3}"].boxed()
         }
+        FilterKind::Regexp => prop_oneof![Just("web.*".to_string()), "\\^[a-z]{1,4}", "[a-z]{1,4}\\$"].boxed(),
         _ => "[a-zA-Z0-9._-]{1,6}(\\|[a-zA-Z0-9._-]{1,6}){0,2}".boxed(),
     }
 }
 
 fn gen_sub() -> impl Strategy<Value = GenSub> {
     let kinds = prop::sample::select(FilterKind::ALL.to_vec());
-    let one_filter = (kinds, any::<bool>())
-        .prop_flat_map(|(k, gb)| gen_filter_text(k).prop_map(move |t| (k, t, gb)));
+    let one_filter = (kinds, any::<bool>()).prop_flat_map(|(k, gb)| gen_filter_text(k).prop_map(move |t| (k, t, gb)));
     (
-        prop::sample::select(
-            AGGREGATORS
-                .iter()
-                .copied()
-                .filter(|a| *a != "none")
-                .collect::<Vec<_>>(),
-        ),
+        prop::sample::select(AGGREGATORS.iter().copied().filter(|a| *a != "none").collect::<Vec<_>>()),
         "[a-z][a-z0-9._-]{0,10}",
         prop::option::of(prop::sample::select(vec![
             "1m-avg",
@@ -1238,20 +860,14 @@ fn gen_sub() -> impl Strategy<Value = GenSub> {
         any::<bool>(),
         prop::collection::vec(one_filter, 0..4),
     )
-        .prop_map(
-            |(aggregator, metric, downsample, rate, explicit_tags, fs)| GenSub {
-                aggregator,
-                metric,
-                downsample,
-                rate,
-                explicit_tags,
-                filters: fs
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (k, t, gb))| (format!("k{i}"), k, t, gb))
-                    .collect(),
-            },
-        )
+        .prop_map(|(aggregator, metric, downsample, rate, explicit_tags, fs)| GenSub {
+            aggregator,
+            metric,
+            downsample,
+            rate,
+            explicit_tags,
+            filters: fs.into_iter().enumerate().map(|(i, (k, t, gb))| (format!("k{i}"), k, t, gb)).collect(),
+        })
 }
 
 impl GenSub {
@@ -1295,19 +911,14 @@ impl GenSub {
     }
 
     fn to_json(&self) -> String {
-        let mut o = format!(
-            r#"{{"aggregator":"{}","metric":"{}""#,
-            self.aggregator, self.metric
-        );
+        let mut o = format!(r#"{{"aggregator":"{}","metric":"{}""#, self.aggregator, self.metric);
         if let Some(d) = self.downsample {
             o.push_str(&format!(r#","downsample":"{d}""#));
         }
         if let Some(r) = self.rate {
             o.push_str(r#","rate":true"#);
             if let Some((drop, max, reset)) = r {
-                o.push_str(&format!(
-                    r#","rateOptions":{{"counter":true,"dropResets":{drop}"#
-                ));
+                o.push_str(&format!(r#","rateOptions":{{"counter":true,"dropResets":{drop}"#));
                 if let Some(m) = max {
                     o.push_str(&format!(r#","counterMax":{m}"#));
                 }
@@ -1321,12 +932,7 @@ impl GenSub {
             o.push_str(r#","explicitTags":true"#);
         }
         // GET parses the non-group-by braces first.
-        let ordered: Vec<_> = self
-            .filters
-            .iter()
-            .filter(|f| !f.3)
-            .chain(self.filters.iter().filter(|f| f.3))
-            .collect();
+        let ordered: Vec<_> = self.filters.iter().filter(|f| !f.3).chain(self.filters.iter().filter(|f| f.3)).collect();
         if !ordered.is_empty() {
             let fs: Vec<String> = ordered
                 .iter()

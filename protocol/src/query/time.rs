@@ -48,16 +48,10 @@ pub(crate) fn parse_time_msg(s: &str, now_ms: i64, tz: Option<&str>) -> Result<i
              milliseconds are limited to 3 digits"
         ));
     }
-    let digits = if contains_dot {
-        s.replace('.', "")
-    } else {
-        s.to_string()
-    };
+    let digits = if contains_dot { s.replace('.', "") } else { s.to_string() };
     let time = crate::number::parse_long(&digits).map_err(|e| format!("Invalid time: {s}. {e}"))?;
     if time < 0 {
-        return Err(format!(
-            "Invalid time: {s}. Negative timestamps are not supported."
-        ));
+        return Err(format!("Invalid time: {s}. Negative timestamps are not supported."));
     }
     // OpenTSDB's seconds-or-milliseconds rule: ten characters or fewer are seconds.
     if java_len(s) <= 10 {
@@ -94,14 +88,11 @@ pub(crate) fn duration_msg(s: &str) -> Result<i64, String> {
     while chars[unit].is_ascii_digit() {
         unit += 1;
         if unit >= chars.len() {
-            return Err(format!(
-                "Invalid duration, must have an integer and unit: {s}"
-            ));
+            return Err(format!("Invalid duration, must have an integer and unit: {s}"));
         }
     }
     // The digits are ASCII, so `unit` is also a byte offset.
-    let interval =
-        java_parse_long(&s[..unit]).ok_or_else(|| format!("Invalid duration (number): {s}"))?;
+    let interval = java_parse_long(&s[..unit]).ok_or_else(|| format!("Invalid duration (number): {s}"))?;
     if interval <= 0 {
         return Err(format!("Zero or negative duration: {s}"));
     }
@@ -163,10 +154,7 @@ const JAVA_SHORT_IDS: &[(&str, &str)] = &[
 /// has none. The error is the bare zone name; callers wrap it in the message their context uses
 /// (`Invalid timezone name: <x>` for dates, `The timezone specification could not be found` for downsampling).
 pub fn resolve_timezone(name: &str) -> Result<TimeZone, String> {
-    let lookup = JAVA_SHORT_IDS
-        .iter()
-        .find(|(id, _)| *id == name)
-        .map_or(name, |(_, iana)| *iana);
+    let lookup = JAVA_SHORT_IDS.iter().find(|(id, _)| *id == name).map_or(name, |(_, iana)| *iana);
     match jiff::tz::db().get(lookup) {
         // jiff matches names case-insensitively; Java does not.
         Ok(tz) if tz.iana_name() == Some(lookup) => Ok(tz),
@@ -202,18 +190,7 @@ fn parse_absolute(s: &str, tz: Option<&str>) -> Result<i64, String> {
     let pattern: Vec<Tok> = match java_len(s) {
         10 => date.to_vec(),
         16 => [&date[..], &[Lit(sep), Num(Hour), Lit(':'), Num(Minute)]].concat(),
-        19 => [
-            &date[..],
-            &[
-                Lit(sep),
-                Num(Hour),
-                Lit(':'),
-                Num(Minute),
-                Lit(':'),
-                Num(Second),
-            ],
-        ]
-        .concat(),
+        19 => [&date[..], &[Lit(sep), Num(Hour), Lit(':'), Num(Minute), Lit(':'), Num(Second)]].concat(),
         _ => return Err(format!("Invalid absolute date: {s}")),
     };
     let zone = match tz {
@@ -252,9 +229,7 @@ fn parse_absolute(s: &str, tz: Option<&str>) -> Result<i64, String> {
                     return Err(unparseable());
                 }
                 // Java keeps the field as an int.
-                let v = i64::from(
-                    if neg { -v } else { v }.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
-                );
+                let v = i64::from(if neg { -v } else { v }.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32);
                 fields[f as usize] = v;
             }
         }
@@ -284,10 +259,7 @@ fn parse_absolute(s: &str, tz: Option<&str>) -> Result<i64, String> {
 /// A wall-clock time in `zone` to epoch ms the way Java's `GregorianCalendar` resolves it: a time in a DST gap
 /// or overlap takes the offset in force before the transition's local time, i.e. the later instant.
 fn local_to_instant(zone: &TimeZone, wall: civil::DateTime) -> Option<i64> {
-    zone.to_ambiguous_timestamp(wall)
-        .later()
-        .ok()
-        .map(|t| t.as_millisecond())
+    zone.to_ambiguous_timestamp(wall).later().ok().map(|t| t.as_millisecond())
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (any year).
@@ -316,10 +288,7 @@ mod tests {
     fn explicit_ms_suffix() {
         assert_eq!(t("1356998400000ms"), Ok(1_356_998_400_000));
         assert_eq!(t("5ms"), Ok(5));
-        assert_eq!(
-            t("99999999999999999999ms"),
-            Err("Value too long: 99999999999999999999".into())
-        );
+        assert_eq!(t("99999999999999999999ms"), Err("Value too long: 99999999999999999999".into()));
     }
 
     // spec: query §1.3 step 2
@@ -353,21 +322,12 @@ mod tests {
     #[test]
     fn duration_errors() {
         assert_eq!(t("0h-ago"), Err("Zero or negative duration: 0h".into()));
-        assert_eq!(
-            t("5-ago"),
-            Err("Invalid duration, must have an integer and unit: 5".into())
-        );
+        assert_eq!(t("5-ago"), Err("Invalid duration, must have an integer and unit: 5".into()));
         assert_eq!(t("5x-ago"), Err("Invalid duration (suffix): 5x".into()));
         assert_eq!(t("h-ago"), Err("Invalid duration (number): h".into()));
         assert_eq!(t("-ago"), Err("Cannot parse null or empty duration".into()));
-        assert_eq!(
-            t("99999999999999999999h-ago"),
-            Err("Invalid duration (number): 99999999999999999999h".into())
-        );
-        assert_eq!(
-            t("9999999999999999y-ago"),
-            Err("Duration must be < Long.MAX_VALUE ms: 9999999999999999y".into())
-        );
+        assert_eq!(t("99999999999999999999h-ago"), Err("Invalid duration (number): 99999999999999999999h".into()));
+        assert_eq!(t("9999999999999999y-ago"), Err("Duration must be < Long.MAX_VALUE ms: 9999999999999999y".into()));
         assert_eq!(duration_msg("1m"), Ok(60_000));
         assert_eq!(duration_msg("1s"), Ok(1000));
         assert_eq!(duration_msg("1D"), Ok(86_400_000));
@@ -388,10 +348,7 @@ mod tests {
         // Any length other than 10, 16, 19.
         assert_eq!(t("2013/1/1"), Err("Invalid absolute date: 2013/1/1".into()));
         assert_eq!(t("12:00"), Err("Invalid absolute date: 12:00".into()));
-        assert_eq!(
-            t("2013/0a/01"),
-            Err("Invalid date: 2013/0a/01. Unparseable date: \"2013/0a/01\"".into())
-        );
+        assert_eq!(t("2013/0a/01"), Err("Invalid date: 2013/0a/01. Unparseable date: \"2013/0a/01\"".into()));
     }
 
     // spec: query §1.3 step 4 (time zones)
@@ -399,10 +356,7 @@ mod tests {
     fn absolute_dates_in_a_zone() {
         let denver = |s: &str| parse_time_msg(s, NOW, Some("America/Denver"));
         assert_eq!(denver("2012/12/31"), Ok(1_356_937_200_000));
-        assert_eq!(
-            denver("2013/01/01-00:00:00"),
-            Ok(1_356_998_400_000 + 7 * 3_600_000)
-        );
+        assert_eq!(denver("2013/01/01-00:00:00"), Ok(1_356_998_400_000 + 7 * 3_600_000));
         assert_eq!(
             parse_time_msg("2013/01/01", NOW, Some("Nowhere/Land")),
             Err("Invalid timezone name: Nowhere/Land".into())
@@ -412,24 +366,12 @@ mod tests {
             parse_time_msg("2013/01/01", NOW, Some("america/denver")),
             Err("Invalid timezone name: america/denver".into())
         );
-        assert_eq!(
-            parse_time_msg("2013/01/01", NOW, Some("UTC")),
-            Ok(1_356_998_400_000)
-        );
-        assert_eq!(
-            parse_time_msg("2013/01/01", NOW, Some("")),
-            Ok(1_356_998_400_000)
-        );
+        assert_eq!(parse_time_msg("2013/01/01", NOW, Some("UTC")), Ok(1_356_998_400_000));
+        assert_eq!(parse_time_msg("2013/01/01", NOW, Some("")), Ok(1_356_998_400_000));
         // Java's short ids.
-        assert_eq!(
-            parse_time_msg("2013/01/01", NOW, Some("PST")),
-            Ok(1_356_998_400_000 + 8 * 3_600_000)
-        );
+        assert_eq!(parse_time_msg("2013/01/01", NOW, Some("PST")), Ok(1_356_998_400_000 + 8 * 3_600_000));
         // The zone only matters for absolute dates.
-        assert_eq!(
-            parse_time_msg("1356998400", NOW, Some("Nowhere/Land")),
-            Ok(1_356_998_400_000)
-        );
+        assert_eq!(parse_time_msg("1356998400", NOW, Some("Nowhere/Land")), Ok(1_356_998_400_000));
         // DST gap (2013-03-10 02:30 does not exist in Denver): Java takes the later instant, 03:30 MDT.
         assert_eq!(denver("2013/03/10-02:30"), Ok(1_362_907_800_000));
         // DST overlap (2013-11-03 01:30 happens twice): the later, MST one.
@@ -452,14 +394,8 @@ mod tests {
                  where the milliseconds are limited to 3 digits"
                 .into())
         );
-        assert_eq!(
-            t("-5"),
-            Err("Invalid time: -5. Negative timestamps are not supported.".into())
-        );
-        assert_eq!(
-            t("abc"),
-            Err("Invalid time: abc. Invalid character 'a' in abc".into())
-        );
+        assert_eq!(t("-5"), Err("Invalid time: -5. Negative timestamps are not supported.".into()));
+        assert_eq!(t("abc"), Err("Invalid time: abc. Invalid character 'a' in abc".into()));
         assert_eq!(t(""), Ok(-1));
     }
 
