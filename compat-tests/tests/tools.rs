@@ -472,3 +472,26 @@ fn uid_rename_keeps_the_uid() {
     let (code, _, err) = tool(dir, "uid", &["rename", "metrics", "nope", "x"]);
     assert_eq!((code, err.trim()), (1, "Name(\"nope\") does not exist"));
 }
+
+#[test]
+fn import_through_a_daemon_maps_its_refusals_to_lines() {
+    let mut d = Daemon::start_with(&[("tsd.core.auto_create_metrics", "false")]);
+    stop(&mut d);
+    let (code, out, err) = tool(d.data_dir(), "mkmetric", &["known.m"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), ["metrics known.m: [0, 0, 1]"]);
+    let d = d.restart();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mixed.txt");
+    std::fs::write(&file, "known.m 1356998400 1 host=a\nunknown.m 1356998400 2 host=a\nknown.m 1356998460 3 host=a\n")
+        .unwrap();
+    let f = file.display().to_string();
+    let port = d.port().to_string();
+    // The daemon only says which point it refused (with /api/put's text); the importer names the line.
+    let (code, _, err) = tool_with(d.data_dir(), "import", &["--port", &port, "--skip-errors"], &[&f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("{f}:2: Unknown metric\n")), "{err}");
+    assert!(err.contains("Total: imported 2 data points"), "{err}");
+    let r = d.http("GET", "/api/query?start=1356998400&end=1356999000&m=sum:known.m", &[], b"");
+    assert!(r.text().contains(r#""dps":{"1356998400":1,"1356998460":3}"#), "{}", r.text());
+}
