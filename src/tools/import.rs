@@ -228,16 +228,6 @@ struct Writer<'a> {
 /// series than this is rare).
 const MAX_SERIES: usize = 1 << 22;
 
-/// The words that name a series (`words[0]` is `put`): the metric and every non-empty tag word, in order,
-/// each length-prefixed so that different splits can't collide.
-fn series_words(words: &[&[u8]], key: &mut Vec<u8>) {
-    key.clear();
-    for w in std::iter::once(&words[1]).chain(words[4..].iter().filter(|w| !w.is_empty())) {
-        key.extend_from_slice(&(w.len() as u32).to_le_bytes());
-        key.extend_from_slice(w);
-    }
-}
-
 impl<'a> Writer<'a> {
     fn new(sink: &'a Sink<'a>, skip_errors: bool) -> Writer<'a> {
         Writer { sink, json: Vec::new(), skip_errors }
@@ -422,7 +412,7 @@ struct Parser<'a> {
     store: &'a Store,
     rules: &'a Rules,
     skip_errors: bool,
-    series: HashMap<Vec<u8>, u32>,
+    series: HashMap<Vec<u8>, u32, FastHash>,
     numbered: u32,
     key: Vec<u8>,
 }
@@ -459,27 +449,33 @@ impl Parser<'_> {
     }
 
     fn parse_line(&mut self, text: &[u8], out: &mut Parsed) -> Result<(), String> {
-        let mut words: Words<'_> = Words::new();
-        words.push(b"put");
-        words.extend(telnet::split_words(text));
-        if words.len() >= 5 {
-            series_words(&words, &mut self.key);
-            if let Some(&i) = self.series.get(&self.key) {
-                if let Some((timestamp, value)) = telnet::parse_put_known_series(&words) {
+        // A line of a known series: only its timestamp and value are parsed (no word splitting).
+        if let Some((metric, timestamp, value, tags)) = split_head(text) {
+            series_key_of(metric, tags, &mut self.key);
+            if let Some(&i) = self.series.get(self.key.as_slice()) {
+                if let Some((timestamp, value)) =
+                    telnet::parse_put_known_series(&[b"put", metric, timestamp, value, tags])
+                {
                     out.points.push((i, timestamp, value));
                     return Ok(());
                 }
             }
         }
+        let mut words: Words<'_> = Words::new();
+        words.push(b"put");
+        words.extend(telnet::split_words(text));
         let point = telnet::parse_put(&words, self.rules).map_err(|e| e.to_string())?;
         match self.store.series_key(&point) {
             Ok(series) => {
                 let i = self.numbered;
                 self.numbered += 1;
                 out.new_series.push(series);
-                if self.series.len() < MAX_SERIES {
-                    series_words(&words, &mut self.key);
-                    self.series.insert(self.key.clone(), i);
+                // A line that passed has at least four words, so it splits.
+                if let Some((metric, _, _, tags)) = split_head(text) {
+                    if self.series.len() < MAX_SERIES {
+                        series_key_of(metric, tags, &mut self.key);
+                        self.series.insert(self.key.clone(), i);
+                    }
                 }
                 out.points.push((i, point.timestamp, point.value));
                 Ok(())
@@ -490,6 +486,63 @@ impl Parser<'_> {
                 Err(format!("not written: {e}"))
             }
         }
+    }
+}
+
+/// A line's metric, timestamp and value words and the rest (its tag words, as written), split at the first three
+/// spaces; `None` with fewer than four words.
+fn split_head(text: &[u8]) -> Option<(&[u8], &[u8], &[u8], &[u8])> {
+    let space = |from: usize| text[from..].iter().position(|&b| b == b' ').map(|i| from + i);
+    let s1 = space(0)?;
+    let s2 = space(s1 + 1)?;
+    let s3 = space(s2 + 1)?;
+    Some((&text[..s1], &text[s1 + 1..s2], &text[s2 + 1..s3], &text[s3 + 1..]))
+}
+
+/// What names a series in a line: the metric word and the tag words exactly as written. A metric has no space,
+/// so `metric SP tags` is unambiguous; two lines with the same key have byte-for-byte the same metric and tag
+/// words, which is what lets [`telnet::parse_put_known_series`] skip their checks.
+fn series_key_of(metric: &[u8], tags: &[u8], key: &mut Vec<u8>) {
+    key.clear();
+    key.extend_from_slice(metric);
+    key.push(b' ');
+    key.extend_from_slice(tags);
+}
+
+/// A fast hash for the per-parser series map (keys come from the file being imported, not from a network peer).
+#[derive(Clone, Copy, Default)]
+struct FastHash;
+
+impl std::hash::BuildHasher for FastHash {
+    type Hasher = FastHasher;
+    fn build_hasher(&self) -> FastHasher {
+        FastHasher(0)
+    }
+}
+
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let word = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
@@ -569,7 +622,7 @@ fn import_store(
                 store,
                 rules,
                 skip_errors: options.skip_errors,
-                series: HashMap::new(),
+                series: HashMap::with_hasher(FastHash),
                 numbered: 0,
                 key: Vec::new(),
             };
