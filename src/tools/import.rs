@@ -489,9 +489,12 @@ impl Parser<'_> {
     }
 }
 
+/// (metric, timestamp, value, tag words as written) of a line.
+type Head<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8]);
+
 /// A line's metric, timestamp and value words and the rest (its tag words, as written), split at the first three
 /// spaces; `None` with fewer than four words.
-fn split_head(text: &[u8]) -> Option<(&[u8], &[u8], &[u8], &[u8])> {
+fn split_head(text: &[u8]) -> Option<Head<'_>> {
     let space = |from: usize| text[from..].iter().position(|&b| b == b' ').map(|i| from + i);
     let s1 = space(0)?;
     let s2 = space(s1 + 1)?;
