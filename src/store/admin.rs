@@ -299,6 +299,12 @@ impl Store {
         (batch, points)
     }
 
+    /// Makes every write so far durable by syncing the write-ahead log, without flushing memtables (the end of a
+    /// bulk load: what is still in memtables is replayed from the log at the next open).
+    pub fn sync_wal(&self) -> Result<(), StoreError> {
+        Ok(self.db.flush_wal(true)?)
+    }
+
     /// Writes a prepared bulk write (not synced).
     pub fn write_prepared(&self, batch: WriteBatch) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
