@@ -84,33 +84,49 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 /// Runs until SIGINT, SIGTERM or `diediedie`.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let data_dir = config.data_dir.display().to_string();
+    // Handlers first: a SIGTERM sent as soon as "ready" is logged must shut down gracefully, not kill.
+    let signals = Signals::install();
     let running = start(config).await?;
     if let Some(chukwa_addr) = running.chukwa_addr {
         tracing::info!(%chukwa_addr, "Chukwa collector port listening");
     }
-    tracing::info!(addr = %running.addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
     let token = running.tsd.shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.wait().await;
         tracing::info!("shutdown requested");
         token.cancel();
     });
+    tracing::info!(addr = %running.addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
     running.stopped().await;
     tracing::info!("rtsd stopped");
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+/// SIGTERM and SIGINT, registered before the daemon announces itself.
+struct Signals {
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(term), Ok(int)) => Signals { streams: Some((term, int)) },
+            _ => Signals { streams: None },
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+    }
+
+    async fn wait(self) {
+        match self.streams {
+            Some((mut term, mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }
