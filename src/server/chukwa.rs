@@ -28,7 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
 use super::http::{parse_query, Reply};
-use super::Tsd;
+use super::{OpenConnection, Tsd};
 use crate::chukwa::config::BodyCompression;
 use crate::chukwa::{schema, Collector, IngestError};
 use crate::config::Config;
@@ -95,22 +95,6 @@ pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>, collector: Arc<Collecto
     drop(listener);
     tracker.close();
     tracker.wait().await;
-}
-
-/// Counts a connection in `connections_open` for as long as it lives.
-struct OpenConnection<'a>(&'a crate::metrics::Metrics);
-
-impl<'a> OpenConnection<'a> {
-    fn new(metrics: &'a crate::metrics::Metrics) -> Self {
-        metrics.connections_open.inc();
-        OpenConnection(metrics)
-    }
-}
-
-impl Drop for OpenConnection<'_> {
-    fn drop(&mut self) {
-        self.0.connections_open.dec();
-    }
 }
 
 async fn serve_connection(stream: TcpStream, tsd: &Arc<Tsd>, collector: Arc<Collector>) {
@@ -326,22 +310,7 @@ pub fn hicc_time(s: &str, tz: &jiff::tz::TimeZone) -> Option<i64> {
 
 /// A path segment decoded as JAX-RS decodes `@PathParam`s: `%xx` escapes, `+` kept.
 fn percent_decode_path(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 3 <= b.len() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
-            if let Some(v) = hex {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    super::http::percent_decode(s, false)
 }
 
 #[cfg(test)]

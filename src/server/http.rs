@@ -487,18 +487,20 @@ pub fn parse_query(query: &str) -> Vec<(String, String)> {
         .filter(|p| !p.is_empty())
         .map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
+            (percent_decode(k, true), percent_decode(v, true))
         })
         .collect()
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%xx` escapes decoded (a malformed escape is kept as written); `+` is a space in query strings (Netty's
+/// `QueryStringDecoder`) but stays `+` in path segments (JAX-RS `@PathParam`, the Chukwa port's HICC routes).
+pub fn percent_decode(s: &str, plus_as_space: bool) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'+' => out.push(b' '),
+            b'+' if plus_as_space => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
                 let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {

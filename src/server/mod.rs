@@ -107,11 +107,11 @@ pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
     tracker.wait().await;
 }
 
-/// Counts a connection as open for as long as it lives.
-struct OpenConnection<'a>(&'a crate::metrics::Metrics);
+/// Counts a connection as open for as long as it lives (both listeners use it).
+pub(crate) struct OpenConnection<'a>(&'a crate::metrics::Metrics);
 
 impl<'a> OpenConnection<'a> {
-    fn new(metrics: &'a crate::metrics::Metrics) -> Self {
+    pub(crate) fn new(metrics: &'a crate::metrics::Metrics) -> Self {
         metrics.connections_open.inc();
         OpenConnection(metrics)
     }
