@@ -18,6 +18,7 @@ pub mod mapping;
 pub mod rules;
 pub mod schema;
 
+use crate::timefmt::now_ms;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -584,10 +585,6 @@ fn roll_window(ping: &mut PingStats, now: i64) {
         ping.posts_in_window = 0;
         ping.chunks_in_window = 0;
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -58,10 +58,7 @@ pub fn is_lock_error(e: &StoreError) -> bool {
     text.contains("LOCK") && (text.contains("lock") || text.contains("Resource temporarily unavailable"))
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
+pub use crate::timefmt::now_ms;
 
 /// A progress bar on stderr when stderr is a terminal, hidden otherwise (logs and pipes stay clean). `len` 0
 /// gives a spinner with a counter.
