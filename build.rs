@@ -22,6 +22,14 @@ fn main() {
     println!("cargo:rustc-env=RTSD_BUILD_HOST={host}");
     println!("cargo:rustc-env=RTSD_BUILD_DIR={dir}");
     // Only a new commit changes the facts worth rebuilding for; editing sources must not rerun this script.
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/refs/heads");
+    // Ask git where HEAD and the refs live: in a linked worktree `.git` is a file, and a watched path that does not
+    // exist would rerun this script (and recompile the crate) on every build.
+    let git_dir = git(&["rev-parse", "--absolute-git-dir"]);
+    let common_dir = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]);
+    if let (Some(git_dir), Some(common_dir)) = (git_dir, common_dir) {
+        println!("cargo:rerun-if-changed={git_dir}/HEAD");
+        println!("cargo:rerun-if-changed={common_dir}/refs/heads");
+    } else {
+        println!("cargo:rerun-if-changed=build.rs");
+    }
 }
