@@ -124,6 +124,8 @@ pub struct Config {
     pub query_limits: QueryLimits,
     /// `rtsd.chukwa.*`: the Chukwa collector port.
     pub chukwa: crate::chukwa::ChukwaConfig,
+    /// `tsd.rollups.*`, `rtsd.rollups.*`.
+    pub rollups: crate::rollup::RollupSettings,
 }
 
 /// `tsd.query.timeout` (ms) and `tsd.query.limits.*`; 0 means unlimited.
@@ -156,6 +158,7 @@ impl Config {
         let mut properties: BTreeMap<String, String> = DEFAULTS
             .iter()
             .chain(crate::chukwa::config::DEFAULTS)
+            .chain(crate::rollup::DEFAULTS)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let text = match &flags.config {
@@ -268,6 +271,7 @@ impl Config {
                 allow_override_bytes: p.boolean("tsd.query.limits.bytes.allow_override"),
             },
             chukwa: crate::chukwa::ChukwaConfig::from_properties(&properties, bind)?,
+            rollups: crate::rollup::RollupSettings::from_properties(&properties)?,
             properties,
         })
     }

@@ -27,6 +27,7 @@ pub struct Running {
     pub tsd: Arc<Tsd>,
     task: tokio::task::JoinHandle<()>,
     chukwa_task: Option<tokio::task::JoinHandle<()>>,
+    rollup_task: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
@@ -41,6 +42,7 @@ impl Running {
         if let Some(task) = self.chukwa_task {
             let _ = task.await;
         }
+        let _ = self.rollup_task.await;
         if let Err(e) = self.tsd.store.flush() {
             tracing::error!(error = %e, "flush at shutdown failed; the write-ahead log still holds every point");
         }
@@ -78,7 +80,30 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         None => (None, None),
     };
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
-    Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task })
+    let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
+    Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task, rollup_task })
+}
+
+/// Folds newly written raw rows into the automatic rollup tables every `rtsd.rollups.flush_interval_ms`, and
+/// once more at shutdown (see `store::rollup`). Rows not folded before a crash are folded after the restart:
+/// their pending marks are stored with the points.
+async fn fold_rollups(tsd: Arc<Tsd>) {
+    let every = std::time::Duration::from_millis(tsd.config.rollups.flush_interval_ms);
+    loop {
+        let stopping = tokio::select! {
+            _ = tokio::time::sleep(every) => false,
+            _ = tsd.shutdown.cancelled() => true,
+        };
+        let worker = tsd.clone();
+        match tokio::task::spawn_blocking(move || worker.store.fold_rollups(None)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "folding raw rows into rollups failed; will retry"),
+            Err(e) => tracing::error!(error = %e, "rollup task failed"),
+        }
+        if stopping {
+            return;
+        }
+    }
 }
 
 /// Runs until SIGINT, SIGTERM or `diediedie`.

@@ -15,6 +15,7 @@ pub mod config;
 pub mod daemon;
 pub mod metrics;
 pub mod query;
+pub mod rollup;
 pub mod scan;
 pub mod server;
 pub mod store;

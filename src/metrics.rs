@@ -77,6 +77,10 @@ pub struct Metrics {
     pub chukwa_points: Family<DataTypeLabel, Counter>,
     pub chukwa_dedup: Family<TypeLabel, Counter>,
     pub chukwa_dropped: Family<TypeLabel, Counter>,
+    /// Automatic rollups (see `store::rollup`): buckets (one per interval and series) recomputed from raw rows,
+    /// and points folded into hours that had been rolled up before (late, out-of-order or overwriting points).
+    pub rollup_buckets_written: Counter,
+    pub rollup_late_points: Counter,
     /// Points refused by the put path, OpenTSDB's `rpc.errors type=socket_writes_blocked` aside.
     writes_blocked: AtomicU64,
     /// Handles into `uid_cache_hits` / `uid_cache_misses` per kind: UID lookups happen several times per data
@@ -115,6 +119,8 @@ impl Metrics {
             chukwa_points: Family::default(),
             chukwa_dedup: Family::default(),
             chukwa_dropped: Family::default(),
+            rollup_buckets_written: Counter::default(),
+            rollup_late_points: Counter::default(),
             writes_blocked: AtomicU64::new(0),
             uid_hit_handles: Default::default(),
             uid_miss_handles: Default::default(),
@@ -188,7 +194,23 @@ impl Metrics {
             "Chukwa content acknowledged but not stored (unparsable chunks, refused points)",
             m.chukwa_dropped.clone(),
         );
+        registry.register(
+            "rollup_buckets_written",
+            "Rollup buckets (per series and interval) computed from raw points and written",
+            m.rollup_buckets_written.clone(),
+        );
+        registry.register(
+            "rollup_late_points",
+            "Points folded into rollups of an hour that had been rolled up before (late, out of order, overwrites)",
+            m.rollup_late_points.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Counts one fold of raw rows into rollups.
+    pub fn rollups(&self, buckets_written: u64, late_points: u64) {
+        self.rollup_buckets_written.inc_by(buckets_written);
+        self.rollup_late_points.inc_by(late_points);
     }
 
     /// The Prometheus text exposition of every counter.
@@ -352,6 +374,9 @@ impl Metrics {
             Some(("type", "identical")),
         );
         stat("compaction.duplicates", Self::by_type(&self.compaction_duplicates, "variant"), Some(("type", "variant")));
+        // rtsd's own, after OpenTSDB's.
+        stat("rollup.buckets_written", self.rollup_buckets_written.get(), None);
+        stat("rollup.late_points", self.rollup_late_points.get(), None);
         out
     }
 }

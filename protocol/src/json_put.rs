@@ -42,6 +42,8 @@ pub struct IncomingPoint {
     pub tags: Option<Vec<(String, String)>>,
     /// `tsuid`; accepted for compatibility, unused for writes.
     pub tsuid: Option<String>,
+    /// `/api/rollup` only (OpenTSDB's `RollUpDataPoint`): `interval`, `aggregator`, `groupByAggregator`.
+    pub rollup: Option<crate::point::RollupSpec>,
 }
 
 /// An element of a put body: a data point, or a JSON `null` (which OpenTSDB reports per point as
@@ -129,12 +131,22 @@ impl std::error::Error for JsonError {}
 /// trailing content after the top-level value are rejected. Lone UTF-16 surrogates from `\u` escapes become
 /// U+FFFD, which later fails validation just like the surrogate would in Java.
 pub fn parse_put_body(body: &[u8]) -> Result<Vec<BodyPoint>, BodyError> {
+    parse_body(body, false)
+}
+
+/// Parses an `/api/rollup` body: as [`parse_put_body`], each point also reading the rollup fields `interval`,
+/// `aggregator` and `groupByAggregator` into [`IncomingPoint::rollup`] (spec: query §6.13).
+pub fn parse_rollup_body(body: &[u8]) -> Result<Vec<BodyPoint>, BodyError> {
+    parse_body(body, true)
+}
+
+fn parse_body(body: &[u8], rollup: bool) -> Result<Vec<BodyPoint>, BodyError> {
     // Java's String.trim(): everything <= U+0020 at both ends.
     let Some(start) = body.iter().position(|&b| b > b' ') else {
         return Err(BodyError::MissingContent);
     };
     let end = body.iter().rposition(|&b| b > b' ').map_or(body.len(), |i| i + 1);
-    let mut r = Reader { buf: &body[..end], pos: start };
+    let mut r = Reader { buf: &body[..end], pos: start, rollup };
     let points = match body[start] {
         b'{' => {
             r.pos += 1;
@@ -223,6 +235,8 @@ impl TagBuilder {
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Whether the rollup fields are read (`/api/rollup`).
+    rollup: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -330,7 +344,7 @@ impl<'a> Reader<'a> {
     /// One `IncomingDataPoint` object; `{` has been consumed. Repeated fields: the last one wins (Jackson calls
     /// the setter again).
     fn point(&mut self) -> Result<IncomingPoint, JsonError> {
-        let mut p = IncomingPoint::default();
+        let mut p = IncomingPoint { rollup: self.rollup.then(Default::default), ..IncomingPoint::default() };
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -347,6 +361,16 @@ impl<'a> Reader<'a> {
                 "value" => p.value = self.text_field(at, tok)?,
                 "tags" => p.tags = self.tags_field(at, tok)?,
                 "tsuid" => p.tsuid = self.text_field(at, tok)?,
+                "interval" | "aggregator" | "groupByAggregator" if p.rollup.is_some() => {
+                    let text = self.text_field(at, tok)?;
+                    if let Some(r) = p.rollup.as_mut() {
+                        match key.as_ref() {
+                            "interval" => r.interval = text,
+                            "aggregator" => r.aggregator = text,
+                            _ => r.groupby_aggregator = text,
+                        }
+                    }
+                }
                 _ => self.skip(tok)?,
             }
             self.skip_ws();
@@ -869,6 +893,20 @@ pub fn datapoint_json(p: &IncomingPoint, out: &mut String) {
         escape_json_string(t, out);
         out.push('"');
     }
+    // RollUpDataPoint's own properties follow the inherited ones (Jackson: fields, then getter-only ones).
+    if let Some(r) = &p.rollup {
+        for (name, v) in
+            [("interval", &r.interval), ("aggregator", &r.aggregator), ("groupByAggregator", &r.groupby_aggregator)]
+        {
+            if let Some(v) = v {
+                out.push_str(",\"");
+                out.push_str(name);
+                out.push_str("\":\"");
+                escape_json_string(v, out);
+                out.push('"');
+            }
+        }
+    }
     out.push('}');
 }
 
@@ -978,6 +1016,7 @@ mod tests {
                 value: Some("18".into()),
                 tags: tags(&[("host", "web01"), ("dc", "lga")]),
                 tsuid: None,
+                rollup: None,
             }
         );
     }
@@ -1432,6 +1471,7 @@ mod tests {
             value: Some("NaN".into()),
             tags: tags(&[("host", "web01")]),
             tsuid: None,
+            rollup: None,
         };
         let detail =
             PutDetail { point: BodyPoint::Point(nan.clone()), error: "Unable to parse value to a number".into() };
@@ -1462,6 +1502,7 @@ mod tests {
             // "dc" lands in bucket 15 and "host" in bucket 8, so host prints first (see javafmt tests).
             tags: tags(&[("dc", "lga"), ("host", "web01")]),
             tsuid: Some("000001".into()),
+            rollup: None,
         };
         let mut out = String::new();
         datapoint_json(&p, &mut out);
@@ -1505,6 +1546,7 @@ mod tests {
                     value,
                     tags: tags.map(|m| m.into_iter().collect()),
                     tsuid,
+                    rollup: None,
                 })
         }
 

@@ -46,6 +46,17 @@ impl DataPoint<'_> {
     }
 }
 
+/// What a `rollup` line or an `/api/rollup` element says besides the point (spec: ingest §1.7):
+/// `<interval>-<aggregator>[:<groupby aggregator>]`, or the JSON fields `interval`, `aggregator`,
+/// `groupByAggregator`. A group-by aggregator, even empty, makes the point a pre-aggregate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RollupSpec {
+    pub interval: Option<String>,
+    /// The temporal aggregator.
+    pub aggregator: Option<String>,
+    pub groupby_aggregator: Option<String>,
+}
+
 /// Which UID table a name lives in; the texts are OpenTSDB's kind names (`tsdb-uid` qualifiers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UidKind {
@@ -226,21 +237,7 @@ pub fn insert_tag<'a>(tags: &mut Tags<'a>, key: Cow<'a, str>, value: Cow<'a, str
 /// The checks of `TSDB.addPoint` and `checkMetricAndTags`, in OpenTSDB's order (spec: ingest §2.6 rows 9-14).
 /// Telnet and HTTP run their own syntax checks first; every protocol runs this before resolving UIDs.
 pub fn check_for_write(point: &DataPoint<'_>, rules: &Rules) -> Result<(), PutError> {
-    let float = match point.value {
-        Value::Float(f) => Some(f as f64),
-        Value::Double(d) => Some(d),
-        Value::Int(_) => None,
-    };
-    if let Some(d) = float {
-        if !d.is_finite() {
-            return Err(PutError::illegal(format!(
-                "value is NaN or Infinite: {} for metric={} timestamp={}",
-                java_double(d),
-                point.metric,
-                point.timestamp
-            )));
-        }
-    }
+    check_finite(point)?;
     // Seconds end at MAX_SECONDS, so one upper bound covers both resolutions.
     if point.timestamp < 0 || point.timestamp > MAX_MILLISECONDS {
         return Err(PutError::illegal(format!(
@@ -277,6 +274,24 @@ pub fn check_for_write(point: &DataPoint<'_>, rules: &Rules) -> Result<(), PutEr
         validate_string(&format_args!("tag value with key [{k}]"), v, rules)?;
     }
     Ok(())
+}
+
+/// `TSDB.addPoint`'s first check: a floating-point value must be finite (spec: ingest §2.6 row 9).
+pub fn check_finite(point: &DataPoint<'_>) -> Result<(), PutError> {
+    let float = match point.value {
+        Value::Float(f) => Some(f as f64),
+        Value::Double(d) => Some(d),
+        Value::Int(_) => None,
+    };
+    match float {
+        Some(d) if !d.is_finite() => Err(PutError::illegal(format!(
+            "value is NaN or Infinite: {} for metric={} timestamp={}",
+            java_double(d),
+            point.metric,
+            point.timestamp
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// OpenTSDB's `Tags.validateString` (spec: ingest §2.5): ASCII letters and digits, `-_./`, Unicode letters, and

@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 use crate::codec::Value;
 use crate::number;
-use crate::point::{self, DataPoint, PutError, Rules, Tags};
+use crate::point::{self, DataPoint, PutError, RollupSpec, Rules, Tags};
 
 /// OpenTSDB's line length limit: a connection that buffers more than this without a line end is closed
 /// without a reply (spec: ingest §1.2).
@@ -162,6 +162,63 @@ pub fn parse_put<'a>(words: &[&'a [u8]], rules: &Rules) -> Result<DataPoint<'a>,
     let point = DataPoint { metric: latin1(words[1]), timestamp, value, tags };
     point::check_for_write(&point, rules)?;
     Ok(point)
+}
+
+/// Parses a `rollup` line's words (`words[0]` is `rollup`) as OpenTSDB's `RollupDataPointRpc.importDataPoint`
+/// does (spec: ingest §1.7): `rollup <interval>-<agg>[:<groupby agg>] <metric> <ts> <value> <tags...>` or
+/// `rollup <groupby agg> <metric> <ts> <value> <tags...>`. Checks the syntax, the number and that it is finite;
+/// the rollup configuration's checks are the daemon's. `Ok(None)` is a line on which OpenTSDB fails with an
+/// unexpected exception (a second word of only colons) and writes no reply.
+pub fn parse_rollup<'a>(words: &[&'a [u8]]) -> Result<Option<(DataPoint<'a>, RollupSpec)>, PutError> {
+    if words.len() < 6 {
+        return Err(PutError::IllegalArgument(format!(
+            "not enough arguments (need least 7, got {})",
+            words.len().saturating_sub(1)
+        )));
+    }
+    if words[1].is_empty() {
+        return Err(PutError::IllegalArgument("Missing interval or aggregator".into()));
+    }
+    let interval_agg = latin1(words[1]);
+    // Java's String.split(":") drops trailing empty parts.
+    let mut parts: Vec<&str> = interval_agg.split(':').collect();
+    while parts.last() == Some(&"") {
+        parts.pop();
+    }
+    let Some(first) = parts.first() else { return Ok(None) };
+    let mut spec = RollupSpec::default();
+    if let Some(dash) = first.find('-') {
+        spec.interval = Some(first[..dash].to_string());
+        spec.aggregator = Some(first[dash + 1..].to_string());
+    } else if parts.len() == 1 {
+        spec.groupby_aggregator = Some(first.to_string());
+    }
+    if let Some(groupby) = parts.get(1) {
+        spec.groupby_aggregator = Some(groupby.to_string());
+    }
+    if words[2].is_empty() {
+        return Err(PutError::IllegalArgument("empty metric name".into()));
+    }
+    let timestamp = parse_timestamp(words[3])?;
+    if timestamp <= 0 {
+        return Err(PutError::IllegalArgument(format!("invalid timestamp: {timestamp}")));
+    }
+    if words[4].is_empty() {
+        return Err(PutError::IllegalArgument("empty value".into()));
+    }
+    let mut tags = Tags::new();
+    for w in &words[5..] {
+        if !w.is_empty() {
+            point::add_tag(&mut tags, latin1(w))?;
+        }
+    }
+    if spec.groupby_aggregator.is_some() && spec.aggregator.is_none() {
+        spec.aggregator = spec.groupby_aggregator.clone();
+    }
+    let value = point::parse_value(&latin1(words[4]))?;
+    let point = DataPoint { metric: latin1(words[2]), timestamp, value, tags };
+    point::check_finite(&point)?;
+    Ok(Some((point, spec)))
 }
 
 /// The timestamp and value of a `put` line whose metric and tag words are byte-for-byte those of a line that

@@ -16,12 +16,13 @@ use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rtsd_protocol::http_json;
-use rtsd_protocol::json_put::{self, BodyPoint, PutDetail};
+use rtsd_protocol::json_put::{self, BodyPoint, IncomingPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
 use super::{annotation, discovery, query, Tsd};
 use crate::metrics::Protocol;
+use crate::rollup::{self, RollupError};
 use crate::store::AddError;
 
 const JSON: &str = "application/json; charset=UTF-8";
@@ -255,7 +256,8 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     }
     let writes = tsd.config.mode.writes();
     match segments.first().copied() {
-        Some("put") if writes => put(req, tsd),
+        Some("put") if writes => put(req, tsd, false),
+        Some("rollup") if writes => put(req, tsd, true),
         Some("suggest") if tsd.config.mode.reads() => discovery::suggest(req, tsd),
         Some("query") if tsd.config.mode.reads() => match segments.get(1).copied() {
             Some("last") => query::last(req, tsd),
@@ -310,13 +312,16 @@ fn config_json(tsd: &Tsd) -> String {
     serde_json::Value::Object(map).to_string()
 }
 
-/// `POST /api/put` (spec: ingest §3).
-fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
+/// `POST /api/put` (spec: ingest §3), and with `rollup` `POST /api/rollup`, which takes the same bodies with the
+/// rollup fields and answers the same way (spec: query §6.13; OpenTSDB's `RollupDataPointRpc` shares
+/// `PutDataPointRpc.processDataPoint`).
+fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     if req.method != Method::POST {
         return Reply::method_not_allowed(&req.method);
     }
-    tsd.metrics.rpc("put");
-    let points = match json_put::parse_put_body(&req.body) {
+    tsd.metrics.rpc(if rollup { "rollup" } else { "put" });
+    let parsed = if rollup { json_put::parse_rollup_body(&req.body) } else { json_put::parse_put_body(&req.body) };
+    let points = match parsed {
         Ok(points) => points,
         Err(e) => {
             let details = e.details();
@@ -343,7 +348,12 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
     let mut success = 0u64;
     let mut failed = 0u64;
     for body_point in points {
-        match add_http_point(&body_point, tsd, &mut batch) {
+        let added = if rollup {
+            add_http_rollup_point(&body_point, tsd, &mut batch)
+        } else {
+            add_http_point(&body_point, tsd, &mut batch)
+        };
+        match added {
             Ok(()) => success += 1,
             Err((category, message)) => {
                 failed += 1;
@@ -382,13 +392,17 @@ fn put(req: &ApiRequest, tsd: &Tsd) -> Reply {
     Reply::json(status, json_put::summary_json(success, failed, timeouts, details))
 }
 
-/// Validates one `/api/put` element in OpenTSDB's order (spec: ingest §3.4) and adds it to the batch. The error
-/// is the `details` text and the stats category it counts under.
-fn add_http_point(
-    body_point: &BodyPoint,
-    tsd: &Tsd,
-    batch: &mut crate::store::PointBatch,
-) -> Result<(), (Option<ErrorCategory>, String)> {
+/// Why one element of a put body was refused: the stats category it counts under (none for our own failures)
+/// and the `details` text.
+type PointFailure = (Option<ErrorCategory>, String);
+
+/// The checks every `/api/put` and `/api/rollup` element goes through first (OpenTSDB's
+/// `IncomingDataPoint.validate`, then `extra`, the subclass's own, then the value parse), in OpenTSDB's order
+/// (spec: ingest §3.4).
+fn http_data_point<'a>(
+    body_point: &'a BodyPoint,
+    extra: impl FnOnce(&IncomingPoint) -> Result<(), String>,
+) -> Result<DataPoint<'a>, PointFailure> {
     let illegal = |m: &str| (Some(ErrorCategory::IllegalArguments), m.to_string());
     let p = match body_point {
         BodyPoint::Null => return Err(illegal("Unexpected null datapoint encountered in set.")),
@@ -409,6 +423,7 @@ fn add_http_point(
         Some(tags) if !tags.is_empty() => tags,
         _ => return Err(illegal("Missing tags")),
     };
+    extra(p).map_err(|m| illegal(&m))?;
     let value = point::parse_value(value)
         .map_err(|_| (Some(ErrorCategory::InvalidValues), "Unable to parse value to a number".to_string()))?;
     let mut tags = Tags::new();
@@ -416,16 +431,60 @@ fn add_http_point(
         point::insert_tag(&mut tags, Cow::Borrowed(k.as_str()), Cow::Borrowed(v.as_str()))
             .map_err(|e| (Some(e.category()), e.http_detail()))?;
     }
-    let dp = DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags };
-    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
-    match tsd.store.add_point(batch, &dp) {
-        Ok(()) => Ok(()),
-        Err(AddError::Put(e)) => Err((Some(e.category()), e.http_detail())),
-        Err(AddError::Internal(msg)) => {
+    Ok(DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags })
+}
+
+fn add_failure(e: AddError) -> PointFailure {
+    match e {
+        AddError::Put(e) => (Some(e.category()), e.http_detail()),
+        AddError::Internal(msg) => {
             tracing::error!(error = %msg, "Unexpected exception while adding an HTTP data point");
-            Err((None, "Unexpected exception".to_string()))
+            (None, "Unexpected exception".to_string())
         }
     }
+}
+
+/// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch.
+fn add_http_point(body_point: &BodyPoint, tsd: &Tsd, batch: &mut crate::store::PointBatch) -> Result<(), PointFailure> {
+    let dp = http_data_point(body_point, |_| Ok(()))?;
+    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
+    tsd.store.add_point(batch, &dp).map_err(add_failure)
+}
+
+/// Validates one `/api/rollup` element as OpenTSDB's `RollUpDataPoint.validate` and `addAggregatePoint` do
+/// (spec: ingest §1.7, query §6.13) and adds it to the batch.
+fn add_http_rollup_point(
+    body_point: &BodyPoint,
+    tsd: &Tsd,
+    batch: &mut crate::store::PointBatch,
+) -> Result<(), PointFailure> {
+    let spec = match body_point {
+        BodyPoint::Point(p) => p.rollup.clone().unwrap_or_default(),
+        BodyPoint::Null => Default::default(),
+    };
+    let mut dp = http_data_point(body_point, |_| {
+        let groupby = spec.groupby_aggregator.as_deref().is_some_and(|g| !g.is_empty());
+        if !groupby && spec.interval.as_deref().unwrap_or("").is_empty() {
+            return Err("Missing interval".to_string());
+        }
+        if !groupby && spec.aggregator.as_deref().unwrap_or("").is_empty() {
+            return Err("Missing aggregator".to_string());
+        }
+        Ok(())
+    })?;
+    let illegal = |e: PutError| (Some(e.category()), e.http_detail());
+    point::check_finite(&dp).map_err(illegal)?;
+    let target = match rollup::prepare(tsd.store.rollup_settings(), &mut dp, &spec, &tsd.config.rules) {
+        Ok(target) => target,
+        Err(RollupError::Put(e)) => return Err(illegal(e)),
+        // NoSuchRollupForIntervalException is no IllegalArgumentException: OpenTSDB's HTTP path reports it as
+        // an unexpected exception.
+        Err(RollupError::NoSuchRollup(m)) => {
+            tracing::warn!(error = %m, "rollup point refused");
+            return Err((Some(ErrorCategory::IllegalArguments), "Unexpected exception".to_string()));
+        }
+    };
+    tsd.store.add_rollup_point(batch, &dp, &target).map_err(add_failure)
 }
 
 /// Reads the whole body (chunked or not) up to `limit` bytes and inflates gzip/deflate encodings.

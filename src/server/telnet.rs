@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 
 use super::Tsd;
 use crate::metrics::Protocol;
+use crate::rollup::{self, RollupError};
 use crate::store::{AddError, PointBatch, SeriesKey};
 
 /// What the connection should do after a chunk of lines.
@@ -139,7 +140,7 @@ impl Session<'_> {
         let writes = self.tsd.config.mode.writes();
         match telnet::parse_command(line) {
             Command::Put(words) if writes => self.put(&words),
-            Command::Rollup(words) if writes => self.reply(&rollup_not_configured(&words)),
+            Command::Rollup(words) if writes => self.rollup(&words),
             Command::Histogram(_) if writes => self.reply(
                 "histogram: illegal argument: Histogram storage has not been enabled. Check the \
                  'tsd.core.histograms.config' configuration.\n",
@@ -219,6 +220,50 @@ impl Session<'_> {
         }
     }
 
+    /// A `rollup` line (spec: ingest §1.7): parsed as OpenTSDB's `RollupDataPointRpc`, checked against the
+    /// rollup configuration, stored in the batch with the puts. Errors are `rollup: <category>: <message>`.
+    fn rollup(&mut self, words: &[&[u8]]) {
+        let metrics = &self.tsd.metrics;
+        metrics.rpc("rollup");
+        let (mut point, spec) = match telnet::parse_rollup(words) {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) => {
+                // OpenTSDB fails with an unexpected exception here and answers nothing (spec: ingest §1.3).
+                tracing::error!("Unexpected exception caught while serving rollup: no interval or aggregator");
+                return;
+            }
+            Err(e) => {
+                metrics.put_error(e.category());
+                self.reply(&format!("rollup: {e}\n"));
+                return;
+            }
+        };
+        let store = &self.tsd.store;
+        let target = match rollup::prepare(store.rollup_settings(), &mut point, &spec, &self.tsd.config.rules) {
+            Ok(target) => target,
+            Err(RollupError::Put(e)) => {
+                metrics.put_error(e.category());
+                self.reply(&format!("rollup: {e}\n"));
+                return;
+            }
+            Err(RollupError::NoSuchRollup(m)) => {
+                metrics.put_error(ErrorCategory::IllegalArguments);
+                self.reply(&format!("rollup: No such rollup: {m}\n"));
+                return;
+            }
+        };
+        match store.add_rollup_point(&mut self.batch, &point, &target) {
+            Ok(()) => {}
+            Err(AddError::Put(e)) => {
+                metrics.put_error(e.category());
+                self.reply(&format!("rollup: {e}\n"));
+            }
+            Err(AddError::Internal(msg)) => {
+                tracing::error!(error = %msg, "Unexpected exception caught while serving rollup");
+            }
+        }
+    }
+
     /// Writes pending points; a storage failure is reported per point as OpenTSDB does when
     /// `tsd.rpc.telnet.return_errors` is on (spec: ingest §1.6).
     fn commit(&mut self) {
@@ -253,15 +298,4 @@ fn enabled_commands(tsd: &Tsd) -> Vec<&'static str> {
         commands.push("diediedie");
     }
     commands
-}
-
-/// The `rollup` command's errors while rollups are not configured (spec: ingest §1.7).
-fn rollup_not_configured(words: &[&[u8]]) -> String {
-    if words.len() < 6 {
-        return format!("rollup: illegal argument: not enough arguments (need least 7, got {})\n", words.len() - 1);
-    }
-    if words[1].is_empty() {
-        return "rollup: illegal argument: Missing interval or aggregator\n".to_string();
-    }
-    "rollup: illegal argument: No rollup or aggregations were configured\n".to_string()
 }

@@ -295,6 +295,7 @@ impl Store {
         let cf = self.cf(CF_DATA);
         for (key, columns) in &rows {
             batch.merge_cf(cf, key, columns);
+            self.mark_dirty(&mut batch, key, codec::columns(columns).count() as i64);
         }
         (batch, points)
     }

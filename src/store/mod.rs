@@ -13,6 +13,7 @@
 //!   refused at start-up.
 pub mod admin;
 pub mod meta;
+pub mod rollup;
 pub mod series;
 pub mod uid;
 
@@ -168,6 +169,7 @@ pub struct Store {
     /// Bumped whenever a name may map to another UID than before (`dropcaches`, renames): connections that
     /// keep their own [`SeriesKey`] caches drop them when it changes.
     generation: std::sync::atomic::AtomicU64,
+    rollups: rollup::Rollups,
 }
 
 /// Points on their way into one atomic RocksDB write.
@@ -176,6 +178,9 @@ pub struct PointBatch {
     points: u64,
     column: Vec<u8>,
     tsuid: Vec<u8>,
+    /// The raw row the last points went to and how many, for one rollup pending-change mark per run of points.
+    dirty_row: Vec<u8>,
+    dirty_points: i64,
 }
 
 impl PointBatch {
@@ -226,6 +231,7 @@ impl Store {
             config.auto_create,
             config.fix_duplicates,
             config.uid_cache_capacity,
+            &config.rollups,
             metrics,
             false,
         )
@@ -240,17 +246,20 @@ impl Store {
             [false; 3],
             config.fix_duplicates,
             config.uid_cache_capacity,
+            &config.rollups,
             metrics,
             true,
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn open_path(
         path: &Path,
         layout: Layout,
         auto_create: [bool; 3],
         fix_duplicates: bool,
         cache_capacity: usize,
+        rollup_settings: &crate::rollup::RollupSettings,
         metrics: Arc<Metrics>,
         read_only: bool,
     ) -> Result<Store, StoreError> {
@@ -285,13 +294,24 @@ impl Store {
 
         let mut series_opts = Options::default();
         series_opts.set_merge_operator_associative("max-hour-v1", series::merge_max_hour);
-        let cfs = COLUMN_FAMILIES.iter().map(|name| {
-            let opts = match *name {
+        let rollups = rollup::Rollups::new(rollup_settings);
+        // Rollup tables of the configuration, and any left by an earlier one (RocksDB opens all or nothing).
+        let mut extra: Vec<String> = rollups.families.clone();
+        extra.push(rollup::CF_ROLLUP_DIRTY.to_string());
+        for name in DB::list_cf(&db_opts, path).unwrap_or_default() {
+            if name != "default" && !COLUMN_FAMILIES.contains(&name.as_str()) && !extra.contains(&name) {
+                extra.push(name);
+            }
+        }
+        let cfs = COLUMN_FAMILIES.iter().map(|name| name.to_string()).chain(extra).map(|name| {
+            let opts = match name.as_str() {
                 CF_DATA => data_opts.clone(),
                 CF_SERIES => series_opts.clone(),
-                _ => Options::default(),
+                rollup::CF_ROLLUP_DIRTY => rollup::dirty_options(),
+                n if COLUMN_FAMILIES.contains(&n) => Options::default(),
+                _ => rollup::table_options(),
             };
-            ColumnFamilyDescriptor::new(*name, opts)
+            ColumnFamilyDescriptor::new(name, opts)
         });
         let db = if read_only {
             let mut opts = db_opts;
@@ -304,7 +324,7 @@ impl Store {
         check_layout(&db, &layout, read_only)?;
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
-        Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default() })
+        Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default(), rollups })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -362,6 +382,8 @@ impl Store {
             points: 0,
             column: Vec::with_capacity(16),
             tsuid: Vec::with_capacity(32),
+            dirty_row: Vec::new(),
+            dirty_points: 0,
         }
     }
 
@@ -400,6 +422,14 @@ impl Store {
         batch.column.clear();
         codec::push_column(&mut batch.column, &qualifier, &value.encode());
         batch.batch.merge_cf(self.cf(CF_DATA), &key, &batch.column);
+        if self.rollups.auto() {
+            if batch.dirty_row.as_slice() != key.as_slice() {
+                self.flush_dirty_mark(batch);
+                batch.dirty_row.clear();
+                batch.dirty_row.extend_from_slice(&key);
+            }
+            batch.dirty_points += 1;
+        }
         // The TSUID is the row key without salt and base time.
         batch.tsuid.clear();
         batch.tsuid.extend_from_slice(&key[self.layout.salt.width..metric_end]);
@@ -411,6 +441,7 @@ impl Store {
     /// Writes a batch atomically. When this returns Ok the points are in RocksDB's write-ahead log (fsynced too
     /// when `sync`): a crash of the process cannot lose them.
     pub fn commit(&self, batch: &mut PointBatch, sync: bool) -> Result<u64, StoreError> {
+        self.flush_dirty_mark(batch);
         let points = batch.points;
         if points == 0 && batch.batch.is_empty() {
             return Ok(0);
@@ -423,6 +454,15 @@ impl Store {
         batch.points = 0;
         result?;
         Ok(points)
+    }
+
+    /// Adds the pending rollup mark of the batch's current run of points to its write batch.
+    fn flush_dirty_mark(&self, batch: &mut PointBatch) {
+        if batch.dirty_points > 0 {
+            self.mark_dirty(&mut batch.batch, &batch.dirty_row, batch.dirty_points);
+            batch.dirty_points = 0;
+            batch.dirty_row.clear();
+        }
     }
 
     /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in
@@ -658,7 +698,7 @@ impl Store {
     /// Makes everything written so far durable on disk (graceful shutdown).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush_wal(true)?;
-        for name in COLUMN_FAMILIES {
+        for name in COLUMN_FAMILIES.iter().copied().chain(self.rollups.families.iter().map(String::as_str)) {
             self.db.flush_cf(self.cf(name))?;
         }
         Ok(())

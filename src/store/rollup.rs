@@ -1,0 +1,692 @@
+//! Rollup tables in RocksDB (spec: ingest §1.7; query §6.13), and rtsd's own rollups of raw points.
+//!
+//! Each rollup table of the configuration is a column family `<table>:t` keyed like the data table (salt,
+//! metric, base time of the interval's row span, tags) whose value is the row's cells in `codec`'s row encoding.
+//! Cells are written as merge operands; [`merge_latest`] keeps the last value written per qualifier, as an HBase
+//! put does.
+//!
+//! Automatic rollups never count a point twice. The write batch that stores raw points also adds a merge operand
+//! "+n" for the raw row in `rtsd:rollup_dirty` (the row's pending-change counter, summed by RocksDB). Folding
+//! ([`Store::fold_rollups`]) reads, under one snapshot, the counter `c` and the raw row; recomputes every bucket
+//! of that hour from the row (so overwritten, duplicate, late and out-of-order points come out exactly as a
+//! query of the raw row sees them), writes the cells with a "-c" operand in one batch. Points that arrived after
+//! the snapshot leave the counter above zero, so their row is folded again. A crash before the fold leaves the
+//! counter, so the fold happens after the restart. Zero counters are dropped by a compaction filter.
+use std::sync::Mutex;
+
+use rocksdb::{MergeOperands, Options, WriteBatch};
+use rtsd_protocol::codec::{self, Value};
+use rtsd_protocol::point::DataPoint;
+
+use super::{AddError, PointBatch, Store, StoreError, StoredSeries, CF_DATA};
+use crate::rollup::{RollupInterval, RollupSettings, RollupTarget, AUTO_AGGREGATORS};
+
+/// Pending-change counters of raw rows (key: the raw row key; value: i64 little-endian).
+pub const CF_ROLLUP_DIRTY: &str = "rtsd:rollup_dirty";
+
+/// The rollup state of an open store.
+pub(super) struct Rollups {
+    pub(super) settings: RollupSettings,
+    /// Column families of the rollup tables (the raw table excluded).
+    pub(super) families: Vec<String>,
+    /// The intervals rtsd computes, with the IDs of sum, count, min and max.
+    auto: Vec<RollupInterval>,
+    auto_ids: [u8; 4],
+    /// One fold at a time, so a fold from an older snapshot never writes after one from a newer snapshot.
+    fold_lock: Mutex<()>,
+}
+
+impl Rollups {
+    pub(super) fn new(settings: &RollupSettings) -> Rollups {
+        let mut families = Vec::new();
+        let mut auto = Vec::new();
+        let mut auto_ids = [0u8; 4];
+        if let Some(config) = &settings.config {
+            for table in config.tables() {
+                let family = RollupInterval::family(&table);
+                if family != CF_DATA {
+                    families.push(family);
+                }
+            }
+            let ids: Option<Vec<u8>> =
+                AUTO_AGGREGATORS.iter().map(|a| config.aggregation_ids.get(*a).copied()).collect();
+            match ids {
+                Some(ids) => {
+                    auto_ids.copy_from_slice(&ids);
+                    auto = settings.auto_intervals();
+                }
+                None if settings.auto => tracing::warn!(
+                    "rtsd.rollups.auto needs aggregation IDs for sum, count, min and max in tsd.rollups.config; \
+                     rollups of raw points are not computed"
+                ),
+                None => {}
+            }
+        }
+        Rollups { settings: settings.clone(), families, auto, auto_ids, fold_lock: Mutex::new(()) }
+    }
+
+    /// Whether raw writes must mark their rows for folding.
+    pub(super) fn auto(&self) -> bool {
+        !self.auto.is_empty()
+    }
+}
+
+/// Options of a rollup table's column family.
+pub(super) fn table_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_merge_operator("rollup-cells-v1", merge_latest, merge_latest);
+    opts
+}
+
+/// Options of [`CF_ROLLUP_DIRTY`]: counters summed, zeros dropped at compaction.
+pub(super) fn dirty_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_merge_operator_associative("i64-sum-v1", sum_counters);
+    opts.set_compaction_filter("rollup-dirty-zero", |_level: u32, _key: &[u8], value: &[u8]| {
+        if counter(value) == 0 {
+            rocksdb::compaction_filter::Decision::Remove
+        } else {
+            rocksdb::compaction_filter::Decision::Keep
+        }
+    });
+    opts
+}
+
+fn counter(value: &[u8]) -> i64 {
+    value.try_into().map(i64::from_le_bytes).unwrap_or(0)
+}
+
+fn sum_counters(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let total = operands.iter().fold(existing.map_or(0, counter), |acc, op| acc.wrapping_add(counter(op)));
+    Some(total.to_le_bytes().to_vec())
+}
+
+/// The cells of a rollup row: the last value written per cell, sorted by qualifier (HBase put semantics; no
+/// compaction, unlike the data table, since rollup qualifiers are not data-point qualifiers). A cell is the
+/// qualifier without its flag bits (the value's type and length): a bucket whose minimum was a float and is now
+/// an integer has one minimum, not two.
+fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let cell = |q: &[u8]| {
+        let mut k: smallvec::SmallVec<[u8; 4]> = smallvec::SmallVec::from_slice(q);
+        if let Some(last) = k.last_mut() {
+            *last &= !codec::FLAGS_MASK;
+        }
+        k
+    };
+    let mut cells: Vec<(&[u8], &[u8], usize)> = Vec::new();
+    for input in existing.into_iter().chain(operands.iter()) {
+        for column in codec::columns(input) {
+            // A row that can't be framed is kept as written rather than lost.
+            let Ok(column) = column else {
+                let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+                operands.iter().for_each(|op| out.extend_from_slice(op));
+                return Some(out);
+            };
+            let seq = cells.len();
+            cells.push((column.qualifier, column.value, seq));
+        }
+    }
+    cells.sort_by(|a, b| cell(a.0).cmp(&cell(b.0)).then(a.2.cmp(&b.2)));
+    let mut out = Vec::with_capacity(cells.iter().map(|c| c.0.len() + c.1.len() + 2).sum());
+    for (i, (q, v, _)) in cells.iter().enumerate() {
+        if cells.get(i + 1).is_some_and(|next| cell(next.0) == cell(q)) {
+            continue;
+        }
+        codec::push_column(&mut out, q, v);
+    }
+    Some(out)
+}
+
+/// count, sum, min and max of one bucket of raw points, computed as the query engine's downsampler sees them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    pub start: i64,
+    pub count: i64,
+    /// The sum: an integer when every value is one and the sequential double sum is exactly that integer (so
+    /// reading it back as a double gives what summing the raw points as doubles gives), else that double sum.
+    pub sum: Value,
+    pub min: Value,
+    pub max: Value,
+}
+
+/// Buckets of `interval_secs` over raw points in time order. Points at an instant already seen are skipped, as
+/// the query engine skips them.
+pub fn buckets(points: &[codec::RowPoint], interval_secs: u32) -> Vec<Bucket> {
+    let width = i64::from(interval_secs) * 1000;
+    let mut out: Vec<Bucket> = Vec::new();
+    let mut last_ts = None;
+    let (mut int_sum, mut ints, mut dsum) = (Some(0i64), true, 0f64);
+    for p in points {
+        if last_ts.is_some_and(|t| p.timestamp_ms <= t) {
+            continue;
+        }
+        last_ts = Some(p.timestamp_ms);
+        let start = p.timestamp_ms - p.timestamp_ms.rem_euclid(width);
+        let d = as_f64(p.value);
+        match out.last_mut() {
+            Some(b) if b.start == start => {
+                b.count += 1;
+                if d < as_f64(b.min) {
+                    b.min = p.value;
+                }
+                if d > as_f64(b.max) {
+                    b.max = p.value;
+                }
+            }
+            _ => {
+                if let Some(b) = out.last_mut() {
+                    b.sum = sum_value(int_sum, ints, dsum);
+                }
+                (int_sum, ints, dsum) = (Some(0), true, 0.0);
+                out.push(Bucket { start, count: 1, sum: Value::Int(0), min: p.value, max: p.value });
+            }
+        }
+        dsum += d;
+        match p.value {
+            Value::Int(v) => int_sum = int_sum.and_then(|s| s.checked_add(v)),
+            _ => ints = false,
+        }
+    }
+    if let Some(b) = out.last_mut() {
+        b.sum = sum_value(int_sum, ints, dsum);
+    }
+    out
+}
+
+fn as_f64(v: Value) -> f64 {
+    match v {
+        Value::Int(i) => i as f64,
+        Value::Float(f) => f64::from(f),
+        Value::Double(d) => d,
+    }
+}
+
+fn sum_value(int_sum: Option<i64>, ints: bool, dsum: f64) -> Value {
+    match int_sum {
+        Some(s) if ints && s as f64 == dsum => Value::Int(s),
+        _ => Value::Double(dsum),
+    }
+}
+
+/// The series of one rollup table read for a query: per series, (bucket start ms, value) per aggregator asked
+/// for, in time order.
+#[derive(Debug, Clone)]
+pub struct RollupSeries {
+    pub series: StoredSeries,
+    /// One list per requested aggregator ID, in the order asked.
+    pub values: Vec<Vec<(i64, Value)>>,
+}
+
+impl Store {
+    /// Stores a rollup or pre-aggregate point where [`crate::rollup::prepare`] said (UIDs resolved as for `put`).
+    pub fn add_rollup_point(
+        &self,
+        batch: &mut PointBatch,
+        point: &DataPoint<'_>,
+        target: &RollupTarget,
+    ) -> Result<(), AddError> {
+        let Some(cf) = self.db.cf_handle(&target.family) else {
+            return Err(AddError::Internal(format!("no column family {}", target.family)));
+        };
+        let series = self.series_key(point)?;
+        let mut key = series.template.clone();
+        let at = self.layout.salt.width + self.layout.uid_widths[0];
+        key[at..at + 4].copy_from_slice(&target.base_time.to_be_bytes());
+        let mut column = Vec::with_capacity(16);
+        codec::push_column(&mut column, &target.qualifier, &point.value.encode());
+        batch.batch.merge_cf(cf, &key, &column);
+        batch.points += 1;
+        Ok(())
+    }
+
+    /// Adds "+n" to a raw row's pending-change counter (automatic rollups on).
+    pub(super) fn mark_dirty(&self, batch: &mut WriteBatch, row_key: &[u8], n: i64) {
+        if self.rollups.auto() && n != 0 {
+            batch.merge_cf(self.cf(CF_ROLLUP_DIRTY), row_key, n.to_le_bytes());
+        }
+    }
+
+    /// The rollup settings this store was opened with.
+    pub fn rollup_settings(&self) -> &RollupSettings {
+        &self.rollups.settings
+    }
+
+    /// Folds every raw row with pending changes (of `metric` only, when given) into the automatic rollup tables.
+    /// Returns the rows folded. Queries call it for their metric before reading a rollup table, so rollups never
+    /// lag what raw data a query would see; the background task calls it for everything.
+    pub fn fold_rollups(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
+        if !self.rollups.auto() {
+            return Ok(0);
+        }
+        let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = self.db.snapshot();
+        let dirty_cf = self.cf(CF_ROLLUP_DIRTY);
+        let data_cf = self.cf(CF_DATA);
+        // (raw row key, pending count) seen in the snapshot.
+        let mut pending: Vec<(Vec<u8>, i64)> = Vec::new();
+        let salt = &self.layout.salt;
+        let prefixes: Vec<Vec<u8>> = match metric {
+            None => vec![Vec::new()],
+            Some(m) => {
+                let buckets = if salt.width == 0 { 1 } else { salt.buckets };
+                (0..buckets)
+                    .map(|b| {
+                        let mut p = Vec::new();
+                        if salt.width > 0 {
+                            p.extend_from_slice(&(b as u64).to_be_bytes()[8 - salt.width..]);
+                        }
+                        p.extend_from_slice(m);
+                        p
+                    })
+                    .collect()
+            }
+        };
+        for prefix in &prefixes {
+            let mut iter = snapshot.raw_iterator_cf(dirty_cf);
+            iter.seek(prefix);
+            while iter.valid() {
+                let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
+                if !key.starts_with(prefix) {
+                    break;
+                }
+                let n = counter(value);
+                if n > 0 {
+                    pending.push((key.to_vec(), n));
+                }
+                iter.next();
+            }
+            iter.status()?;
+        }
+        let mut folded = 0u64;
+        for chunk in pending.chunks(256) {
+            let mut batch = WriteBatch::default();
+            let mut buckets_written = 0u64;
+            let mut late = 0u64;
+            let raws = snapshot.multi_get_cf(chunk.iter().map(|(k, _)| (data_cf, k)));
+            for ((key, n), raw) in chunk.iter().zip(raws) {
+                let raw = raw?.unwrap_or_default();
+                let hour = codec::row_base_time(key, salt.width, self.layout.uid_widths[0]);
+                let points = match codec::row_points(hour, &raw) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
+                        batch.merge_cf(dirty_cf, key, (-n).to_le_bytes());
+                        continue;
+                    }
+                };
+                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points)?;
+                buckets_written += written;
+                if was_rolled {
+                    late += *n as u64;
+                }
+                batch.merge_cf(dirty_cf, key, (-n).to_le_bytes());
+            }
+            self.db.write(batch)?;
+            folded += chunk.len() as u64;
+            self.metrics.rollups(buckets_written, late);
+        }
+        Ok(folded)
+    }
+
+    /// Writes the buckets of one raw hour row into every automatic interval. Returns the buckets written and
+    /// whether rollups of this hour existed before (so the points now folded arrived late).
+    fn fold_row(
+        &self,
+        batch: &mut WriteBatch,
+        raw_key: &[u8],
+        hour: u32,
+        points: &[codec::RowPoint],
+    ) -> Result<(u64, bool), StoreError> {
+        let at = self.layout.salt.width + self.layout.uid_widths[0];
+        let mut written = 0u64;
+        let mut was_rolled = false;
+        let [sum_id, count_id, min_id, max_id] = self.rollups.auto_ids;
+        for (n, interval) in self.rollups.auto.iter().enumerate() {
+            let cf = self.cf(&RollupInterval::family(&interval.table));
+            let mut key = raw_key.to_vec();
+            let base = interval.base_time(i64::from(hour));
+            key[at..at + 4].copy_from_slice(&base.to_be_bytes());
+            if n == 0 {
+                // The first interval's count cells of this hour tell whether it was folded before.
+                if let Some(row) = self.db.get_cf(cf, &key)? {
+                    let (lo, hi) = (i64::from(hour - base), i64::from(hour - base) + 3600);
+                    was_rolled = codec::columns(&row).filter_map(Result::ok).any(|c| {
+                        c.qualifier.len() == 3 && c.qualifier[0] == count_id && {
+                            let off = i64::from(u16::from_be_bytes([c.qualifier[1], c.qualifier[2]]) >> 4)
+                                * i64::from(interval.interval_secs);
+                            (lo..hi).contains(&off)
+                        }
+                    });
+                }
+            }
+            let mut column = Vec::new();
+            for b in buckets(points, interval.interval_secs) {
+                let ts = b.start / 1000;
+                for (id, value) in [(sum_id, b.sum), (count_id, Value::Int(b.count)), (min_id, b.min), (max_id, b.max)]
+                {
+                    codec::push_column(&mut column, &interval.qualifier(ts, base, value.flags(), id), &value.encode());
+                }
+                written += 1;
+            }
+            if !column.is_empty() {
+                batch.merge_cf(cf, &key, &column);
+            }
+        }
+        Ok((written, was_rolled))
+    }
+
+    /// Reads the cells of aggregators `ids` from rollup table `family` for the given series (TSUIDs of one
+    /// metric) or, with `None`, every series of `metric` that `keep` accepts; buckets with `start_ms <= t <
+    /// end_ms`. A series without any cell in the range is left out.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_rollup(
+        &self,
+        family: &str,
+        interval: &RollupInterval,
+        ids: &[u8],
+        metric: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut super::ReadBudget,
+        mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+    ) -> Result<Vec<RollupSeries>, StoreError> {
+        let Some(cf) = self.db.cf_handle(family) else { return Ok(Vec::new()) };
+        if end_ms <= start_ms {
+            return Ok(Vec::new());
+        }
+        let start_s = start_ms.div_euclid(1000).max(0);
+        let end_s = (end_ms - 1).div_euclid(1000).clamp(0, codec::MAX_SECONDS);
+        let first_base = interval.base_time(start_s);
+        let last_base = interval.base_time(end_s);
+        let salt = &self.layout.salt;
+        let buckets = if salt.width == 0 { 1 } else { salt.buckets };
+        let tags_offset = self.layout.tags_offset();
+        let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
+        let mut out: Vec<RollupSeries> = Vec::new();
+        for bucket in 0..buckets {
+            let mut start = Vec::new();
+            if salt.width > 0 {
+                start.extend_from_slice(&(bucket as u64).to_be_bytes()[8 - salt.width..]);
+            }
+            start.extend_from_slice(metric);
+            let prefix_len = start.len();
+            start.extend_from_slice(&first_base.to_be_bytes());
+            let mut iter = self.db.raw_iterator_cf(cf);
+            iter.seek(&start);
+            while iter.valid() {
+                let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
+                if key.len() < prefix_len + 4 || key[..prefix_len] != start[..prefix_len] {
+                    break;
+                }
+                let base = codec::row_base_time(key, salt.width, self.layout.uid_widths[0]);
+                if base > last_base {
+                    break;
+                }
+                let Some(row) = self.decode_row(key, value) else {
+                    iter.next();
+                    continue;
+                };
+                let tags_bytes = &key[tags_offset..];
+                let slot = match index.get(tags_bytes) {
+                    Some(slot) => *slot,
+                    None => {
+                        let slot = if keep(&row.tags)? {
+                            let mut tsuid = metric.to_vec();
+                            tsuid.extend_from_slice(tags_bytes);
+                            out.push(RollupSeries {
+                                series: StoredSeries {
+                                    tsuid,
+                                    tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                                    points: Vec::new(),
+                                    annotations: Vec::new(),
+                                },
+                                values: vec![Vec::new(); ids.len()],
+                            });
+                            Some(out.len() - 1)
+                        } else {
+                            None
+                        };
+                        index.insert(tags_bytes.to_vec(), slot);
+                        slot
+                    }
+                };
+                if let Some(i) = slot {
+                    let mut cells = 0usize;
+                    for column in codec::columns(value) {
+                        let column = column.map_err(|e| {
+                            StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key)))
+                        })?;
+                        let q = column.qualifier;
+                        // Rollup cells only: aggregator ID, then (offset << 4 | flags); compacted columns
+                        // (high bit of the first byte) are not written by rtsd.
+                        if q.len() != 3 || q[0] & 0x80 != 0 {
+                            continue;
+                        }
+                        let Some(which) = ids.iter().position(|&id| id == q[0]) else { continue };
+                        let packed = u16::from_be_bytes([q[1], q[2]]);
+                        let ts = (i64::from(base) + i64::from(packed >> 4) * i64::from(interval.interval_secs)) * 1000;
+                        if ts < start_ms || ts >= end_ms {
+                            continue;
+                        }
+                        let v = Value::decode((packed & 0x0F) as u8, column.value).map_err(|e| {
+                            StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key)))
+                        })?;
+                        out[i].values[which].push((ts, v));
+                        cells += 1;
+                    }
+                    budget.charge(cells, value.len())?;
+                }
+                iter.next();
+            }
+            iter.status()?;
+        }
+        out.retain(|s| s.values.iter().any(|v| !v.is_empty()));
+        for s in &mut out {
+            for v in &mut s.values {
+                v.sort_by_key(|(ts, _)| *ts);
+            }
+        }
+        out.sort_by(|a, b| a.series.tsuid.cmp(&b.series.tsuid));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use rtsd_protocol::point::{RollupSpec, Rules, Tags};
+
+    use super::*;
+    use crate::config::Config;
+    use crate::metrics::Metrics;
+
+    fn p(ts_ms: i64, value: Value) -> codec::RowPoint {
+        codec::RowPoint { timestamp_ms: ts_ms, qualifier: Default::default(), value }
+    }
+
+    fn open(dir: &Path, overrides: &[(&str, &str)]) -> Store {
+        let mut all = vec![("tsd.rollups.enable", "true")];
+        all.extend_from_slice(overrides);
+        let config = Config::for_data_dir(dir, &all).unwrap();
+        Store::open(&config, Arc::new(Metrics::new())).unwrap()
+    }
+
+    fn point<'a>(metric: &'a str, ts: i64, value: Value, tags: &[(&'a str, &'a str)]) -> DataPoint<'a> {
+        let tags: Tags<'a> = tags.iter().map(|(k, v)| (Cow::Borrowed(*k), Cow::Borrowed(*v))).collect();
+        DataPoint { metric: Cow::Borrowed(metric), timestamp: ts, value, tags }
+    }
+
+    type Cells = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// (key, columns) of every row of a column family.
+    fn family_rows(store: &Store, family: &str) -> Vec<(Vec<u8>, Cells)> {
+        let mut out = Vec::new();
+        let mut iter = store.db.raw_iterator_cf(store.cf(family));
+        iter.seek_to_first();
+        while let (Some(k), Some(v)) = (iter.key(), iter.value()) {
+            let cols = codec::columns(v).map(|c| c.map(|c| (c.qualifier.to_vec(), c.value.to_vec())));
+            out.push((k.to_vec(), cols.collect::<Result<Vec<_>, _>>().unwrap()));
+            iter.next();
+        }
+        out
+    }
+
+    fn rollup_point(store: &Store, line: &DataPoint<'_>, spec: RollupSpec) {
+        let mut dp = line.clone();
+        let target = crate::rollup::prepare(store.rollup_settings(), &mut dp, &spec, &Rules::default()).unwrap();
+        let mut batch = store.new_batch();
+        store.add_rollup_point(&mut batch, &dp, &target).unwrap();
+        store.commit(&mut batch, false).unwrap();
+    }
+
+    fn spec(interval: Option<&str>, agg: Option<&str>, groupby: Option<&str>) -> RollupSpec {
+        RollupSpec {
+            interval: interval.map(str::to_string),
+            aggregator: agg.map(str::to_string),
+            groupby_aggregator: groupby.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn rollup_and_pre_aggregate_cells_are_laid_out_as_opentsdb_lays_them_out() {
+        // spec: ingest §1.7; OpenTSDB 2.4 TSDB.addAggregatePointInternal + RollupUtils: row key as a data row
+        // with the row span's base time, qualifier = aggregator ID, (offset << 4 | flags).
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[("rtsd.rollups.auto", "false")]);
+        let ts = 1356998400 + 5 * 3600;
+        rollup_point(
+            &store,
+            &point("sys.cpu.user", ts, Value::Int(42), &[("host", "web01")]),
+            spec(Some("1h"), Some("sum"), None),
+        );
+        let rows = family_rows(&store, "tsdb-rollup-1h:t");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].0, [0, 0, 1, 0x50, 0xE2, 0x27, 0x00, 0, 0, 1, 0, 0, 1]);
+        assert_eq!(rows[0].1, vec![(vec![0x00, 0x00, 0x50], vec![42])]);
+        // count (ID 1) of 10m bucket 3 (00:30) in a float: flags 0x0B, offset 3.
+        rollup_point(
+            &store,
+            &point("sys.cpu.user", 1356998400 + 1800, Value::Float(1.5), &[("host", "web01")]),
+            spec(Some("10m"), Some("count"), None),
+        );
+        let rows = family_rows(&store, "tsdb-rollup-10m:t");
+        assert_eq!(rows[0].1, vec![(vec![0x01, 0x00, 0x3B], 1.5f32.to_be_bytes().to_vec())]);
+        // A pre-aggregate without interval: the default interval's pre-aggregate table, a raw qualifier, and the
+        // `_aggregate` tag (tagk UID 2, tagv `SUM` UID 2).
+        rollup_point(
+            &store,
+            &point("sys.cpu.user", ts + 1, Value::Int(7), &[("host", "web01")]),
+            spec(None, Some("sum"), Some("sum")),
+        );
+        let rows = family_rows(&store, "tsdb-agg:t");
+        assert_eq!(rows[0].0, [0, 0, 1, 0x50, 0xE2, 0x6D, 0x50, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 2]);
+        assert_eq!(rows[0].1, vec![(vec![0x00, 0x10], vec![7])]);
+        assert_eq!(
+            store.uids().name_of(rtsd_protocol::point::UidKind::TagKey, &[0, 0, 2]).unwrap().as_deref(),
+            Some("_aggregate")
+        );
+        // The same cell written again: the later value wins.
+        rollup_point(
+            &store,
+            &point("sys.cpu.user", ts, Value::Int(43), &[("host", "web01")]),
+            spec(Some("1h"), Some("sum"), None),
+        );
+        assert_eq!(family_rows(&store, "tsdb-rollup-1h:t")[0].1, vec![(vec![0x00, 0x00, 0x50], vec![43])]);
+        // Nothing was written to the raw table.
+        assert!(family_rows(&store, CF_DATA).is_empty());
+    }
+
+    #[test]
+    fn buckets_count_each_instant_once_and_keep_value_types() {
+        let pts = [
+            p(0, Value::Int(5)),
+            p(0, Value::Int(7)), // a duplicate the engine skips
+            p(30_000, Value::Int(-2)),
+            p(60_000, Value::Float(1.5)),
+            p(61_000, Value::Int(2)),
+        ];
+        let b = buckets(&pts, 60);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[0], Bucket { start: 0, count: 2, sum: Value::Int(3), min: Value::Int(-2), max: Value::Int(5) });
+        assert_eq!(
+            b[1],
+            Bucket { start: 60_000, count: 2, sum: Value::Double(3.5), min: Value::Float(1.5), max: Value::Int(2) }
+        );
+    }
+
+    /// The model: the last value written at each instant (fix_duplicates), bucketed independently of the store.
+    fn model_buckets(writes: &[(i64, Value)], interval_secs: i64) -> BTreeMap<i64, (i64, f64, f64, f64)> {
+        let mut last: BTreeMap<i64, Value> = BTreeMap::new();
+        for (ts, v) in writes {
+            last.insert(*ts, *v);
+        }
+        let mut out: BTreeMap<i64, (i64, f64, f64, f64)> = BTreeMap::new();
+        for (ts, v) in last {
+            let d = as_f64(v);
+            let b = out.entry(ts - ts.rem_euclid(interval_secs * 1000)).or_insert((0, 0.0, f64::MAX, f64::MIN));
+            b.0 += 1;
+            b.1 += d;
+            b.2 = b.2.min(d);
+            b.3 = b.3.max(d);
+        }
+        out
+    }
+
+    fn value_strategy() -> impl Strategy<Value = Value> {
+        prop_oneof![(-1000i64..1000).prop_map(Value::Int), (-1000i32..1000).prop_map(|v| Value::Float(v as f32 / 4.0))]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        // Rollup = raw aggregation for random data with late points, out-of-order points and duplicates that
+        // overwrite earlier values, whatever the interleaving of writes and folds (issue 6).
+        #[test]
+        fn rollups_equal_the_aggregation_of_the_raw_points(
+            writes in prop::collection::vec((0i64..3 * 3600, value_strategy()), 1..120),
+            folds in prop::collection::vec(0usize..120, 0..4),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), &[("tsd.storage.fix_duplicates", "true")]);
+            let base = 1356998400i64;
+            let writes: Vec<(i64, Value)> = writes.into_iter().map(|(s, v)| ((base + s) * 1000, v)).collect();
+            for (i, (ts, v)) in writes.iter().enumerate() {
+                let mut batch = store.new_batch();
+                store.add_point(&mut batch, &point("m", ts / 1000, *v, &[("host", "a")])).unwrap();
+                store.commit(&mut batch, false).unwrap();
+                if folds.contains(&i) {
+                    store.fold_rollups(None).unwrap();
+                }
+            }
+            store.fold_rollups(None).unwrap();
+            let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+            let config = store.rollup_settings().config.clone().unwrap();
+            for interval in ["1m", "10m", "1h"] {
+                let iv = config.interval(interval).unwrap();
+                let family = RollupInterval::family(&iv.table);
+                let read = store
+                    .read_rollup(&family, iv, &[0, 1, 2, 3], metric.as_bytes(), 0, i64::MAX / 2, &mut Default::default(), |_| Ok(true))
+                    .unwrap();
+                prop_assert_eq!(read.len(), 1);
+                let model = model_buckets(&writes, i64::from(iv.interval_secs));
+                let got = &read[0].values;
+                prop_assert_eq!(got[1].len(), model.len());
+                for (n, (start, (count, sum, min, max))) in model.iter().enumerate() {
+                    let at = format!("{interval} bucket {n}: {got:?}");
+                    prop_assert_eq!(got[0][n].0, *start, "{}", at);
+                    prop_assert_eq!(as_f64(got[0][n].1), *sum, "{}", at);
+                    prop_assert_eq!(got[1][n].1, Value::Int(*count), "{}", at);
+                    prop_assert_eq!(as_f64(got[2][n].1), *min, "{}", at);
+                    prop_assert_eq!(as_f64(got[3][n].1), *max, "{}", at);
+                }
+            }
+            // Nothing is left to fold.
+            prop_assert_eq!(store.fold_rollups(None).unwrap(), 0);
+        }
+    }
+}
