@@ -145,3 +145,167 @@ fn http_rollup_status_codes_and_details() {
     let ro = Daemon::start_with(&[("tsd.mode", "ro")]);
     assert_eq!(ro.post("/api/rollup", "{}").status, 404);
 }
+
+fn get(d: &Daemon, path: &str) -> (u16, String) {
+    let r = d.http("GET", path, &[], b"");
+    (r.status, r.text())
+}
+
+/// A query's body with the rollup echo taken out, to compare a rollup answer with the raw one.
+fn without_rollup_echo(body: &str) -> String {
+    let mut out = body.to_string();
+    for usage in ["null", "\"ROLLUP_RAW\""] {
+        for table in ["raw", "1m", "10m", "1h"] {
+            out = out.replace(&format!(r#""rollupUsage":{usage},"rollupTable":"{table}""#), "");
+        }
+    }
+    out
+}
+
+/// A deterministic stream of points: three hosts, every 30 s over two days, integers and floats, sent out of
+/// order, with late points, identical duplicates and (fix_duplicates) overwrites of earlier values.
+fn mixed_points() -> String {
+    let mut lines = Vec::new();
+    let mut x: u64 = 42;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for host in ["a", "b", "c"] {
+        for i in 0..(2 * 86_400 / 30) {
+            let r = next();
+            let value =
+                if r % 2 == 0 { format!("{}", (r >> 8) % 1000) } else { format!("{}.{:03}", (r >> 8) % 100, r % 1000) };
+            lines.push(format!("put m {} {value} host={host}", 1_700_000_000 + i * 30));
+        }
+    }
+    // Out of order: a deterministic shuffle.
+    for i in (1..lines.len()).rev() {
+        let j = (next() as usize) % (i + 1);
+        lines.swap(i, j);
+    }
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}
+
+// spec: opentsdb-query.md §6.13 (rollupUsage, query.rollupTable), §0.6 (number format); issue 6 item 3.
+#[test]
+fn downsampled_queries_read_rollups_and_give_the_raw_answer() {
+    let d = Daemon::start_with(&[("tsd.rollups.enable", "true"), ("tsd.storage.fix_duplicates", "true")]);
+    d.put_lines(&mixed_points());
+    // Late points and overwrites after the first rollups exist.
+    let (status, _) = get(&d, "/api/query?start=1700000000&end=1700172800&m=sum:1h-sum:m");
+    assert_eq!(status, 200);
+    d.put_lines("put m 1700000030 7 host=a\nput m 1700003615 1.5 host=b\nput m 1700086400 99 host=c\nput m 1700000000 0.25 host=a\n");
+    let start_end = [("1700000000", "1700172800"), ("1700001234", "1700090000")];
+    let downsamples = [
+        ("1h-avg", "1h"),
+        ("1h-sum", "1h"),
+        ("1h-count", "1h"),
+        ("1h-min", "1h"),
+        ("1h-max", "1h"),
+        ("10m-avg", "10m"),
+        ("1m-sum", "1m"),
+        ("2h-avg", "1h"),
+        ("30m-sum", "10m"),
+        ("1d-avg", "1h"),
+        ("6h-count", "1h"),
+        ("1h-avg-zero", "1h"),
+        ("5m-max-null", "1m"),
+    ];
+    for (start, end) in start_end {
+        for (ds, table) in downsamples {
+            for agg in ["sum", "avg", "none"] {
+                for rate in ["", "rate:"] {
+                    let q = format!("/api/query?start={start}&end={end}&m={agg}:{ds}:{rate}m%7Bhost=*%7D&show_query");
+                    let (status, rolled) = get(&d, &q);
+                    assert_eq!(status, 200, "{q}: {rolled}");
+                    assert!(
+                        rolled.contains(&format!(r#""rollupUsage":null,"rollupTable":"{table}""#)),
+                        "{q}: {rolled}"
+                    );
+                    let raw_q = q.replace(&format!(":{ds}:"), &format!(":{ds}:rollup_raw:"));
+                    let (_, raw) = get(&d, &raw_q);
+                    assert!(raw.contains(r#""rollupUsage":"ROLLUP_RAW","rollupTable":"raw""#), "{raw_q}: {raw}");
+                    assert_eq!(without_rollup_echo(&rolled), without_rollup_echo(&raw), "{q}");
+                }
+            }
+        }
+    }
+    // A downsample no rollup interval divides, or another function, reads raw data.
+    for ds in ["90s-avg", "1h-dev", "1hc-avg", "0all-sum"] {
+        let (_, body) = get(&d, &format!("/api/query?start=1700000000&end=1700090000&m=sum:{ds}:m&show_query"));
+        assert!(body.contains(r#""rollupUsage":null,"rollupTable":"raw""#), "{ds}: {body}");
+    }
+}
+
+// spec: opentsdb-query.md §6.13; OpenTSDB 2.4 TsdbQuery.FallbackRollupOnEmptyResult (each rollupUsage mode).
+#[test]
+fn rollup_usage_modes_with_externally_written_rollups() {
+    let d = Daemon::start_with(&[("tsd.rollups.enable", "true"), ("rtsd.rollups.auto", "false")]);
+    // Raw points over hours 0-3; rollups of hour 0 in the 1h table, hours 2-3 in the 10m table only.
+    let mut lines = String::new();
+    for i in 0..(4 * 60) {
+        lines.push_str(&format!("put m {} 1 host=a\n", 1_700_006_400 + i * 60));
+    }
+    d.put_lines(&lines);
+    let r = d.post(
+        "/api/rollup",
+        r#"[{"metric":"m","timestamp":1700006400,"value":1000,"tags":{"host":"a"},"interval":"1h","aggregator":"sum"},
+            {"metric":"m","timestamp":1700013600,"value":500,"tags":{"host":"a"},"interval":"10m","aggregator":"sum"},
+            {"metric":"m","timestamp":1700014200,"value":600,"tags":{"host":"a"},"interval":"10m","aggregator":"sum"}]"#,
+    );
+    assert_eq!(r.status, 204);
+    let q = |usage: &str, start: u64, end: u64| {
+        let usage = if usage.is_empty() { String::new() } else { format!("{usage}:") };
+        get(&d, &format!("/api/query?start={start}&end={end}&m=sum:1h-sum:{usage}m"))
+    };
+    // Default (ROLLUP_NOFALLBACK): the 1h table's value, not the raw sum (60).
+    assert_eq!(
+        q("", 1700006400, 1700009999),
+        (200, r#"[{"metric":"m","tags":{"host":"a"},"aggregateTags":[],"dps":{"1700006400":1000.0}}]"#.to_string())
+    );
+    assert_eq!(q("rollup_nofallback", 1700006400, 1700009999).1, q("", 1700006400, 1700009999).1);
+    // Hours 2-3 have no 1h rollups: nothing, without fallback.
+    assert_eq!(q("", 1700013600, 1700020799), (200, "[]".to_string()));
+    // ROLLUP_FALLBACK: the next best interval that has data (10m: 500 + 600).
+    assert_eq!(
+        q("rollup_fallback", 1700013600, 1700020799),
+        (200, r#"[{"metric":"m","tags":{"host":"a"},"aggregateTags":[],"dps":{"1700013600":1100.0}}]"#.to_string())
+    );
+    // ROLLUP_FALLBACK_RAW: raw data (60 points of 1 per hour).
+    assert_eq!(
+        q("rollup_fallback_raw", 1700013600, 1700020799),
+        (
+            200,
+            r#"[{"metric":"m","tags":{"host":"a"},"aggregateTags":[],"dps":{"1700013600":60.0,"1700017200":60.0}}]"#
+                .to_string()
+        )
+    );
+    // ROLLUP_RAW: raw data even where rollups exist.
+    assert_eq!(
+        q("rollup_raw", 1700006400, 1700009999),
+        (200, r#"[{"metric":"m","tags":{"host":"a"},"aggregateTags":[],"dps":{"1700006400":60.0}}]"#.to_string())
+    );
+    // The echo names the interval read, or raw (POST with showQuery).
+    let body = |usage: &str| {
+        format!(
+            r#"{{"start":1700013600,"end":1700020799,"showQuery":true,"queries":[{{"aggregator":"sum","metric":"m","downsample":"1h-sum","rollupUsage":"{usage}"}}]}}"#
+        )
+    };
+    let r = d.post("/api/query", &body("ROLLUP_FALLBACK"));
+    assert_eq!(r.json()[0]["query"]["rollupTable"], "10m", "{}", r.text());
+    assert_eq!(r.json()[0]["query"]["rollupUsage"], "ROLLUP_FALLBACK");
+    let r = d.post("/api/query", &body("ROLLUP_FALLBACK_RAW"));
+    assert_eq!(r.json()[0]["query"]["rollupTable"], "raw", "{}", r.text());
+    // Rollups off: rollupUsage is accepted and ignored.
+    let off = Daemon::start();
+    off.put_lines("put m 1700006400 1 host=a\n");
+    let (status, body) =
+        get(&off, "/api/query?start=1700006400&end=1700009999&m=sum:1h-sum:rollup_fallback:m&show_query");
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""rollupUsage":"ROLLUP_FALLBACK","rollupTable":"raw""#), "{body}");
+}

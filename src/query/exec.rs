@@ -140,7 +140,7 @@ fn execute_sub(
     group_keys.dedup();
 
     // 2. The engine's view of the sub-query, and the window it needs read.
-    let engine = engine_query(query, sub)?;
+    let mut engine = engine_query(query, sub)?;
     let (scan_start, scan_end) = scan_window(query.start_ms, query.end_ms, engine.downsample.as_ref());
 
     // 3. Select series: every filtered key present, explicitTags, every filter matching.
@@ -181,8 +181,12 @@ fn execute_sub(
             Some(previous) => previous.into_iter().filter(|t| these.contains(t)).collect(),
         });
     }
-    let series = match candidates {
-        Some(mut tsuids) if tsuid_filter.is_none() => {
+    // A downsample a rollup interval divides may be answered from a rollup table (spec: query §6.13).
+    let rolled = super::rollup::read(store, sub, &mut engine, &metric_uid, scan_start, scan_end, budget, &mut select)?;
+    let rollup_table = rolled.as_ref().map_or_else(|| "raw".to_string(), |r| r.table.clone());
+    let series = match (rolled, candidates) {
+        (Some(answer), _) => answer.series,
+        (None, Some(mut tsuids)) if tsuid_filter.is_none() => {
             tsuids.sort();
             tsuids.dedup();
             let pair = layout.uid_widths[1] + layout.uid_widths[2];
@@ -196,7 +200,7 @@ fn execute_sub(
             }
             store.read_series(&selected, scan_start, scan_end, budget)?
         }
-        _ => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
+        (None, _) => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
     };
 
     // 4. Group by the values of the group-by keys (ordered by tag value UIDs); `none` keeps series apart.
@@ -255,7 +259,7 @@ fn execute_sub(
             metric: metric_name.clone(),
             tags,
             aggregate_tags,
-            query: query.show_query.then(|| sub.to_query_json(&filter_tagk_uids)),
+            query: query.show_query.then(|| sub.to_query_json_with_table(&filter_tagk_uids, &rollup_table)),
             tsuids,
             // Present when any series of the group has annotations in the scanned rows, filtered to the query
             // range (so possibly `[]`), as 2.4 does (spec: query §1.6).

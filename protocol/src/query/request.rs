@@ -176,6 +176,12 @@ impl SubQuery {
     /// `filter_tagk_uids` are the UIDs of the filtered tag keys (the engine resolved them); they are written,
     /// sorted and de-duplicated, as base64 in `filterTagKs` (`null` when the sub-query has no filters).
     pub fn to_query_json(&self, filter_tagk_uids: &[Vec<u8>]) -> String {
+        self.to_query_json_with_table(filter_tagk_uids, "raw")
+    }
+
+    /// [`SubQuery::to_query_json`] of a sub-query answered from a rollup table: `rollupTable` names its
+    /// interval (e.g. `1h`) instead of `raw` (spec: query §6.13).
+    pub fn to_query_json_with_table(&self, filter_tagk_uids: &[Vec<u8>], rollup_table: &str) -> String {
         let mut o = String::with_capacity(512);
         o.push_str("{\"aggregator\":");
         o.push_str(&json_string(&self.aggregator));
@@ -240,7 +246,9 @@ impl SubQuery {
         o.push_str(bool_str(self.pre_aggregate));
         o.push_str(",\"rollupUsage\":");
         push_opt_str(&mut o, self.rollup_usage.map(RollupUsage::name));
-        o.push_str(",\"rollupTable\":\"raw\",\"showHistogramBuckets\":");
+        o.push_str(",\"rollupTable\":");
+        push_opt_str(&mut o, Some(rollup_table));
+        o.push_str(",\"showHistogramBuckets\":");
         o.push_str(bool_str(self.show_histogram_buckets));
         o.push_str(",\"useMultiGets\":");
         o.push_str(bool_str(self.use_multi_gets));

@@ -1,0 +1,276 @@
+//! Answering a downsampled sub-query from a rollup table (spec: query §6.13; OpenTSDB 2.4's
+//! `TsdbQuery.transformDownSamplerToRollupQuery` and `FallbackRollupOnEmptyResult`).
+//!
+//! A fixed downsample whose interval is a multiple of a rollup interval, with `sum`, `count`, `min`, `max` or
+//! `avg` (and `zimsum`, `mimmin`, `mimmax`, which downsample alike), reads the largest such interval unless
+//! `rollupUsage` is `ROLLUP_RAW`. An empty answer stays empty (`ROLLUP_NOFALLBACK`, the default), moves to the
+//! next best interval (`ROLLUP_FALLBACK`; the default interval means raw data) or to raw data
+//! (`ROLLUP_FALLBACK_RAW`).
+//!
+//! The rollup cells are turned into exactly the values the raw downsampler would give for each bucket (for
+//! `avg`, the bucket's sum over its count), one point per bucket, and the engine then downsamples those single
+//! points (with `sum` for `count`), so fill policies, rate, aggregation across series and the output are the
+//! raw path's. Rollups rtsd computes sum each bucket's points in time order as the downsampler does, so a
+//! downsample interval equal to a rollup interval gives the raw answer bit for bit, and so do `count`, `min`,
+//! `max` and integer sums at any multiple. Adding the sums of several rollup buckets of floating-point values
+//! can round differently from adding their points one by one; such a bucket is computed from the raw points
+//! instead while they are all still stored (their number equals the rollup count), and from the rollups once
+//! raw data has expired.
+use rtsd_protocol::codec::{self, Value};
+use rtsd_protocol::query::{RollupUsage, SubQuery};
+
+use super::{Aggregator, Query};
+use crate::rollup::RollupInterval;
+use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
+
+/// Which cells a downsample function needs, and how a bucket's value is made of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    Sum,
+    Count,
+    Min,
+    Max,
+    /// sum and count
+    Avg,
+}
+
+fn need(function: Aggregator) -> Option<Need> {
+    Some(match function {
+        Aggregator::Sum | Aggregator::Zimsum => Need::Sum,
+        Aggregator::Count => Need::Count,
+        Aggregator::Min | Aggregator::Mimmin => Need::Min,
+        Aggregator::Max | Aggregator::Mimmax => Need::Max,
+        Aggregator::Avg => Need::Avg,
+        _ => return None,
+    })
+}
+
+/// What a rollup read gave: the series (one point per downsample bucket) and the interval read, echoed as
+/// `query.rollupTable`.
+pub struct RollupAnswer {
+    pub series: Vec<StoredSeries>,
+    pub table: String,
+}
+
+/// Reads the sub-query from a rollup table when it can and should; `None` means "read raw data". On `Some`,
+/// `engine`'s downsample function is adjusted to pass the per-bucket values through.
+#[allow(clippy::too_many_arguments)]
+pub fn read(
+    store: &Store,
+    sub: &SubQuery,
+    engine: &mut Query,
+    metric: &[u8],
+    scan_start: i64,
+    scan_end: i64,
+    budget: &mut ReadBudget,
+    mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+) -> Result<Option<RollupAnswer>, StoreError> {
+    let settings = store.rollup_settings();
+    let Some(config) = &settings.config else { return Ok(None) };
+    let usage = sub.rollup_usage.unwrap_or(RollupUsage::NoFallback);
+    if usage == RollupUsage::Raw || sub.pre_aggregate {
+        return Ok(None);
+    }
+    let Some(ds) = &engine.downsample else { return Ok(None) };
+    if ds.all || ds.calendar.is_some() {
+        return Ok(None);
+    }
+    let Some(need) = need(ds.function) else { return Ok(None) };
+    // Rows of the scan window hold whole buckets of intervals that divide an hour (the window is hour-aligned).
+    let candidates: Vec<&RollupInterval> =
+        config.best_matches(ds.interval_ms).into_iter().filter(|i| i.default || 3600 % i.interval_secs == 0).collect();
+    let ids =
+        |names: &[&str]| -> Option<Vec<u8>> { names.iter().map(|n| config.aggregation_ids.get(*n).copied()).collect() };
+    let Some(ids) = (match need {
+        // The count tells whether the raw points of a bucket are all still there (see the module comment).
+        Need::Sum => ids(&["sum", "count"]),
+        Need::Count => ids(&["count"]),
+        Need::Min => ids(&["min"]),
+        Need::Max => ids(&["max"]),
+        Need::Avg => ids(&["sum", "count"]),
+    }) else {
+        return Ok(None);
+    };
+    let interval_ms = ds.interval_ms;
+    let mut folded = false;
+    let mut last_tried = None;
+    for interval in candidates {
+        if interval.default {
+            // The default interval is the raw table (OpenTSDB: "a scan on raw data").
+            return Ok(None);
+        }
+        if !folded {
+            // Raw points written so far must be in the rollups before they are read.
+            store.fold_rollups(Some(metric))?;
+            folded = true;
+        }
+        let family = RollupInterval::family(&interval.table);
+        let found = store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?;
+        last_tried = Some(interval.interval.clone());
+        if !found.is_empty() {
+            let mut series = Vec::with_capacity(found.len());
+            for r in found {
+                let (s, inexact) = per_bucket(r.series, &r.values, need, interval_ms);
+                series.push(exact_from_raw(store, s, &inexact, interval_ms, scan_start, scan_end, budget)?);
+            }
+            pass_through(engine);
+            return Ok(Some(RollupAnswer { series, table: interval.interval.clone() }));
+        }
+        match usage {
+            RollupUsage::Fallback => continue,
+            RollupUsage::FallbackRaw => return Ok(None),
+            _ => break,
+        }
+    }
+    match last_tried {
+        // Nothing in the rollup table and no fallback: an empty answer from that table.
+        Some(table) if usage == RollupUsage::NoFallback => {
+            pass_through(engine);
+            Ok(Some(RollupAnswer { series: Vec::new(), table }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The engine downsamples one point per bucket: every function gives that point back, except `count`.
+fn pass_through(engine: &mut Query) {
+    if let Some(ds) = &mut engine.downsample {
+        if ds.function == Aggregator::Count {
+            ds.function = Aggregator::Sum;
+        }
+    }
+}
+
+fn as_f64(v: Value) -> f64 {
+    match v {
+        Value::Int(i) => i as f64,
+        Value::Float(f) => f64::from(f),
+        Value::Double(d) => d,
+    }
+}
+
+/// Replaces the points of `inexact` buckets (start, count) by the raw points of the series in them, where the
+/// raw row still holds all of them.
+fn exact_from_raw(
+    store: &Store,
+    mut series: StoredSeries,
+    inexact: &[(i64, i64)],
+    interval_ms: i64,
+    scan_start: i64,
+    scan_end: i64,
+    budget: &mut ReadBudget,
+) -> Result<StoredSeries, StoreError> {
+    let (Some(first), Some(last)) = (inexact.first(), inexact.last()) else { return Ok(series) };
+    let raw = store.read_series(
+        std::slice::from_ref(&series.tsuid),
+        first.0.max(scan_start),
+        (last.0 + interval_ms).min(scan_end),
+        budget,
+    )?;
+    let Some(raw) = raw.into_iter().next() else { return Ok(series) };
+    // Raw points of each inexact bucket, one per instant (the first, as the engine keeps).
+    let mut replaced: std::collections::HashMap<i64, Vec<codec::RowPoint>> = std::collections::HashMap::new();
+    let mut last_ts = None;
+    for p in raw.points {
+        if last_ts.is_some_and(|t| p.timestamp_ms <= t) {
+            continue;
+        }
+        last_ts = Some(p.timestamp_ms);
+        replaced.entry(p.timestamp_ms - p.timestamp_ms.rem_euclid(interval_ms)).or_default().push(p);
+    }
+    replaced.retain(|start, points| inexact.iter().any(|&(s, count)| s == *start && points.len() as i64 == count));
+    if replaced.is_empty() {
+        return Ok(series);
+    }
+    let mut points = Vec::with_capacity(series.points.len());
+    for p in std::mem::take(&mut series.points) {
+        match replaced.remove(&p.timestamp_ms) {
+            Some(raw) => points.extend(raw),
+            None => points.push(p),
+        }
+    }
+    series.points = points;
+    Ok(series)
+}
+
+/// One point per downsample bucket (epoch-aligned `interval_ms`) with the value the raw downsampler computes
+/// for it, from the rollup buckets inside it (each list sorted by time). Also returns the buckets (start,
+/// count) whose value adds several floating-point sums, which may differ from the raw answer in the last bits.
+fn per_bucket(
+    mut series: StoredSeries,
+    values: &[Vec<(i64, Value)>],
+    need: Need,
+    interval_ms: i64,
+) -> (StoredSeries, Vec<(i64, i64)>) {
+    let bucket = |ts: i64| ts - ts.rem_euclid(interval_ms);
+    let mut out: Vec<(i64, f64)> = Vec::new();
+    let mut inexact: Vec<(i64, i64)> = Vec::new();
+    match need {
+        Need::Sum | Need::Avg => {
+            // Join sum and count by bucket. Without its count a bucket has no average (left out); its sum is
+            // used as it is, unverifiable (rollups written by others may carry sums only).
+            let (sums, counts) = (&values[0], &values[1]);
+            // (start, sum, count if every part has one, rollup buckets, any floating-point sum)
+            type Acc = (i64, f64, Option<i64>, u32, bool);
+            let mut acc: Option<Acc> = None;
+            let mut finish = |(start, s, n, parts, float): Acc| {
+                let value = match n {
+                    Some(n) if need == Need::Avg => s / n as f64,
+                    _ => s,
+                };
+                out.push((start, value));
+                if let (Some(n), true) = (n, parts > 1 && float) {
+                    inexact.push((start, n));
+                }
+            };
+            let mut c = 0;
+            for &(ts, sum) in sums {
+                while c < counts.len() && counts[c].0 < ts {
+                    c += 1;
+                }
+                let n = match counts.get(c) {
+                    Some(&(cts, count)) if cts == ts => Some(as_f64(count) as i64),
+                    _ if need == Need::Avg => continue,
+                    _ => None,
+                };
+                let b = bucket(ts);
+                let float = !matches!(sum, Value::Int(_));
+                match &mut acc {
+                    Some((start, s, total, parts, any_float)) if *start == b => {
+                        *s += as_f64(sum);
+                        *total = total.zip(n).map(|(a, b)| a + b);
+                        *parts += 1;
+                        *any_float |= float;
+                    }
+                    _ => {
+                        if let Some(done) = acc.take() {
+                            finish(done);
+                        }
+                        acc = Some((b, 0.0 + as_f64(sum), n, 1, float));
+                    }
+                }
+            }
+            if let Some(done) = acc {
+                finish(done);
+            }
+        }
+        _ => {
+            for &(ts, v) in &values[0] {
+                let (b, d) = (bucket(ts), as_f64(v));
+                match out.last_mut() {
+                    Some((start, acc)) if *start == b => match need {
+                        Need::Min => *acc = acc.min(d),
+                        Need::Max => *acc = acc.max(d),
+                        _ => *acc += d,
+                    },
+                    _ => out.push((b, if need == Need::Count { 0.0 + d } else { d })),
+                }
+            }
+        }
+    }
+    series.points = out
+        .into_iter()
+        .map(|(ts, v)| codec::RowPoint { timestamp_ms: ts, qualifier: Default::default(), value: Value::Double(v) })
+        .collect();
+    (series, inexact)
+}
