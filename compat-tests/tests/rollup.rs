@@ -309,3 +309,27 @@ fn rollup_usage_modes_with_externally_written_rollups() {
     assert_eq!(status, 200);
     assert!(body.contains(r#""rollupUsage":"ROLLUP_FALLBACK","rollupTable":"raw""#), "{body}");
 }
+
+// issue 6 item 1: pending rollup work is stored with the points, so kill -9 before any fold loses nothing.
+#[test]
+fn rollups_pending_at_a_crash_are_computed_after_the_restart() {
+    // No background fold during the test: only the restart's queries fold.
+    let mut d = Daemon::start_with(&[("tsd.rollups.enable", "true"), ("rtsd.rollups.flush_interval_ms", "3600000")]);
+    d.put_lines(&mixed_points());
+    d.kill9();
+    let d = d.restart();
+    let q =
+        |d: &Daemon, usage: &str| get(d, &format!("/api/query?start=1700000000&end=1700172800&m=sum:1h-avg:{usage}m"));
+    let (status, rolled) = q(&d, "");
+    assert_eq!(status, 200);
+    assert!(rolled.len() > 100, "{rolled}");
+    assert_eq!(rolled, q(&d, "rollup_raw:").1);
+    // Points into hours already rolled up, after the restart: folded again, still the raw answer.
+    d.put_lines("put m 1700003015 123456 host=a\nput m 1700090015 -5.5 host=b\n");
+    let (_, rolled_again) = q(&d, "");
+    assert_ne!(rolled_again, rolled);
+    assert_eq!(rolled_again, q(&d, "rollup_raw:").1);
+    let metrics = d.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains("rtsd_rollup_late_points_total 2\n"), "{metrics}");
+    assert!(!metrics.contains("rtsd_rollup_buckets_written_total 0\n"), "{metrics}");
+}
