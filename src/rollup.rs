@@ -85,6 +85,17 @@ impl RollupInterval {
         (timestamp - timestamp.rem_euclid(span)) as u32
     }
 
+    /// The base time of the row after the one starting at `base_time`.
+    pub fn next_base_time(&self, base_time: u32) -> u32 {
+        let b = i64::from(base_time);
+        match self.row_span {
+            RowSpan::Hours(n) => (b + i64::from(n.max(1)) * 3600) as u32,
+            RowSpan::Day => (b + 86_400) as u32,
+            RowSpan::Month => self.base_time(b + 32 * 86_400),
+            RowSpan::Year => self.base_time(b + 366 * 86_400),
+        }
+    }
+
     /// The 3-byte qualifier of a cell: aggregator ID, then `(offset << 4) | flags` big-endian.
     pub fn qualifier(&self, timestamp: i64, base_time: u32, flags: u8, aggregator_id: u8) -> [u8; 3] {
         let offset = ((timestamp - i64::from(base_time)) / i64::from(self.interval_secs)) as u16;

@@ -218,9 +218,11 @@ fn downsampled_queries_read_rollups_and_give_the_raw_answer() {
     ];
     for (start, end) in start_end {
         for (ds, table) in downsamples {
-            for agg in ["sum", "avg", "none"] {
+            for (agg, filter) in [("sum", "*"), ("avg", "a|c"), ("none", "*"), ("sum", "b")] {
                 for rate in ["", "rate:"] {
-                    let q = format!("/api/query?start={start}&end={end}&m={agg}:{ds}:{rate}m%7Bhost=*%7D&show_query");
+                    let q = format!(
+                        "/api/query?start={start}&end={end}&m={agg}:{ds}:{rate}m%7Bhost={filter}%7D&show_query"
+                    );
                     let (status, rolled) = get(&d, &q);
                     assert_eq!(status, 200, "{q}: {rolled}");
                     assert!(

@@ -181,12 +181,9 @@ fn execute_sub(
             Some(previous) => previous.into_iter().filter(|t| these.contains(t)).collect(),
         });
     }
-    // A downsample a rollup interval divides may be answered from a rollup table (spec: query §6.13).
-    let rolled = super::rollup::read(store, sub, &mut engine, &metric_uid, scan_start, scan_end, budget, &mut select)?;
-    let rollup_table = rolled.as_ref().map_or_else(|| "raw".to_string(), |r| r.table.clone());
-    let series = match (rolled, candidates) {
-        (Some(answer), _) => answer.series,
-        (None, Some(mut tsuids)) if tsuid_filter.is_none() => {
+    // Series the index selected (literal filters), to be read by key rather than by scanning the metric.
+    let targeted: Option<Vec<Vec<u8>>> = match candidates {
+        Some(mut tsuids) if tsuid_filter.is_none() => {
             tsuids.sort();
             tsuids.dedup();
             let pair = layout.uid_widths[1] + layout.uid_widths[2];
@@ -198,9 +195,27 @@ fn execute_sub(
                     selected.push(t.clone());
                 }
             }
-            store.read_series(&selected, scan_start, scan_end, budget)?
+            Some(selected)
         }
-        (None, _) => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
+        _ => None,
+    };
+    // A downsample a rollup interval divides may be answered from a rollup table (spec: query §6.13).
+    let rolled = super::rollup::read(
+        store,
+        sub,
+        &mut engine,
+        &metric_uid,
+        targeted.as_deref(),
+        scan_start,
+        scan_end,
+        budget,
+        &mut select,
+    )?;
+    let rollup_table = rolled.as_ref().map_or_else(|| "raw".to_string(), |r| r.table.clone());
+    let series = match (rolled, targeted) {
+        (Some(answer), _) => answer.series,
+        (None, Some(selected)) => store.read_series(&selected, scan_start, scan_end, budget)?,
+        (None, None) => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
     };
 
     // 4. Group by the values of the group-by keys (ordered by tag value UIDs); `none` keeps series apart.

@@ -53,13 +53,15 @@ pub struct RollupAnswer {
 }
 
 /// Reads the sub-query from a rollup table when it can and should; `None` means "read raw data". On `Some`,
-/// `engine`'s downsample function is adjusted to pass the per-bucket values through.
+/// `engine`'s downsample function is adjusted to pass the per-bucket values through. `targeted` lists the
+/// series when the index already selected them; otherwise `keep` selects while scanning.
 #[allow(clippy::too_many_arguments)]
 pub fn read(
     store: &Store,
     sub: &SubQuery,
     engine: &mut Query,
     metric: &[u8],
+    targeted: Option<&[Vec<u8>]>,
     scan_start: i64,
     scan_end: i64,
     budget: &mut ReadBudget,
@@ -105,7 +107,10 @@ pub fn read(
             folded = true;
         }
         let family = RollupInterval::family(&interval.table);
-        let found = store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?;
+        let found = match targeted {
+            Some(tsuids) => store.read_rollup_series(&family, interval, &ids, tsuids, scan_start, scan_end, budget)?,
+            None => store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?,
+        };
         last_tried = Some(interval.interval.clone());
         if !found.is_empty() {
             let mut series = Vec::with_capacity(found.len());

@@ -293,10 +293,14 @@ impl Store {
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         let mut batch = std::mem::take(&mut bulk.index);
         let cf = self.cf(CF_DATA);
+        let mut marks = super::rollup::Marks::default();
         for (key, columns) in &rows {
             batch.merge_cf(cf, key, columns);
-            self.mark_dirty(&mut batch, key, codec::columns(columns).count() as i64);
+            if self.rollups.auto() {
+                marks.add_row(key, codec::columns(columns).count() as i64);
+            }
         }
+        self.stamp_bulk_marks(&mut batch, &mut marks);
         (batch, points)
     }
 

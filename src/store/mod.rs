@@ -178,9 +178,8 @@ pub struct PointBatch {
     points: u64,
     column: Vec<u8>,
     tsuid: Vec<u8>,
-    /// The raw row the last points went to and how many, for one rollup pending-change mark per run of points.
-    dirty_row: Vec<u8>,
-    dirty_points: i64,
+    /// The raw rows changed, for automatic rollups (see [`rollup`]).
+    marks: rollup::Marks,
 }
 
 impl PointBatch {
@@ -324,6 +323,7 @@ impl Store {
         check_layout(&db, &layout, read_only)?;
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
+        rollups.resume(&db);
         Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default(), rollups })
     }
 
@@ -382,8 +382,7 @@ impl Store {
             points: 0,
             column: Vec::with_capacity(16),
             tsuid: Vec::with_capacity(32),
-            dirty_row: Vec::new(),
-            dirty_points: 0,
+            marks: Default::default(),
         }
     }
 
@@ -423,12 +422,9 @@ impl Store {
         codec::push_column(&mut batch.column, &qualifier, &value.encode());
         batch.batch.merge_cf(self.cf(CF_DATA), &key, &batch.column);
         if self.rollups.auto() {
-            if batch.dirty_row.as_slice() != key.as_slice() {
-                self.flush_dirty_mark(batch);
-                batch.dirty_row.clear();
-                batch.dirty_row.extend_from_slice(&key);
-            }
-            batch.dirty_points += 1;
+            // Seconds up to MAX_SECONDS, milliseconds beyond (spec: ingest §2.2).
+            let ms = if timestamp > codec::MAX_SECONDS { timestamp } else { timestamp * 1000 };
+            batch.marks.add(&key, ms);
         }
         // The TSUID is the row key without salt and base time.
         batch.tsuid.clear();
@@ -441,7 +437,6 @@ impl Store {
     /// Writes a batch atomically. When this returns Ok the points are in RocksDB's write-ahead log (fsynced too
     /// when `sync`): a crash of the process cannot lose them.
     pub fn commit(&self, batch: &mut PointBatch, sync: bool) -> Result<u64, StoreError> {
-        self.flush_dirty_mark(batch);
         let points = batch.points;
         if points == 0 && batch.batch.is_empty() {
             return Ok(0);
@@ -449,20 +444,11 @@ impl Store {
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
         let started = Instant::now();
-        let result = self.db.write_opt(std::mem::take(&mut batch.batch), &opts);
+        let result = self.write_marked(std::mem::take(&mut batch.batch), &mut batch.marks, &opts);
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         batch.points = 0;
         result?;
         Ok(points)
-    }
-
-    /// Adds the pending rollup mark of the batch's current run of points to its write batch.
-    fn flush_dirty_mark(&self, batch: &mut PointBatch) {
-        if batch.dirty_points > 0 {
-            self.mark_dirty(&mut batch.batch, &batch.dirty_row, batch.dirty_points);
-            batch.dirty_points = 0;
-            batch.dirty_row.clear();
-        }
     }
 
     /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in
