@@ -7,6 +7,7 @@
 //! * [`runner`]: interleaved runs, stored-points counters as the clock, disk, RSS, CPU, q1/q2, visibility, checks.
 //! * [`report`]: medians, ratios against the bar, and the `RESULTS.md` entry.
 //! * [`http`]: a small HTTP/1.1 client over std sockets.
+//! * [`rollups`]: `rtsd-bench rollups`, a month of data queried at `1h-avg` from rollups and from raw data.
 //!
 //! The micro-benchmarks of the hot paths are in `benches/hot_paths.rs` (criterion). Nothing here is part of the
 //! test suite's timing: the unit tests check bytes and parsing only.
@@ -14,5 +15,6 @@ pub mod data;
 pub mod http;
 pub mod load;
 pub mod report;
+pub mod rollups;
 pub mod runner;
 pub mod server;

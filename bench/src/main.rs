@@ -13,6 +13,9 @@ USAGE:
                                append it to bench/RESULTS.md
   rtsd-bench sink [OPTIONS]   the load generator alone, into a local discard sink
   rtsd-bench render a|b [--scale S]   print a data set's telnet lines (to look at them)
+  rtsd-bench rollups [--days D --hosts H --step S --conns K --repeats N --rtsd PATH --no-record --note T]
+                               D days (30) of H hosts (1000) every S seconds (60) into rtsd with rollups on, then
+                               the H-host `1h-avg` query from rollups vs raw data (ROLLUP_RAW) on that server
 
 OPTIONS:
   --scale S          fraction of each data set's rounds (A: 100 rounds, B: 8640); default 1 (the spec's sizes)
@@ -70,6 +73,9 @@ fn real_main(args: &[String]) -> Result<(), String> {
         print!("{HELP}");
         return Ok(());
     };
+    if cmd == "rollups" {
+        return rtsd_bench::rollups::cli(args, &root);
+    }
     let mut render_set = None;
     let mut i = 2;
     let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", args[i]));

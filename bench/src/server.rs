@@ -77,6 +77,11 @@ impl Server {
     /// Starts `kind` from `bin` with a fresh data directory `dir/<kind>-data` and its log in `dir/<kind>.log`,
     /// and waits (at most 60 s) until it answers.
     pub fn start(kind: Kind, bin: &Path, dir: &Path) -> Result<Server, String> {
+        Server::start_with_args(kind, bin, dir, &[])
+    }
+
+    /// [`Server::start`] with extra command-line arguments (e.g. `--set key=value` for rtsd).
+    pub fn start_with_args(kind: Kind, bin: &Path, dir: &Path, extra: &[String]) -> Result<Server, String> {
         let data_dir = dir.join(format!("{}-data", kind.short()));
         let log = dir.join(format!("{}.log", kind.short()));
         if data_dir.exists() {
@@ -118,6 +123,7 @@ impl Server {
                     .arg(format!("-opentsdbHTTPListenAddr={http_put}"));
             }
         }
+        cmd.args(extra);
         cmd.stdin(Stdio::null()).stdout(log_file).stderr(log_err);
         let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let pid = child.id();
