@@ -13,7 +13,7 @@ USAGE:
                                append it to bench/RESULTS.md
   rtsd-bench sink [OPTIONS]   the load generator alone, into a local discard sink
   rtsd-bench render a|b [--scale S]   print a data set's telnet lines (to look at them)
-  rtsd-bench rollups [--days D --hosts H --step S --conns K --repeats N --rtsd PATH --no-record --note T]
+  rtsd-bench rollups [--days D --hosts H --step S --conns K --repeats N --rtsd PATH --no-record --keep --note T]
                                D days (30) of H hosts (1000) every S seconds (60) into rtsd with rollups on, then
                                the H-host `1h-avg` query from rollups vs raw data (ROLLUP_RAW) on that server
 

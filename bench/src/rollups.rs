@@ -28,6 +28,8 @@ struct Options {
     results: Option<PathBuf>,
     note: Option<String>,
     command: String,
+    /// Keep the data directory (and leave its path on stderr) to look at or profile afterwards.
+    keep: bool,
 }
 
 /// Parses `rtsd-bench rollups ...` and runs it.
@@ -45,6 +47,7 @@ pub fn cli(args: &[String], root: &Path) -> Result<(), String> {
             .chain(args[1..].iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" "),
+        keep: false,
     };
     let mut i = 2;
     while i < args.len() {
@@ -60,6 +63,11 @@ pub fn cli(args: &[String], root: &Path) -> Result<(), String> {
             "--note" => o.note = Some(value()?),
             "--no-record" => {
                 o.results = None;
+                i += 1;
+                continue;
+            }
+            "--keep" => {
+                o.keep = true;
                 i += 1;
                 continue;
             }
@@ -127,7 +135,11 @@ fn run(o: &Options) -> Result<(), String> {
     let scratch = std::env::temp_dir().join(format!("rtsd-bench-rollups-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let result = measure(o, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    if o.keep {
+        eprintln!("kept {}", scratch.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
     let (table, checks) = result?;
     let load_after = load_average();
     let commit = std::process::Command::new("git")

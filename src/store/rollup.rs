@@ -218,38 +218,75 @@ fn sum_counters(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) 
     Some(total.to_le_bytes().to_vec())
 }
 
-/// The cells of a rollup row: the last value written per cell, sorted by qualifier (HBase put semantics; no
-/// compaction, unlike the data table, since rollup qualifiers are not data-point qualifiers). A cell is the
-/// qualifier without its flag bits (the value's type and length): a bucket whose minimum was a float and is now
-/// an integer has one minimum, not two.
+/// Orders qualifiers as cells: by their bytes with the flag bits (the value's type and length) left out, so a
+/// bucket whose minimum was a float and is now an integer has one minimum, not two.
+fn cell_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let (Some((la, ha)), Some((lb, hb))) = (a.split_last(), b.split_last()) else { return a.cmp(b) };
+    ha.cmp(hb).then((la & !codec::FLAGS_MASK).cmp(&(lb & !codec::FLAGS_MASK))).then(a.len().cmp(&b.len()))
+}
+
+/// The cells of a rollup row: the last value written per cell (see [`cell_order`]), sorted (HBase put
+/// semantics; no compaction, unlike the data table, since rollup qualifiers are not data-point qualifiers).
+/// Rows this writes are sorted, so the stored row is walked once beside the sorted new cells.
 fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
-    let cell = |q: &[u8]| {
-        let mut k: smallvec::SmallVec<[u8; 4]> = smallvec::SmallVec::from_slice(q);
-        if let Some(last) = k.last_mut() {
-            *last &= !codec::FLAGS_MASK;
-        }
-        k
+    let keep_as_written = || {
+        // A row that can't be framed is kept as written rather than lost.
+        let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+        operands.iter().for_each(|op| out.extend_from_slice(op));
+        Some(out)
     };
-    let mut cells: Vec<(&[u8], &[u8], usize)> = Vec::new();
-    for input in existing.into_iter().chain(operands.iter()) {
-        for column in codec::columns(input) {
-            // A row that can't be framed is kept as written rather than lost.
-            let Ok(column) = column else {
-                let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
-                operands.iter().for_each(|op| out.extend_from_slice(op));
-                return Some(out);
-            };
-            let seq = cells.len();
-            cells.push((column.qualifier, column.value, seq));
+    let mut newer: Vec<(&[u8], &[u8], usize)> = Vec::new();
+    for op in operands.iter() {
+        for column in codec::columns(op) {
+            let Ok(c) = column else { return keep_as_written() };
+            newer.push((c.qualifier, c.value, newer.len()));
         }
     }
-    cells.sort_by(|a, b| cell(a.0).cmp(&cell(b.0)).then(a.2.cmp(&b.2)));
-    let mut out = Vec::with_capacity(cells.iter().map(|c| c.0.len() + c.1.len() + 2).sum());
-    for (i, (q, v, _)) in cells.iter().enumerate() {
-        if cells.get(i + 1).is_some_and(|next| cell(next.0) == cell(q)) {
-            continue;
+    newer.sort_unstable_by(|a, b| cell_order(a.0, b.0).then(a.2.cmp(&b.2)));
+    // The last write of each cell.
+    let mut latest: Vec<(&[u8], &[u8])> = Vec::with_capacity(newer.len());
+    for (q, v, _) in newer {
+        match latest.last_mut() {
+            Some(last) if cell_order(last.0, q).is_eq() => *last = (q, v),
+            _ => latest.push((q, v)),
         }
-        codec::push_column(&mut out, q, v);
+    }
+    let mut old: Vec<(&[u8], &[u8])> = Vec::new();
+    for column in codec::columns(existing.unwrap_or_default()) {
+        let Ok(c) = column else { return keep_as_written() };
+        old.push((c.qualifier, c.value));
+    }
+    if old.windows(2).any(|w| !cell_order(w[0].0, w[1].0).is_lt()) {
+        // Not written by this function (or by an older rtsd): order it first, the later duplicate winning.
+        let mut seq: Vec<(usize, (&[u8], &[u8]))> = old.into_iter().enumerate().collect();
+        seq.sort_by(|a, b| cell_order(a.1 .0, b.1 .0).then(a.0.cmp(&b.0)));
+        old = Vec::with_capacity(seq.len());
+        for (_, cell) in seq {
+            match old.last_mut() {
+                Some(last) if cell_order(last.0, cell.0).is_eq() => *last = cell,
+                _ => old.push(cell),
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(existing.map_or(0, <[u8]>::len) + operands.iter().map(<[u8]>::len).sum::<usize>());
+    let (mut a, mut b) = (old.into_iter().peekable(), latest.into_iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match cell_order(x.0, y.0) {
+                std::cmp::Ordering::Less => a.next(),
+                std::cmp::Ordering::Greater => b.next(),
+                std::cmp::Ordering::Equal => {
+                    a.next();
+                    b.next()
+                }
+            },
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => break,
+        };
+        if let Some((q, v)) = next {
+            codec::push_column(&mut out, q, v);
+        }
     }
     Some(out)
 }
