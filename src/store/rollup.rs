@@ -235,6 +235,7 @@ fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) 
         operands.iter().for_each(|op| out.extend_from_slice(op));
         Some(out)
     };
+    type Cell<'a> = (&'a [u8], &'a [u8]);
     let mut newer: Vec<(&[u8], &[u8], usize)> = Vec::new();
     for op in operands.iter() {
         for column in codec::columns(op) {
@@ -244,21 +245,21 @@ fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) 
     }
     newer.sort_unstable_by(|a, b| cell_order(a.0, b.0).then(a.2.cmp(&b.2)));
     // The last write of each cell.
-    let mut latest: Vec<(&[u8], &[u8])> = Vec::with_capacity(newer.len());
+    let mut latest: Vec<Cell> = Vec::with_capacity(newer.len());
     for (q, v, _) in newer {
         match latest.last_mut() {
             Some(last) if cell_order(last.0, q).is_eq() => *last = (q, v),
             _ => latest.push((q, v)),
         }
     }
-    let mut old: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut old: Vec<Cell> = Vec::new();
     for column in codec::columns(existing.unwrap_or_default()) {
         let Ok(c) = column else { return keep_as_written() };
         old.push((c.qualifier, c.value));
     }
     if old.windows(2).any(|w| !cell_order(w[0].0, w[1].0).is_lt()) {
         // Not written by this function (or by an older rtsd): order it first, the later duplicate winning.
-        let mut seq: Vec<(usize, (&[u8], &[u8]))> = old.into_iter().enumerate().collect();
+        let mut seq: Vec<(usize, Cell)> = old.into_iter().enumerate().collect();
         seq.sort_by(|a, b| cell_order(a.1 .0, b.1 .0).then(a.0.cmp(&b.0)));
         old = Vec::with_capacity(seq.len());
         for (_, cell) in seq {
