@@ -43,8 +43,8 @@ pub fn cli(args: &[String], root: &Path) -> Result<(), String> {
         rtsd: root.join("target/release/rtsd"),
         results: Some(root.join("bench/RESULTS.md")),
         note: None,
-        command: std::iter::once("rtsd-bench")
-            .chain(args[1..].iter().map(String::as_str))
+        command: std::iter::once("rtsd-bench".to_string())
+            .chain(args[1..].iter().map(|a| shell_word(a)))
             .collect::<Vec<_>>()
             .join(" "),
         keep: false,
@@ -79,6 +79,15 @@ pub fn cli(args: &[String], root: &Path) -> Result<(), String> {
         return Err("--days, --hosts, --step, --conns and --repeats must be at least 1".into());
     }
     run(&o)
+}
+
+/// `a` as a shell word, quoted when it needs to be (so the recorded command can be pasted).
+fn shell_word(a: &str) -> String {
+    if !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./,=:+-".contains(&b)) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
 }
 
 fn load_average() -> String {

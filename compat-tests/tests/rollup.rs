@@ -303,6 +303,21 @@ fn rollup_usage_modes_with_externally_written_rollups() {
     assert_eq!(r.json()[0]["query"]["rollupUsage"], "ROLLUP_FALLBACK");
     let r = d.post("/api/query", &body("ROLLUP_FALLBACK_RAW"));
     assert_eq!(r.json()[0]["query"]["rollupTable"], "raw", "{}", r.text());
+    // A series that exists only in a rollup table is found by a literal tag filter too (its postings are indexed).
+    let r = d.post(
+        "/api/rollup",
+        r#"{"metric":"m","timestamp":1700006400,"value":7,"tags":{"host":"z"},"interval":"1h","aggregator":"sum"}"#,
+    );
+    assert_eq!(r.status, 204);
+    for filter in ["z", "z|a", "*"] {
+        let (status, body) =
+            get(&d, &format!("/api/query?start=1700006400&end=1700009999&m=sum:1h-sum:m%7Bhost={filter}%7D"));
+        assert_eq!(status, 200);
+        assert!(
+            body.contains(r#"{"metric":"m","tags":{"host":"z"},"aggregateTags":[],"dps":{"1700006400":7.0}}"#),
+            "{filter}: {body}"
+        );
+    }
     // Rollups off: rollupUsage is accepted and ignored.
     let off = Daemon::start();
     off.put_lines("put m 1700006400 1 host=a\n");

@@ -390,6 +390,8 @@ impl Store {
         let mut column = Vec::with_capacity(16);
         codec::push_column(&mut column, &target.qualifier, &point.value.encode());
         batch.batch.merge_cf(cf, &key, &column);
+        let tsuid = codec::tsuid_from_row_key(&key, self.layout.salt.width, self.layout.uid_widths[0]);
+        self.series.note_postings(&mut batch.batch, self.cf(super::CF_SERIES), &self.layout, &tsuid);
         batch.points += 1;
         Ok(())
     }

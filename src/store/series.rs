@@ -39,17 +39,7 @@ impl SeriesIndex {
             Some(_) => {}
             None => {
                 // New to this process (or evicted from the cache): (re)write the postings; they are idempotent.
-                let metric_width = layout.uid_widths[0];
-                let pair = layout.uid_widths[1] + layout.uid_widths[2];
-                let (metric, tags) = tsuid.split_at(metric_width.min(tsuid.len()));
-                for p in tags.chunks_exact(pair) {
-                    let mut key = Vec::with_capacity(1 + tsuid.len() + pair);
-                    key.push(POSTING);
-                    key.extend_from_slice(metric);
-                    key.extend_from_slice(p);
-                    key.extend_from_slice(tags);
-                    batch.put_cf(cf, key, []);
-                }
+                write_postings(batch, cf, layout, tsuid);
                 let mut key = Vec::with_capacity(1 + tsuid.len());
                 key.push(FIRST_SEEN);
                 key.extend_from_slice(tsuid);
@@ -63,9 +53,36 @@ impl SeriesIndex {
         self.known.insert(tsuid.to_vec(), hour);
     }
 
+    /// Adds only the postings of series `tsuid` to `batch` (not its `S` entry: it has no raw data): rollup points,
+    /// so that literal tag filters, which select series by their postings, find series that exist only in rollup
+    /// tables.
+    pub fn note_postings(&self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8]) {
+        if self.known.get(tsuid).is_some() {
+            return;
+        }
+        write_postings(batch, cf, layout, tsuid);
+        // Hour 0: a raw point of the series still writes its `S` entry (any hour is later).
+        self.known.insert(tsuid.to_vec(), 0);
+    }
+
     /// Forgets what was indexed (e.g. `dropcaches`); the next points re-write their entries.
     pub fn clear(&self) {
         self.known.clear();
+    }
+}
+
+/// `T metric tagk tagv tsuid-tags` for every tag pair of `tsuid`.
+fn write_postings(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8]) {
+    let metric_width = layout.uid_widths[0];
+    let pair = layout.uid_widths[1] + layout.uid_widths[2];
+    let (metric, tags) = tsuid.split_at(metric_width.min(tsuid.len()));
+    for p in tags.chunks_exact(pair) {
+        let mut key = Vec::with_capacity(1 + tsuid.len() + pair);
+        key.push(POSTING);
+        key.extend_from_slice(metric);
+        key.extend_from_slice(p);
+        key.extend_from_slice(tags);
+        batch.put_cf(cf, key, []);
     }
 }
 
