@@ -684,7 +684,8 @@ impl Store {
     /// Makes everything written so far durable on disk (graceful shutdown).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush_wal(true)?;
-        for name in COLUMN_FAMILIES.iter().copied().chain(self.rollups.families.iter().map(String::as_str)) {
+        let rollup_families = self.rollups.families.iter().map(String::as_str).chain([rollup::CF_ROLLUP_DIRTY]);
+        for name in COLUMN_FAMILIES.iter().copied().chain(rollup_families) {
             self.db.flush_cf(self.cf(name))?;
         }
         Ok(())

@@ -51,7 +51,13 @@ pub(super) struct Rollups {
     pending: Mutex<HashMap<Vec<u8>, Change>>,
     /// The same for older generations, for rows a fold of one metric left for later.
     carried: Mutex<HashMap<Vec<u8>, Change>>,
+    /// When the marks' memtable was last flushed (see [`Store::fold_rollups`]).
+    marks_flushed: Mutex<std::time::Instant>,
 }
+
+/// How often the marks' memtable is flushed. Its few live entries would otherwise keep every write-ahead log
+/// file since its last flush from being deleted (RocksDB frees a log once all families' data in it is flushed).
+const MARKS_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What was written to a raw row since it was marked: points, and the span of their instants (ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +119,7 @@ impl Rollups {
             gate: RwLock::new(()),
             pending: Mutex::new(HashMap::new()),
             carried: Mutex::new(HashMap::new()),
+            marks_flushed: Mutex::new(std::time::Instant::now()),
         }
     }
 
@@ -135,10 +142,14 @@ impl Rollups {
     }
 }
 
-/// Options of a rollup table's column family.
+/// Options of a rollup table's column family: compressed as the data table is (rollup cells repeat their
+/// qualifiers' patterns row after row, which LZ4 and zstd shrink well).
 pub(super) fn table_options() -> Options {
+    use rocksdb::DBCompressionType::{Lz4, Zstd};
     let mut opts = Options::default();
     opts.set_merge_operator("rollup-cells-v1", merge_latest, merge_latest);
+    opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
+    opts.set_bottommost_compression_type(Zstd);
     opts
 }
 
@@ -545,6 +556,13 @@ impl Store {
             Some(_) => marks.iter().for_each(|k| batch.delete_cf(dirty_cf, k)),
         }
         self.db.write(batch)?;
+        if metric.is_none() {
+            let mut flushed = self.rollups.marks_flushed.lock().unwrap_or_else(|e| e.into_inner());
+            if flushed.elapsed() >= MARKS_FLUSH_EVERY {
+                self.db.flush_cf(dirty_cf)?;
+                *flushed = std::time::Instant::now();
+            }
+        }
         Ok(rows.len() as u64)
     }
 
