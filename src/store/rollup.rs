@@ -47,12 +47,19 @@ pub(super) struct Rollups {
     /// Held shared by a commit from reading the generation until its marks are written; taken exclusively by a
     /// fold to move to the next generation.
     gate: RwLock<()>,
-    /// Rows with a stored mark of the current generation, and what was written to them since.
+    /// Rows with a stored mark not yet handled by a fold, and what was written to them since it was stored.
     pending: Mutex<HashMap<Vec<u8>, Change>>,
-    /// The same for older generations, for rows a fold of one metric left for later.
-    carried: Mutex<HashMap<Vec<u8>, Change>>,
+    /// Whether stored marks may exist that `pending` has no note of (marks from before a restart, or rows past
+    /// [`PENDING_CAPACITY`]): then a fold of one metric must read the stored marks too. Cleared by a full fold.
+    unnoted: std::sync::atomic::AtomicBool,
+    /// Rows a fold of one metric folded, with the generation it went up to: their stored marks of that
+    /// generation or older are done, and the next full fold skips them.
+    refolded: Mutex<HashMap<Vec<u8>, u64>>,
     /// When the marks' memtable was last flushed (see [`Store::fold_rollups`]).
     marks_flushed: Mutex<std::time::Instant>,
+    /// Every mark of this generation and older is deleted (by a full fold): folds start reading after it, not
+    /// among the deleted entries still in the memtable.
+    folded_through: AtomicU64,
 }
 
 /// How often the marks' memtable is flushed. Its few live entries would otherwise keep every write-ahead log
@@ -65,12 +72,14 @@ struct Change {
     points: i64,
     first_ms: i64,
     last_ms: i64,
+    /// The generation of the stored mark this note belongs to (0: none yet).
+    generation: u64,
 }
 
 impl Change {
     /// A whole row of unknown changes (a stored mark without its note, after a restart; a bulk load).
     fn whole_row(points: i64) -> Change {
-        Change { points, first_ms: i64::MIN, last_ms: i64::MAX }
+        Change { points, first_ms: i64::MIN, last_ms: i64::MAX, generation: 0 }
     }
 
     fn merge(&mut self, other: Change) {
@@ -118,8 +127,10 @@ impl Rollups {
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
             pending: Mutex::new(HashMap::new()),
-            carried: Mutex::new(HashMap::new()),
+            unnoted: std::sync::atomic::AtomicBool::new(false),
+            refolded: Mutex::new(HashMap::new()),
             marks_flushed: Mutex::new(std::time::Instant::now()),
+            folded_through: AtomicU64::new(0),
         }
     }
 
@@ -131,6 +142,7 @@ impl Rollups {
             if let Some(key) = iter.key() {
                 if let Some(g) = key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) {
                     self.generation.store(g + 1, Ordering::Release);
+                    self.unnoted.store(true, Ordering::Release);
                 }
             }
         }
@@ -173,7 +185,7 @@ pub struct Marks {
 
 impl Marks {
     pub(super) fn add(&mut self, row: &[u8], timestamp_ms: i64) {
-        let one = Change { points: 1, first_ms: timestamp_ms, last_ms: timestamp_ms };
+        let one = Change { points: 1, first_ms: timestamp_ms, last_ms: timestamp_ms, generation: 0 };
         match &mut self.change {
             Some(c) if self.row.as_slice() == row => c.merge(one),
             _ => {
@@ -213,7 +225,7 @@ impl Marks {
             let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
             let (row, tail) = rest[2..].split_at(len);
             let num = |i: usize| i64::from_le_bytes(tail[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-            out.push((row.to_vec(), Change { points: num(0), first_ms: num(1), last_ms: num(2) }));
+            out.push((row.to_vec(), Change { points: num(0), first_ms: num(1), last_ms: num(2), generation: 0 }));
             rest = &tail[24..];
         }
         out
@@ -432,21 +444,23 @@ impl Store {
                 }
             }
         }
-        self.stamp_marks(&mut batch, &fresh);
+        let generation = self.stamp_marks(&mut batch, &fresh);
         self.db.write_opt(batch, opts)?;
         let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
         for (row, change) in fresh {
             if pending.len() >= PENDING_CAPACITY {
+                self.rollups.unnoted.store(true, Ordering::Release);
                 break;
             }
-            pending.entry(row).and_modify(|c| c.merge(change)).or_insert(change);
+            pending.entry(row).and_modify(|c| c.merge(change)).or_insert(Change { generation, ..change });
         }
         Ok(())
     }
 
-    /// Adds stored marks of the current generation for `rows` to `batch`.
-    fn stamp_marks(&self, batch: &mut WriteBatch, rows: &[(Vec<u8>, Change)]) {
-        let generation = self.rollups.generation.load(Ordering::Acquire).to_be_bytes();
+    /// Adds stored marks of the current generation for `rows` to `batch`; returns the generation.
+    fn stamp_marks(&self, batch: &mut WriteBatch, rows: &[(Vec<u8>, Change)]) -> u64 {
+        let current = self.rollups.generation.load(Ordering::Acquire);
+        let generation = current.to_be_bytes();
         let cf = self.cf(CF_ROLLUP_DIRTY);
         let mut key = Vec::with_capacity(64);
         for (row, change) in rows {
@@ -455,6 +469,7 @@ impl Store {
             key.extend_from_slice(row);
             batch.merge_cf(cf, &key, change.points.to_le_bytes());
         }
+        current
     }
 
     /// Adds the marks of a bulk load to its batch. Bulk loads run without a daemon on the directory, so no fold
@@ -473,58 +488,70 @@ impl Store {
     /// Folds every raw row with pending changes (of `metric` only, when given) into the automatic rollup tables.
     /// Returns the rows folded. Queries call it for their metric before reading a rollup table, so rollups never
     /// lag what raw data a query would see; the background task calls it for everything.
+    ///
+    /// A full fold reads the stored marks of the generations since the last full fold, folds their rows and
+    /// deletes them with one range tombstone. A fold of one metric takes its rows from the in-memory notes (and
+    /// reads stored marks only when some may lack a note) and leaves the stored marks to the next full fold,
+    /// which skips the rows it already did; its cost is the metric's changes, not everyone's.
     pub fn fold_rollups(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
         if !self.rollups.auto() {
             return Ok(0);
         }
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
         let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
         // Through the gate, every mark of generation <= `last` has been written with its points.
-        let (last, mut notes) = {
+        let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
-            let pending = std::mem::take(&mut *self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner()));
-            (self.rollups.generation.fetch_add(1, Ordering::AcqRel), pending)
+            let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let notes: HashMap<Vec<u8>, Change> = match metric {
+                None => std::mem::take(&mut *pending),
+                Some(_) => pending.extract_if(|row, _| of_metric(row)).collect(),
+            };
+            let read_marks = match metric {
+                None => {
+                    self.rollups.unnoted.store(false, Ordering::Release);
+                    true
+                }
+                Some(_) => self.rollups.unnoted.load(Ordering::Acquire),
+            };
+            (self.rollups.generation.fetch_add(1, Ordering::AcqRel), notes, read_marks)
         };
-        for (row, c) in std::mem::take(&mut *self.rollups.carried.lock().unwrap_or_else(|e| e.into_inner())) {
-            notes.entry(row).and_modify(|n| n.merge(c)).or_insert(c);
-        }
         let dirty_cf = self.cf(CF_ROLLUP_DIRTY);
         let data_cf = self.cf(CF_DATA);
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        // The marks handled, and per raw row its points (a row may carry marks of several generations).
-        let mut marks: Vec<Vec<u8>> = Vec::new();
-        let mut rows: std::collections::BTreeMap<Vec<u8>, i64> = std::collections::BTreeMap::new();
-        let mut iter = self.db.raw_iterator_cf(dirty_cf);
-        iter.seek_to_first();
-        while iter.valid() {
-            let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
-            let Some(generation) = key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) else {
+        // Per raw row, what changed: the note, or for a stored mark without one the whole row.
+        let mut rows: std::collections::BTreeMap<Vec<u8>, Change> = notes.drain().collect();
+        if read_marks {
+            let refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
+            let mut iter = self.db.raw_iterator_cf(dirty_cf);
+            iter.seek((self.rollups.folded_through.load(Ordering::Acquire) + 1).to_be_bytes());
+            while iter.valid() {
+                let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
+                let Some(generation) = key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) else {
+                    iter.next();
+                    continue;
+                };
+                if generation > last {
+                    break;
+                }
+                let row = &key[8..];
+                let done = refolded.get(row).is_some_and(|&g| g >= generation);
+                if of_metric(row) && !done {
+                    // A mark that is not the one the row's note belongs to (stored before a restart, or past
+                    // the notes' capacity) says nothing of what changed: the whole row.
+                    match rows.get_mut(row) {
+                        Some(note) if note.generation == generation => {}
+                        Some(note) => note.merge(Change::whole_row(0)),
+                        None => {
+                            rows.insert(row.to_vec(), Change::whole_row(counter(value)));
+                        }
+                    }
+                }
                 iter.next();
-                continue;
-            };
-            if generation > last {
-                break;
             }
-            let row = &key[8..];
-            if metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m)) {
-                marks.push(key.to_vec());
-                *rows.entry(row.to_vec()).or_default() += counter(value);
-            }
-            iter.next();
+            iter.status()?;
         }
-        iter.status()?;
-        drop(iter);
-        // Each row with what changed: from the notes, or (marks stored before a restart) the whole row.
-        let rows: Vec<(Vec<u8>, Change)> = rows
-            .into_iter()
-            .map(|(row, n)| {
-                let change = notes.remove(&row).unwrap_or(Change::whole_row(n));
-                (row, change)
-            })
-            .collect();
-        // Notes of rows this fold left alone (another metric's) wait for the next one.
-        if metric.is_some() {
-            self.rollups.carried.lock().unwrap_or_else(|e| e.into_inner()).extend(notes);
-        }
+        let rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
         for chunk in rows.chunks(256) {
             let mut batch = WriteBatch::default();
             let mut buckets_written = 0u64;
@@ -549,18 +576,25 @@ impl Store {
             self.db.write(batch)?;
             self.metrics.rollups(buckets_written, late);
         }
-        // The marks handled: every mark up to `last` after a full fold (one range tombstone), else one by one.
-        let mut batch = WriteBatch::default();
+        let mut refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
         match metric {
-            None => batch.delete_range_cf(dirty_cf, [0u8; 8], (last + 1).to_be_bytes()),
-            Some(_) => marks.iter().for_each(|k| batch.delete_cf(dirty_cf, k)),
-        }
-        self.db.write(batch)?;
-        if metric.is_none() {
-            let mut flushed = self.rollups.marks_flushed.lock().unwrap_or_else(|e| e.into_inner());
-            if flushed.elapsed() >= MARKS_FLUSH_EVERY {
-                self.db.flush_cf(dirty_cf)?;
-                *flushed = std::time::Instant::now();
+            Some(_) => {
+                for (row, _) in &rows {
+                    refolded.insert(row.clone(), last);
+                }
+            }
+            None => {
+                // Every mark up to `last` is handled: one range tombstone.
+                let mut batch = WriteBatch::default();
+                batch.delete_range_cf(dirty_cf, [0u8; 8], (last + 1).to_be_bytes());
+                self.db.write(batch)?;
+                refolded.retain(|_, g| *g > last);
+                self.rollups.folded_through.store(last, Ordering::Release);
+                let mut flushed = self.rollups.marks_flushed.lock().unwrap_or_else(|e| e.into_inner());
+                if flushed.elapsed() >= MARKS_FLUSH_EVERY {
+                    self.db.flush_cf(dirty_cf)?;
+                    *flushed = std::time::Instant::now();
+                }
             }
         }
         Ok(rows.len() as u64)
@@ -971,46 +1005,74 @@ mod tests {
         // overwrite earlier values, whatever the interleaving of writes and folds (issue 6).
         #[test]
         fn rollups_equal_the_aggregation_of_the_raw_points(
-            writes in prop::collection::vec((0i64..3 * 3600, value_strategy()), 1..120),
-            folds in prop::collection::vec(0usize..120, 0..4),
+            writes in prop::collection::vec((0i64..3 * 3600, value_strategy(), any::<bool>()), 1..120),
+            folds in prop::collection::vec((0usize..120, any::<bool>()), 0..6),
+            restart in prop::option::of(0usize..120),
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let store = open(dir.path(), &[("tsd.storage.fix_duplicates", "true")]);
+            let overrides = [("tsd.storage.fix_duplicates", "true")];
+            let mut store = open(dir.path(), &overrides);
             let base = 1356998400i64;
-            let writes: Vec<(i64, Value)> = writes.into_iter().map(|(s, v)| ((base + s) * 1000, v)).collect();
-            for (i, (ts, v)) in writes.iter().enumerate() {
+            // Points of `m` (checked) and of `other`, in the order written.
+            let writes: Vec<(i64, Value, bool)> =
+                writes.into_iter().map(|(s, v, other)| ((base + s) * 1000, v, other)).collect();
+            for (i, (ts, v, other)) in writes.iter().enumerate() {
                 let mut batch = store.new_batch();
-                store.add_point(&mut batch, &point("m", ts / 1000, *v, &[("host", "a")])).unwrap();
+                let metric = if *other { "other" } else { "m" };
+                store.add_point(&mut batch, &point(metric, ts / 1000, *v, &[("host", "a")])).unwrap();
                 store.commit(&mut batch, false).unwrap();
-                if folds.contains(&i) {
-                    store.fold_rollups(None).unwrap();
+                for (at, one_metric) in &folds {
+                    if *at == i {
+                        // A query's fold of one metric, or the background's full fold.
+                        let m = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap();
+                        let m = m.filter(|_| *one_metric);
+                        store.fold_rollups(m.as_ref().map(|u| u.as_bytes())).unwrap();
+                    }
+                }
+                if restart == Some(i) {
+                    // Marks written before the restart carry no in-memory note.
+                    drop(store);
+                    store = open(dir.path(), &overrides);
                 }
             }
-            store.fold_rollups(None).unwrap();
+            let writes: Vec<(i64, Value)> = writes.into_iter().filter(|w| !w.2).map(|(t, v, _)| (t, v)).collect();
+            if writes.is_empty() {
+                return Ok(());
+            }
+            // A query folds its metric first.
+            let m = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+            store.fold_rollups(Some(m.as_bytes())).unwrap();
             let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
             let config = store.rollup_settings().config.clone().unwrap();
-            for interval in ["1m", "10m", "1h"] {
-                let iv = config.interval(interval).unwrap();
-                let family = RollupInterval::family(&iv.table);
-                let read = store
-                    .read_rollup(&family, iv, &[0, 1, 2, 3], metric.as_bytes(), 0, i64::MAX / 2, &mut Default::default(), |_| Ok(true))
-                    .unwrap();
-                prop_assert_eq!(read.len(), 1);
-                let model = model_buckets(&writes, i64::from(iv.interval_secs));
-                let got = &read[0].values;
-                prop_assert_eq!(got[1].len(), model.len());
-                for (n, (start, (count, sum, min, max))) in model.iter().enumerate() {
-                    let at = format!("{interval} bucket {n}: {got:?}");
-                    prop_assert_eq!(got[0][n].0, *start, "{}", at);
-                    prop_assert_eq!(as_f64(got[0][n].1), *sum, "{}", at);
-                    prop_assert_eq!(got[1][n].1, Value::Int(*count), "{}", at);
-                    prop_assert_eq!(as_f64(got[2][n].1), *min, "{}", at);
-                    prop_assert_eq!(as_f64(got[3][n].1), *max, "{}", at);
+            let check = |store: &Store| -> Result<(), TestCaseError> {
+                for interval in ["1m", "10m", "1h"] {
+                    let iv = config.interval(interval).unwrap();
+                    let family = RollupInterval::family(&iv.table);
+                    let read = store
+                        .read_rollup(&family, iv, &[0, 1, 2, 3], metric.as_bytes(), 0, i64::MAX / 2, &mut Default::default(), |_| Ok(true))
+                        .unwrap();
+                    prop_assert_eq!(read.len(), 1);
+                    let model = model_buckets(&writes, i64::from(iv.interval_secs));
+                    let got = &read[0].values;
+                    prop_assert_eq!(got[1].len(), model.len());
+                    for (n, (start, (count, sum, min, max))) in model.iter().enumerate() {
+                        let at = format!("{interval} bucket {n}: {got:?}");
+                        prop_assert_eq!(got[0][n].0, *start, "{}", at);
+                        prop_assert_eq!(as_f64(got[0][n].1), *sum, "{}", at);
+                        prop_assert_eq!(got[1][n].1, Value::Int(*count), "{}", at);
+                        prop_assert_eq!(as_f64(got[2][n].1), *min, "{}", at);
+                        prop_assert_eq!(as_f64(got[3][n].1), *max, "{}", at);
+                    }
                 }
-            }
-            // Nothing is left to fold, and no mark is kept.
+                Ok(())
+            };
+            check(&store)?;
+            // A full fold handles the rest (the other metric, the marks the query's fold left); then nothing is
+            // left to fold and no mark is kept, and the rollups of `m` are unchanged (checked again below).
+            store.fold_rollups(None).unwrap();
             prop_assert_eq!(store.fold_rollups(None).unwrap(), 0);
             prop_assert!(family_rows(&store, CF_ROLLUP_DIRTY).is_empty());
+            check(&store)?;
         }
     }
 }
