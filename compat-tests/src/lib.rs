@@ -135,6 +135,12 @@ impl Daemon {
         Daemon::spawn(dir, settings)
     }
 
+    /// [`Daemon::restart`] with other settings (e.g. a feature turned on for a directory written without it).
+    pub fn restart_with(mut self, settings: &[(&str, &str)]) -> Daemon {
+        self.settings = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.restart()
+    }
+
     /// The address the daemon listens on (127.0.0.1 and the port it reported).
     pub fn addr(&self) -> SocketAddr {
         self.addr

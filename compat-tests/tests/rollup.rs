@@ -350,3 +350,23 @@ fn rollups_pending_at_a_crash_are_computed_after_the_restart() {
     assert!(metrics.contains("rtsd_rollup_late_points_total 2\n"), "{metrics}");
     assert!(!metrics.contains("rtsd_rollup_buckets_written_total 0\n"), "{metrics}");
 }
+
+// Rollups turned on for a directory that already holds raw data: until the tables are complete, queries that
+// reach back before that read raw data instead of answering from rollups that lack the history.
+#[test]
+fn rollups_turned_on_later_never_hide_older_raw_data() {
+    let d = Daemon::start();
+    d.put_lines(&mixed_points());
+    let q = "/api/query?start=1700000000&end=1700172800&m=sum:1h-avg:m&show_query";
+    let (_, before) = get(&d, q);
+    let d = d.restart_with(&[("tsd.rollups.enable", "true")]);
+    let (status, after) = get(&d, q);
+    assert_eq!(status, 200);
+    assert!(after.contains(r#""rollupUsage":null,"rollupTable":"raw""#), "{after}");
+    assert_eq!(after, before);
+    // Also after late points into those hours: still the raw answer.
+    d.put_lines("put m 1700003015 5 host=a\n");
+    let (_, late) = get(&d, q);
+    assert!(late.contains(r#""rollupTable":"raw""#), "{late}");
+    assert_eq!(late, get(&d, &q.replace(":1h-avg:", ":1h-avg:rollup_raw:")).1.replace("\"ROLLUP_RAW\"", "null"));
+}

@@ -101,6 +101,10 @@ pub fn read(
             // The default interval is the raw table (OpenTSDB: "a scan on raw data").
             return Ok(None);
         }
+        // Rollups rtsd computes are complete only from when it started computing them (or never, read-only).
+        if store.auto_rollups_complete_since(&interval.table).is_some_and(|since| scan_start < since) {
+            return Ok(None);
+        }
         if !folded {
             // Raw points written so far must be in the rollups before they are read.
             store.fold_rollups(Some(metric))?;

@@ -293,7 +293,7 @@ impl Store {
 
         let mut series_opts = Options::default();
         series_opts.set_merge_operator_associative("max-hour-v1", series::merge_max_hour);
-        let rollups = rollup::Rollups::new(rollup_settings);
+        let mut rollups = rollup::Rollups::new(rollup_settings);
         // Rollup tables of the configuration, and any left by an earlier one (RocksDB opens all or nothing).
         let mut extra: Vec<String> = rollups.families.clone();
         extra.push(rollup::CF_ROLLUP_DIRTY.to_string());
@@ -323,7 +323,7 @@ impl Store {
         check_layout(&db, &layout, read_only)?;
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
-        rollups.resume(&db);
+        rollups.resume(&db, read_only)?;
         Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default(), rollups })
     }
 

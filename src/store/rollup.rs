@@ -60,7 +60,15 @@ pub(super) struct Rollups {
     /// Every mark of this generation and older is deleted (by a full fold): folds start reading after it, not
     /// among the deleted entries still in the memtable.
     folded_through: AtomicU64,
+    /// Per automatic table, the time (ms) from which its rollups are complete; before it raw data were written
+    /// while it was not maintained (see [`Rollups::resume`]). Read-only opens neither fold nor know the state
+    /// of pending work, so they never read automatic rollups.
+    complete_since: HashMap<String, i64>,
+    read_only: bool,
 }
+
+/// `rtsd:meta` key prefix of [`Rollups::complete_since`]: `rollups_since:<table>` -> i64 ms big-endian.
+const SINCE_KEY: &str = "rollups_since:";
 
 /// How often the marks' memtable is flushed. Its few live entries would otherwise keep every write-ahead log
 /// file since its last flush from being deleted (RocksDB frees a log once all families' data in it is flushed).
@@ -131,11 +139,61 @@ impl Rollups {
             refolded: Mutex::new(HashMap::new()),
             marks_flushed: Mutex::new(std::time::Instant::now()),
             folded_through: AtomicU64::new(0),
+            complete_since: HashMap::new(),
+            read_only: false,
         }
     }
 
-    /// Continues after the newest generation a data directory holds marks of.
-    pub(super) fn resume(&self, db: &rocksdb::DB) {
+    /// Continues after the newest generation a data directory holds marks of, and settles from when each
+    /// automatic table is complete: from the start for a directory without raw data, else from the next hour
+    /// (raw rows of earlier hours were written while the table was not maintained; a query reaching before
+    /// that reads raw data). Turning automatic rollups off forgets these times, so turning them on again
+    /// starts over.
+    pub(super) fn resume(&mut self, db: &rocksdb::DB, read_only: bool) -> Result<(), StoreError> {
+        self.read_only = read_only;
+        let meta = db.cf_handle(super::CF_META).expect("column family created at open");
+        let mut stored: HashMap<String, i64> = HashMap::new();
+        let mut iter = db.raw_iterator_cf(meta);
+        iter.seek(SINCE_KEY.as_bytes());
+        while let (Some(k), Some(v)) = (iter.key(), iter.value()) {
+            let Some(table) = k.strip_prefix(SINCE_KEY.as_bytes()) else { break };
+            let since = v.try_into().map(i64::from_be_bytes).unwrap_or(i64::MAX);
+            stored.insert(String::from_utf8_lossy(table).into_owned(), since);
+            iter.next();
+        }
+        drop(iter);
+        let tables: Vec<String> = self.auto.iter().map(|i| i.table.clone()).collect();
+        if !read_only {
+            for gone in stored.keys().filter(|t| !tables.contains(t)) {
+                db.delete_cf(meta, format!("{SINCE_KEY}{gone}"))?;
+            }
+        }
+        for table in tables {
+            let since = match stored.get(&table) {
+                Some(&since) => since,
+                None if read_only => i64::MAX,
+                None => {
+                    let mut raw = db.raw_iterator_cf(db.cf_handle(CF_DATA).expect("column family created at open"));
+                    raw.seek_to_first();
+                    let since = if raw.valid() {
+                        let now = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_secs() as i64);
+                        (now - now.rem_euclid(3600) + 3600) * 1000
+                    } else {
+                        0
+                    };
+                    db.put_cf(meta, format!("{SINCE_KEY}{table}"), since.to_be_bytes())?;
+                    since
+                }
+            };
+            self.complete_since.insert(table, since);
+        }
+        self.resume_generation(db);
+        Ok(())
+    }
+
+    fn resume_generation(&self, db: &rocksdb::DB) {
         if let Some(cf) = db.cf_handle(CF_ROLLUP_DIRTY) {
             let mut iter = db.raw_iterator_cf(cf);
             iter.seek_to_last();
@@ -151,6 +209,15 @@ impl Rollups {
     /// Whether raw writes must mark their rows for folding.
     pub(super) fn auto(&self) -> bool {
         !self.auto.is_empty()
+    }
+
+    /// Whether `table` is computed by rtsd, and if so from when (ms) its rollups are complete (`i64::MAX`: not
+    /// usable from this process). `None` for tables only others write (OpenTSDB's rules apply).
+    pub(super) fn auto_complete_since(&self, table: &str) -> Option<i64> {
+        if !self.auto.iter().any(|i| i.table == table) {
+            return None;
+        }
+        Some(if self.read_only { i64::MAX } else { self.complete_since.get(table).copied().unwrap_or(i64::MAX) })
     }
 }
 
@@ -485,6 +552,11 @@ impl Store {
         &self.rollups.settings
     }
 
+    /// For a table rtsd computes itself, from when (ms) its rollups are complete; `None` for other tables.
+    pub fn auto_rollups_complete_since(&self, table: &str) -> Option<i64> {
+        self.rollups.auto_complete_since(table)
+    }
+
     /// Folds every raw row with pending changes (of `metric` only, when given) into the automatic rollup tables.
     /// Returns the rows folded. Queries call it for their metric before reading a rollup table, so rollups never
     /// lag what raw data a query would see; the background task calls it for everything.
@@ -494,7 +566,7 @@ impl Store {
     /// reads stored marks only when some may lack a note) and leaves the stored marks to the next full fold,
     /// which skips the rows it already did; its cost is the metric's changes, not everyone's.
     pub fn fold_rollups(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
-        if !self.rollups.auto() {
+        if !self.rollups.auto() || self.rollups.read_only {
             return Ok(0);
         }
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
