@@ -370,3 +370,39 @@ fn rollups_turned_on_later_never_hide_older_raw_data() {
     assert!(late.contains(r#""rollupTable":"raw""#), "{late}");
     assert_eq!(late, get(&d, &q.replace(":1h-avg:", ":1h-avg:rollup_raw:")).1.replace("\"ROLLUP_RAW\"", "null"));
 }
+
+// spec: opentsdb-query.md §6.13; OpenTSDB 2.4 TsdbQuery.tableToBeScanned (pre-aggregate tables) and
+// resolveTagFilters (a literal filter on the aggregate tag asks for pre-aggregates).
+#[test]
+fn pre_aggregates_are_queried_from_their_tables() {
+    let d = Daemon::start_with(ON);
+    let mut s = d.telnet();
+    let lines = "rollup sum m.pre 1700006400 10 host=a\nrollup sum m.pre 1700006460 20 host=a\n\
+                 rollup 1h-sum:sum m.pre 1700006400 30 host=a\nput m.pre 1700006400 1 host=a\n";
+    assert_eq!(replies_to(&mut s, lines), "");
+    let q = |m: &str| get(&d, &format!("/api/query?start=1700006400&end=1700009999&m={m}"));
+    // A literal filter on _aggregate: the default interval's pre-aggregate table, points as written.
+    assert_eq!(
+        q("sum:m.pre%7B_aggregate=SUM%7D"),
+        (200, r#"[{"metric":"m.pre","tags":{"_aggregate":"SUM","host":"a"},"aggregateTags":[],"dps":{"1700006400":10,"1700006460":20}}]"#.to_string())
+    );
+    // With a downsample an interval matches: that interval's pre-aggregate table.
+    let (status, body) = q("sum:1h-sum:m.pre%7B_aggregate=SUM%7D&show_query");
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""rollupTable":"1h""#), "{body}");
+    assert!(body.ends_with(r#""dps":{"1700006400":30.0}}]"#), "{body}");
+    // preAggregate asks for them without a filter.
+    let r = d.post(
+        "/api/query",
+        r#"{"start":1700006400,"end":1700009999,"queries":[{"aggregator":"sum","metric":"m.pre","downsample":"1h-sum","preAggregate":true}]}"#,
+    );
+    assert_eq!(
+        r.text(),
+        r#"[{"metric":"m.pre","tags":{"_aggregate":"SUM","host":"a"},"aggregateTags":[],"dps":{"1700006400":30.0}}]"#
+    );
+    // The aggregate tag's raw value, or no such filter: raw data.
+    assert_eq!(
+        q("sum:m.pre%7Bhost=a%7D").1,
+        r#"[{"metric":"m.pre","tags":{"host":"a"},"aggregateTags":[],"dps":{"1700006400":1}}]"#
+    );
+}

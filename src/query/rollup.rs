@@ -7,6 +7,10 @@
 //! next best interval (`ROLLUP_FALLBACK`; the default interval means raw data) or to raw data
 //! (`ROLLUP_FALLBACK_RAW`).
 //!
+//! Pre-aggregates (`preAggregate`, or a literal filter on the aggregate tag other than its raw value) are read
+//! the same way from the intervals' pre-aggregate tables, and otherwise from the default interval's
+//! pre-aggregate table, as OpenTSDB's `tableToBeScanned` picks.
+//!
 //! The rollup cells are turned into exactly the values the raw downsampler would give for each bucket (for
 //! `avg`, the bucket's sum over its count), one point per bucket, and the engine then downsamples those single
 //! points (with `sum` for `count`), so fill policies, rate, aggregation across series and the output are the
@@ -17,10 +21,10 @@
 //! instead while they are all still stored (their number equals the rollup count), and from the rollups once
 //! raw data has expired.
 use rtsd_protocol::codec::{self, Value};
-use rtsd_protocol::query::{RollupUsage, SubQuery};
+use rtsd_protocol::query::{FilterKind, RollupUsage, SubQuery};
 
 use super::{Aggregator, Query};
-use crate::rollup::RollupInterval;
+use crate::rollup::{RollupConfig, RollupInterval};
 use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
 
 /// Which cells a downsample function needs, and how a bucket's value is made of them.
@@ -70,65 +74,62 @@ pub fn read(
     let settings = store.rollup_settings();
     let Some(config) = &settings.config else { return Ok(None) };
     let usage = sub.rollup_usage.unwrap_or(RollupUsage::NoFallback);
-    if usage == RollupUsage::Raw || sub.pre_aggregate {
-        return Ok(None);
-    }
-    let Some(ds) = &engine.downsample else { return Ok(None) };
-    if ds.all || ds.calendar.is_some() {
-        return Ok(None);
-    }
-    let Some(need) = need(ds.function) else { return Ok(None) };
-    // Rows of the scan window hold whole buckets of intervals that divide an hour (the window is hour-aligned).
-    let candidates: Vec<&RollupInterval> =
-        config.best_matches(ds.interval_ms).into_iter().filter(|i| i.default || 3600 % i.interval_secs == 0).collect();
-    let ids =
-        |names: &[&str]| -> Option<Vec<u8>> { names.iter().map(|n| config.aggregation_ids.get(*n).copied()).collect() };
-    let Some(ids) = (match need {
-        // The count tells whether the raw points of a bucket are all still there (see the module comment).
-        Need::Sum => ids(&["sum", "count"]),
-        Need::Count => ids(&["count"]),
-        Need::Min => ids(&["min"]),
-        Need::Max => ids(&["max"]),
-        Need::Avg => ids(&["sum", "count"]),
-    }) else {
-        return Ok(None);
-    };
-    let interval_ms = ds.interval_ms;
-    let mut folded = false;
+    // OpenTSDB reads pre-aggregates when asked (`preAggregate`) or when a literal filter on the aggregate tag asks
+    // for something else than raw data.
+    let pre_aggregate = sub.pre_aggregate
+        || sub.filters.iter().any(|f| {
+            matches!(f.kind, FilterKind::LiteralOr | FilterKind::ILiteralOr)
+                && f.tagk == settings.agg_tag_key
+                && f.raw != settings.raw_agg_tag_value
+        });
+    let plan = if usage == RollupUsage::Raw { None } else { plan(config, engine) };
     let mut last_tried = None;
-    for interval in candidates {
-        if interval.default {
-            // The default interval is the raw table (OpenTSDB: "a scan on raw data").
-            return Ok(None);
-        }
-        // Rollups rtsd computes are complete only from when it started computing them (or never, read-only).
-        if store.auto_rollups_complete_since(&interval.table).is_some_and(|since| scan_start < since) {
-            return Ok(None);
-        }
-        if !folded {
-            // Raw points written so far must be in the rollups before they are read.
-            store.fold_rollups(Some(metric))?;
-            folded = true;
-        }
-        let family = RollupInterval::family(&interval.table);
-        let found = match targeted {
-            Some(tsuids) => store.read_rollup_series(&family, interval, &ids, tsuids, scan_start, scan_end, budget)?,
-            None => store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?,
-        };
-        last_tried = Some(interval.interval.clone());
-        if !found.is_empty() {
-            let mut series = Vec::with_capacity(found.len());
-            for r in found {
-                let (s, inexact) = per_bucket(r.series, &r.values, need, interval_ms);
-                series.push(exact_from_raw(store, s, &inexact, interval_ms, scan_start, scan_end, budget)?);
+    if let Some((need, ids, candidates)) = plan {
+        let interval_ms = engine.downsample.as_ref().map_or(1, |d| d.interval_ms);
+        let mut folded = false;
+        for interval in candidates {
+            if interval.default {
+                // The default interval is the raw table (OpenTSDB: "a scan on raw data").
+                break;
             }
-            pass_through(engine);
-            return Ok(Some(RollupAnswer { series, table: interval.interval.clone() }));
-        }
-        match usage {
-            RollupUsage::Fallback => continue,
-            RollupUsage::FallbackRaw => return Ok(None),
-            _ => break,
+            let table = if pre_aggregate { &interval.preagg_table } else { &interval.table };
+            // Rollups rtsd computes are complete only from when it started computing them (never, read-only).
+            if store.auto_rollups_complete_since(table).is_some_and(|since| scan_start < since) {
+                last_tried = None;
+                break;
+            }
+            if !folded && !pre_aggregate {
+                // Raw points written so far must be in the rollups before they are read.
+                store.fold_rollups(Some(metric))?;
+                folded = true;
+            }
+            let family = RollupInterval::family(table);
+            let found = match targeted {
+                Some(tsuids) => {
+                    store.read_rollup_series(&family, interval, &ids, tsuids, scan_start, scan_end, budget)?
+                }
+                None => store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?,
+            };
+            last_tried = Some(interval.interval.clone());
+            if !found.is_empty() {
+                let mut series = Vec::with_capacity(found.len());
+                for r in found {
+                    let (s, inexact) = per_bucket(r.series, &r.values, need, interval_ms);
+                    // Pre-aggregates have no raw points to check against.
+                    let inexact = if pre_aggregate { &[][..] } else { &inexact[..] };
+                    series.push(exact_from_raw(store, s, inexact, interval_ms, scan_start, scan_end, budget)?);
+                }
+                pass_through(engine);
+                return Ok(Some(RollupAnswer { series, table: interval.interval.clone() }));
+            }
+            match usage {
+                RollupUsage::Fallback => continue,
+                RollupUsage::FallbackRaw => {
+                    last_tried = None;
+                    break;
+                }
+                _ => break,
+            }
         }
     }
     match last_tried {
@@ -137,8 +138,44 @@ pub fn read(
             pass_through(engine);
             Ok(Some(RollupAnswer { series: Vec::new(), table }))
         }
+        // Otherwise the base table: raw data, or for pre-aggregates the default interval's pre-aggregate table
+        // (raw-style cells in hourly rows).
+        _ if pre_aggregate => {
+            let family = RollupInterval::family(&config.default_interval().preagg_table);
+            let series = store.scan_series_in(&family, metric, scan_start, scan_end, budget, keep)?;
+            Ok(Some(RollupAnswer { series, table: "raw".to_string() }))
+        }
         _ => Ok(None),
     }
+}
+
+/// What a downsample can read from rollups: the function's cells and the intervals that divide its interval,
+/// best first. `None` when no rollup can answer it (no or calendar or `all` downsampling, another function,
+/// aggregation IDs missing from the configuration).
+fn plan<'c>(config: &'c RollupConfig, engine: &Query) -> Option<(Need, Vec<u8>, Vec<&'c RollupInterval>)> {
+    let ds = engine.downsample.as_ref()?;
+    if ds.all || ds.calendar.is_some() {
+        return None;
+    }
+    let need = need(ds.function)?;
+    let names: &[&str] = match need {
+        // The count tells whether the raw points of a bucket are all still there (see the module comment).
+        Need::Sum => &["sum", "count"],
+        Need::Count => &["count"],
+        Need::Min => &["min"],
+        Need::Max => &["max"],
+        Need::Avg => &["sum", "count"],
+    };
+    // A sum can do without its count (0xFF: no cell has it, IDs are 0..=127); the others need theirs.
+    let ids: Option<Vec<u8>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| config.aggregation_ids.get(*n).copied().or((need == Need::Sum && i == 1).then_some(0xFF)))
+        .collect();
+    // Rows of the scan window hold whole buckets of intervals that divide an hour (the window is hour-aligned).
+    let candidates =
+        config.best_matches(ds.interval_ms).into_iter().filter(|i| i.default || 3600 % i.interval_secs == 0).collect();
+    Some((need, ids?, candidates))
 }
 
 /// The engine downsamples one point per bucket: every function gives that point back, except `count`.

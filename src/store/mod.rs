@@ -458,8 +458,22 @@ impl Store {
         metric: &[u8],
         start_hour: u32,
         end_hour: u32,
+        f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.for_each_row_in(CF_DATA, metric, start_hour, end_hour, f)
+    }
+
+    /// [`Store::for_each_row`] in another table keyed like the data table (rollup and pre-aggregate tables,
+    /// whose base times are those of their row spans).
+    pub fn for_each_row_in(
+        &self,
+        family: &str,
+        metric: &[u8],
+        start_hour: u32,
+        end_hour: u32,
         mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
+        let Some(cf) = self.db.cf_handle(family) else { return Ok(()) };
         let salt = &self.layout.salt;
         let buckets = if salt.width == 0 { 1 } else { salt.buckets };
         for bucket in 0..buckets {
@@ -470,7 +484,7 @@ impl Store {
             start.extend_from_slice(metric);
             let prefix_len = start.len();
             start.extend_from_slice(&start_hour.to_be_bytes());
-            let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+            let mut iter = self.db.raw_iterator_cf(cf);
             iter.seek(&start);
             while iter.valid() {
                 let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
@@ -507,6 +521,19 @@ impl Store {
         start_ms: i64,
         end_ms: i64,
         budget: &mut ReadBudget,
+        keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+    ) -> Result<Vec<StoredSeries>, StoreError> {
+        self.scan_series_in(CF_DATA, metric, start_ms, end_ms, budget, keep)
+    }
+
+    /// [`Store::scan_series`] in another table with data-point cells in hourly rows (a pre-aggregate table).
+    pub fn scan_series_in(
+        &self,
+        family: &str,
+        metric: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<StoredSeries>, StoreError> {
         if end_ms <= start_ms {
@@ -519,7 +546,7 @@ impl Store {
         let tags_offset = self.layout.tags_offset();
         let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
         let mut series: Vec<StoredSeries> = Vec::new();
-        self.for_each_row(metric, start_hour, end_hour, |row| {
+        self.for_each_row_in(family, metric, start_hour, end_hour, |row| {
             let tags_bytes = &row.key[tags_offset..];
             let slot = match index.get(tags_bytes) {
                 Some(slot) => *slot,

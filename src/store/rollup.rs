@@ -740,74 +740,55 @@ impl Store {
         budget: &mut super::ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<RollupSeries>, StoreError> {
-        let Some(cf) = self.db.cf_handle(family) else { return Ok(Vec::new()) };
         if end_ms <= start_ms {
             return Ok(Vec::new());
         }
         let start_s = start_ms.div_euclid(1000).max(0);
         let end_s = (end_ms - 1).div_euclid(1000).clamp(0, codec::MAX_SECONDS);
-        let first_base = interval.base_time(start_s);
-        let last_base = interval.base_time(end_s);
-        let salt = &self.layout.salt;
-        let buckets = if salt.width == 0 { 1 } else { salt.buckets };
         let tags_offset = self.layout.tags_offset();
-        let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
+        let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
         let mut out: Vec<RollupSeries> = Vec::new();
-        for bucket in 0..buckets {
-            let mut start = Vec::new();
-            if salt.width > 0 {
-                start.extend_from_slice(&(bucket as u64).to_be_bytes()[8 - salt.width..]);
+        let (first_base, last_base) = (interval.base_time(start_s), interval.base_time(end_s));
+        self.for_each_row_in(family, metric, first_base, last_base, |row| {
+            let tags_bytes = &row.key[tags_offset..];
+            let slot = match index.get(tags_bytes) {
+                Some(slot) => *slot,
+                None => {
+                    let slot = if keep(&row.tags)? {
+                        let mut tsuid = metric.to_vec();
+                        tsuid.extend_from_slice(tags_bytes);
+                        out.push(RollupSeries {
+                            series: StoredSeries {
+                                tsuid,
+                                tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                                points: Vec::new(),
+                                annotations: Vec::new(),
+                            },
+                            values: vec![Vec::new(); ids.len()],
+                        });
+                        Some(out.len() - 1)
+                    } else {
+                        None
+                    };
+                    index.insert(tags_bytes.to_vec(), slot);
+                    slot
+                }
+            };
+            if let Some(i) = slot {
+                let cells = rollup_cells(
+                    row.key,
+                    row.value,
+                    row.base_time,
+                    interval,
+                    ids,
+                    start_ms,
+                    end_ms,
+                    &mut out[i].values,
+                )?;
+                budget.charge(cells, row.value.len())?;
             }
-            start.extend_from_slice(metric);
-            let prefix_len = start.len();
-            start.extend_from_slice(&first_base.to_be_bytes());
-            let mut iter = self.db.raw_iterator_cf(cf);
-            iter.seek(&start);
-            while iter.valid() {
-                let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
-                if key.len() < prefix_len + 4 || key[..prefix_len] != start[..prefix_len] {
-                    break;
-                }
-                let base = codec::row_base_time(key, salt.width, self.layout.uid_widths[0]);
-                if base > last_base {
-                    break;
-                }
-                let Some(row) = self.decode_row(key, value) else {
-                    iter.next();
-                    continue;
-                };
-                let tags_bytes = &key[tags_offset..];
-                let slot = match index.get(tags_bytes) {
-                    Some(slot) => *slot,
-                    None => {
-                        let slot = if keep(&row.tags)? {
-                            let mut tsuid = metric.to_vec();
-                            tsuid.extend_from_slice(tags_bytes);
-                            out.push(RollupSeries {
-                                series: StoredSeries {
-                                    tsuid,
-                                    tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
-                                    points: Vec::new(),
-                                    annotations: Vec::new(),
-                                },
-                                values: vec![Vec::new(); ids.len()],
-                            });
-                            Some(out.len() - 1)
-                        } else {
-                            None
-                        };
-                        index.insert(tags_bytes.to_vec(), slot);
-                        slot
-                    }
-                };
-                if let Some(i) = slot {
-                    let cells = rollup_cells(key, value, base, interval, ids, start_ms, end_ms, &mut out[i].values)?;
-                    budget.charge(cells, value.len())?;
-                }
-                iter.next();
-            }
-            iter.status()?;
-        }
+            Ok(true)
+        })?;
         out.retain(|s| s.values.iter().any(|v| !v.is_empty()));
         for s in &mut out {
             for v in &mut s.values {
