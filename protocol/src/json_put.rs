@@ -980,6 +980,30 @@ mod tests {
         v.remove(0)
     }
 
+    // spec: query §6.13; OpenTSDB 2.4 RollUpDataPoint (its properties after IncomingDataPoint's, nulls left out).
+    #[test]
+    fn rollup_bodies_keep_their_fields_and_put_bodies_ignore_them() {
+        let body = br#"{"metric":"m","timestamp":1,"value":2,"tags":{"h":"w"},"groupByAggregator":"max","interval":"1h","aggregator":7}"#;
+        let Ok(mut parsed) = parse_rollup_body(body) else { panic!("parses") };
+        let BodyPoint::Point(p) = parsed.remove(0) else { panic!("a point") };
+        let spec = p.rollup.clone().expect("rollup fields");
+        assert_eq!(
+            (spec.interval.as_deref(), spec.aggregator.as_deref(), spec.groupby_aggregator.as_deref()),
+            (Some("1h"), Some("7"), Some("max"))
+        );
+        let mut out = String::new();
+        datapoint_json(&p, &mut out);
+        assert_eq!(
+            out,
+            r#"{"metric":"m","timestamp":1,"value":"2","tags":{"h":"w"},"interval":"1h","aggregator":"7","groupByAggregator":"max"}"#
+        );
+        let put = one(std::str::from_utf8(body).unwrap());
+        assert_eq!(put.rollup, None);
+        let mut out = String::new();
+        datapoint_json(&put, &mut out);
+        assert_eq!(out, r#"{"metric":"m","timestamp":1,"value":"2","tags":{"h":"w"}}"#);
+    }
+
     fn value_of(token: &str) -> Option<String> {
         one(&format!(r#"{{"metric":"m","timestamp":1,"value":{token},"tags":{{"h":"w"}}}}"#)).value
     }

@@ -472,9 +472,76 @@ mod tests {
         assert!(!p.tags.spilled());
     }
 
+    fn rollup(line: &str) -> Result<Option<(DataPoint<'static>, RollupSpec)>, PutError> {
+        let Command::Rollup(words) = parse_command(line.as_bytes()) else { panic!("not a rollup line: {line}") };
+        parse_rollup(&words).map(|r| r.map(|(p, s)| (p.into_owned(), s)))
+    }
+
+    fn spec(interval: Option<&str>, aggregator: Option<&str>, groupby: Option<&str>) -> RollupSpec {
+        RollupSpec {
+            interval: interval.map(str::to_string),
+            aggregator: aggregator.map(str::to_string),
+            groupby_aggregator: groupby.map(str::to_string),
+        }
+    }
+
+    // spec: ingest §1.7; OpenTSDB 2.4 RollupDataPointRpc.importDataPoint (how the second word splits).
+    #[test]
+    fn rollup_lines_split_interval_and_aggregators_as_opentsdb() {
+        let (p, s) = rollup("rollup 1h-sum sys.cpu 1700000000 42 host=a").unwrap().unwrap();
+        assert_eq!((p.metric.as_ref(), p.timestamp, p.value), ("sys.cpu", 1700000000, Value::Int(42)));
+        assert_eq!(s, spec(Some("1h"), Some("sum"), None));
+        let (_, s) = rollup("rollup 1h-sum:max m 1 1.5 host=a").unwrap().unwrap();
+        assert_eq!(s, spec(Some("1h"), Some("sum"), Some("max")));
+        // Only a group-by aggregator: a pre-aggregate whose temporal aggregator is the same.
+        let (_, s) = rollup("rollup sum m 1 1 host=a").unwrap().unwrap();
+        assert_eq!(s, spec(None, Some("sum"), Some("sum")));
+        // Java's split drops trailing empty parts; `:sum` has an empty first part and no dash.
+        let (_, s) = rollup("rollup 1h-sum: m 1 1 host=a").unwrap().unwrap();
+        assert_eq!(s, spec(Some("1h"), Some("sum"), None));
+        let (_, s) = rollup("rollup :sum m 1 1 host=a").unwrap().unwrap();
+        assert_eq!(s, spec(None, Some("sum"), Some("sum")));
+        let (_, s) = rollup("rollup 1h- m 1 1 host=a").unwrap().unwrap();
+        assert_eq!(s, spec(Some("1h"), Some(""), None));
+        // Only colons: OpenTSDB fails with an unexpected exception (no reply).
+        assert_eq!(rollup("rollup ::: m 1 1 host=a").unwrap(), None);
+    }
+
+    // spec: ingest §1.7 (error texts, in OpenTSDB's order).
+    #[test]
+    fn rollup_line_errors() {
+        let err = |line: &str| rollup(line).unwrap_err().to_string();
+        assert_eq!(err("rollup 1h-sum m 1 1"), "illegal argument: not enough arguments (need least 7, got 4)");
+        assert_eq!(err("rollup  m 1 1 host=a"), "illegal argument: Missing interval or aggregator");
+        assert_eq!(err("rollup 1h-sum  1 1 host=a"), "illegal argument: empty metric name");
+        assert_eq!(err("rollup 1h-sum m x 1 host=a"), "invalid value: Invalid character 'x' in x");
+        assert_eq!(err("rollup 1h-sum m 0 1 host=a"), "illegal argument: invalid timestamp: 0");
+        assert_eq!(err("rollup 1h-sum m 1  host=a"), "illegal argument: empty value");
+        assert_eq!(err("rollup 1h-sum m 1 1 host"), "illegal argument: invalid tag: host");
+        assert_eq!(err("rollup 1h-sum m 1 1y host=a"), "invalid value: Invalid character 'y' in 1y");
+        assert_eq!(
+            err("rollup 1h-sum m 1 1e999 host=a"),
+            "illegal argument: value is NaN or Infinite: Infinity for metric=m timestamp=1"
+        );
+    }
+
     mod properties {
         use super::*;
         use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn rollup_lines_never_panic(
+                agg in "[a-z0-9:-]{0,10}", metric in "[a-z.]{0,6}", ts in "[0-9.]{0,12}", value in "[0-9eE.+-]{0,8}",
+                tags in proptest::collection::vec("[a-z=_]{0,6}", 0..6),
+            ) {
+                let line = format!("rollup {agg} {metric} {ts} {value} {}", tags.join(" "));
+                let parsed = parse_command(line.as_bytes());
+                if let Command::Rollup(words) = &parsed {
+                    let _ = parse_rollup(words);
+                }
+            }
+        }
 
         proptest! {
             #[test]
