@@ -62,12 +62,18 @@ impl Store {
         }
         let cf = self.cf(CF_DATA);
         let mut batch = WriteBatch::default();
+        let mut marks = super::rollup::Marks::default();
         for (key, value) in rows {
             match value {
                 Some(v) => batch.put_cf(cf, key, v),
                 None => batch.delete_cf(cf, key),
             }
+            if self.rollups.auto() {
+                // Rollups of the row are recomputed from what is left of it.
+                marks.add_row(key, 0);
+            }
         }
+        self.stamp_bulk_marks(&mut batch, &mut marks);
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
         self.db.write_opt(batch, &opts)?;

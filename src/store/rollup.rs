@@ -226,7 +226,7 @@ impl Rollups {
 pub(super) fn table_options() -> Options {
     use rocksdb::DBCompressionType::{Lz4, Zstd};
     let mut opts = Options::default();
-    opts.set_merge_operator("rollup-cells-v1", merge_latest, merge_latest);
+    opts.set_merge_operator("rollup-cells-v1", merge_full, merge_partial);
     opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
     opts.set_bottommost_compression_type(Zstd);
     opts
@@ -315,10 +315,22 @@ fn cell_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     ha.cmp(hb).then((la & !codec::FLAGS_MASK).cmp(&(lb & !codec::FLAGS_MASK))).then(a.len().cmp(&b.len()))
 }
 
+/// The full merge of a rollup row: [`merge_latest`], then cells deleted by an empty value are dropped (nothing
+/// older is left for them to hide).
+fn merge_full(key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    merge_latest(key, existing, operands, true)
+}
+
+/// The partial merge of operands: deletions are kept, to hide older cells when the full merge comes.
+fn merge_partial(key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    merge_latest(key, existing, operands, false)
+}
+
 /// The cells of a rollup row: the last value written per cell (see [`cell_order`]), sorted (HBase put
 /// semantics; no compaction, unlike the data table, since rollup qualifiers are not data-point qualifiers).
-/// Rows this writes are sorted, so the stored row is walked once beside the sorted new cells.
-fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+/// Rows this writes are sorted, so the stored row is walked once beside the sorted new cells. An empty value
+/// is a deleted cell; `drop_deleted` leaves them out.
+fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands, drop_deleted: bool) -> Option<Vec<u8>> {
     let keep_as_written = || {
         // A row that can't be framed is kept as written rather than lost.
         let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
@@ -376,7 +388,9 @@ fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) 
             (None, None) => break,
         };
         if let Some((q, v)) = next {
-            codec::push_column(&mut out, q, v);
+            if !(drop_deleted && v.is_empty()) {
+                codec::push_column(&mut out, q, v);
+            }
         }
     }
     Some(out)
@@ -539,8 +553,9 @@ impl Store {
         current
     }
 
-    /// Adds the marks of a bulk load to its batch. Bulk loads run without a daemon on the directory, so no fold
-    /// runs meanwhile and no gate is needed; their rows are recomputed whole.
+    /// Adds the marks of a bulk load or an admin rewrite (`fsck --fix`, `scan --delete`) to its batch. Those
+    /// tools run without a daemon on the directory, so no fold runs meanwhile and no gate is needed; their rows
+    /// are recomputed whole.
     pub(super) fn stamp_bulk_marks(&self, batch: &mut WriteBatch, marks: &mut Marks) {
         let rows: Vec<(Vec<u8>, Change)> =
             marks.drain().into_iter().map(|(row, c)| (row, Change::whole_row(c.points))).collect();
@@ -706,6 +721,7 @@ impl Store {
             }
             let mut column = Vec::new();
             let width = i64::from(interval.interval_secs) * 1000;
+            let mut present = Vec::new();
             for b in buckets(points, interval.interval_secs) {
                 // Only the buckets the new points fell into changed.
                 if b.start > change.last_ms || b.start.saturating_add(width) <= change.first_ms {
@@ -716,7 +732,20 @@ impl Store {
                 {
                     codec::push_column(&mut column, &interval.qualifier(ts, base, value.flags(), id), &value.encode());
                 }
+                present.push(b.start);
                 written += 1;
+            }
+            if change.first_ms == i64::MIN {
+                // A whole row recomputed (its points may have been removed, e.g. by `fsck --fix`): buckets of the
+                // hour without points lose their cells (an empty value deletes a cell, see `merge_full`).
+                let hour_ms = i64::from(hour) * 1000;
+                for start in (hour_ms..hour_ms + 3_600_000).step_by(width.max(1) as usize) {
+                    if !present.contains(&start) {
+                        for id in [sum_id, count_id, min_id, max_id] {
+                            codec::push_column(&mut column, &interval.qualifier(start / 1000, base, 0, id), &[]);
+                        }
+                    }
+                }
             }
             if !column.is_empty() {
                 batch.merge_cf(cf, &key, &column);
@@ -889,6 +918,10 @@ fn rollup_cells(
             continue;
         }
         let Some(which) = ids.iter().position(|&id| id == q[0]) else { continue };
+        if column.value.is_empty() {
+            // A deleted cell (see `merge_partial`).
+            continue;
+        }
         let packed = u16::from_be_bytes([q[1], q[2]]);
         let ts = (i64::from(base) + i64::from(packed >> 4) * i64::from(interval.interval_secs)) * 1000;
         if ts < start_ms || ts >= end_ms {
@@ -1009,6 +1042,51 @@ mod tests {
         assert_eq!(family_rows(&store, "tsdb-rollup-1h:t")[0].1, vec![(vec![0x00, 0x00, 0x50], vec![43])]);
         // Nothing was written to the raw table.
         assert!(family_rows(&store, CF_DATA).is_empty());
+    }
+
+    // `fsck --fix` and `scan --delete` rewrite or delete raw rows: the rollups follow what is left.
+    #[test]
+    fn rewritten_and_deleted_raw_rows_are_rolled_up_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let mut batch = store.new_batch();
+        for (ts, v) in [(1356998400, 1), (1356998460, 2), (1357002000, 5)] {
+            store.add_point(&mut batch, &point("m", ts, Value::Int(v), &[("host", "a")])).unwrap();
+        }
+        store.commit(&mut batch, false).unwrap();
+        store.fold_rollups(None).unwrap();
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let config = store.rollup_settings().config.clone().unwrap();
+        let read = |iv: &str| {
+            let iv = config.interval(iv).unwrap();
+            let got = store
+                .read_rollup(
+                    &RollupInterval::family(&iv.table),
+                    iv,
+                    &[0, 1],
+                    metric.as_bytes(),
+                    0,
+                    i64::MAX / 2,
+                    &mut Default::default(),
+                    |_| Ok(true),
+                )
+                .unwrap();
+            got.into_iter().map(|s| s.values).collect::<Vec<_>>()
+        };
+        assert_eq!(read("1m")[0][0].len(), 3);
+        // Hour 0 keeps only its second point; hour 1 is deleted.
+        let rows = family_rows(&store, CF_DATA);
+        let mut kept = Vec::new();
+        codec::push_column(&mut kept, &codec::build_qualifier(1356998460, 0), &[2]);
+        store.rewrite_rows(&[(rows[0].0.clone(), Some(kept)), (rows[1].0.clone(), None)]).unwrap();
+        store.fold_rollups(None).unwrap();
+        for iv in ["1m", "10m", "1h"] {
+            let got = read(iv);
+            assert_eq!(got.len(), 1, "{iv}");
+            let start = if iv == "1m" { 1356998460 * 1000 } else { 1356998400 * 1000 };
+            assert_eq!(got[0][0], vec![(start, Value::Int(2))], "{iv}");
+            assert_eq!(got[0][1], vec![(start, Value::Int(1))], "{iv}");
+        }
     }
 
     #[test]
