@@ -320,3 +320,72 @@ fn per_bucket(
         .collect();
     (series, inexact)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use rtsd_protocol::codec::Value as Stored;
+    use rtsd_protocol::point::{DataPoint, Tags};
+
+    use crate::config::{Config, QueryLimits};
+    use crate::metrics::Metrics;
+    use crate::query::exec::execute;
+
+    const BASE: i64 = 1_356_998_400;
+
+    fn run(store: &crate::store::Store, m: &str, usage: &str) -> Vec<(Vec<(String, String)>, Vec<(i64, String)>)> {
+        let params = vec![
+            ("start".to_string(), BASE.to_string()),
+            ("end".to_string(), (BASE + 4 * 3600).to_string()),
+            ("m".to_string(), m.replacen(":m", &format!(":{usage}m"), 1)),
+        ];
+        let query = rtsd_protocol::query::parse_get(&params, 0).expect("query parses");
+        let out = execute(store, &query, QueryLimits::default()).expect("query runs");
+        out.into_iter().map(|g| (g.tags, g.dps)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        // issue 6 item 3: a query answered from rollups gives the raw answer, for random data (integers and
+        // floats, late, out-of-order and duplicate points, several hosts), downsamples and aggregators.
+        #[test]
+        fn rollup_answers_equal_raw_answers(
+            points in prop::collection::vec(
+                (0i64..4 * 3600, 0u8..3, prop_oneof![(-500i64..500).prop_map(Stored::Int),
+                    (-4000i32..4000).prop_map(|v| Stored::Float(v as f32 / 8.0)),
+                    (-1000i64..1000).prop_map(|v| Stored::Double(v as f64 / 7.0))]),
+                1..150),
+            folds in prop::collection::vec(0usize..150, 0..3),
+            fix_duplicates in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let fix = if fix_duplicates { "true" } else { "false" };
+            let config = Config::for_data_dir(dir.path(), &[("tsd.rollups.enable", "true"), ("tsd.storage.fix_duplicates", fix)]).unwrap();
+            let store = crate::store::Store::open(&config, Arc::new(Metrics::new())).unwrap();
+            // Every host has a point, so the literal filter's values all exist.
+            let points: Vec<(i64, u8, Stored)> =
+                (0..3).map(|h| (i64::from(h) * 7, h, Stored::Int(1))).chain(points).collect();
+            for (i, (offset, host, value)) in points.iter().enumerate() {
+                let host = ["a", "b", "c"][*host as usize];
+                let tags: Tags = [(Cow::Borrowed("host"), Cow::Borrowed(host))].into_iter().collect();
+                let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: BASE + offset, value: *value, tags };
+                let mut batch = store.new_batch();
+                store.add_point(&mut batch, &p).unwrap();
+                store.commit(&mut batch, false).unwrap();
+                if folds.contains(&i) {
+                    store.fold_rollups(None).unwrap();
+                }
+            }
+            for ds in ["1m-sum", "1m-avg", "10m-count", "10m-min", "1h-max", "1h-avg", "2h-avg", "20m-sum", "30m-avg-zero"] {
+                for (agg, filter) in [("sum", ""), ("none", ""), ("avg", "{host=a|c}"), ("max", "{host=*}")] {
+                    let m = format!("{agg}:{ds}:m{filter}");
+                    prop_assert_eq!(run(&store, &m, ""), run(&store, &m, "rollup_raw:"), "{}", m);
+                }
+            }
+        }
+    }
+}
