@@ -336,7 +336,10 @@ mod tests {
 
     const BASE: i64 = 1_356_998_400;
 
-    fn run(store: &crate::store::Store, m: &str, usage: &str) -> Vec<(Vec<(String, String)>, Vec<(i64, String)>)> {
+    /// Per group: its tags and its (timestamp, printed value) points.
+    type Answer = Vec<(Vec<(String, String)>, Vec<(i64, String)>)>;
+
+    fn run(store: &crate::store::Store, m: &str, usage: &str) -> Answer {
         let params = vec![
             ("start".to_string(), BASE.to_string()),
             ("end".to_string(), (BASE + 4 * 3600).to_string()),
