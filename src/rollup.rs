@@ -549,6 +549,46 @@ mod tests {
         assert_eq!(month.intervals[0].base_time(1360454400), 1359676800);
     }
 
+    // spec: ingest §6; OpenTSDB 2.4 TSDB(): the config is inline JSON or a path ending in `.json`.
+    #[test]
+    fn settings_read_the_config_inline_or_from_a_json_file() {
+        let props = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            DEFAULTS.iter().chain(pairs).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let off = RollupSettings::from_properties(&props(&[])).unwrap();
+        assert_eq!(off.config, None);
+        assert!(off.auto_intervals().is_empty());
+        let builtin = RollupSettings::from_properties(&props(&[("tsd.rollups.enable", "true")])).unwrap();
+        assert_eq!(builtin.auto_intervals().len(), 3);
+        assert_eq!((builtin.agg_tag_key.as_str(), builtin.raw_agg_tag_value.as_str()), ("_aggregate", "RAW"));
+        let json = r#"{"aggregationIds":{"sum":0,"count":1,"min":2,"max":3},"intervals":[
+            {"table":"tsdb","preAggregationTable":"tsdb-preagg","interval":"1m","rowSpan":"1h","defaultInterval":true},
+            {"table":"tsdb-rollup-1h","preAggregationTable":"tsdb-rollup-preagg-1h","interval":"1h","rowSpan":"1d"}]}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rollups.json");
+        std::fs::write(&path, json).unwrap();
+        let path = path.display().to_string();
+        let file =
+            RollupSettings::from_properties(&props(&[("tsd.rollups.enable", "true"), ("tsd.rollups.config", &path)]));
+        let inline =
+            RollupSettings::from_properties(&props(&[("tsd.rollups.enable", "true"), ("tsd.rollups.config", json)]));
+        assert_eq!(file.unwrap(), inline.unwrap());
+        // OpenTSDB's documented example: the default 1m interval is the raw table, so rtsd computes only 1h.
+        let auto =
+            RollupSettings::from_properties(&props(&[("tsd.rollups.enable", "true"), ("tsd.rollups.config", json)]))
+                .unwrap()
+                .auto_intervals();
+        assert_eq!(auto.iter().map(|i| i.interval.as_str()).collect::<Vec<_>>(), ["1h"]);
+        let missing = format!("{}/nope.json", dir.path().display());
+        let e = RollupSettings::from_properties(&props(&[
+            ("tsd.rollups.enable", "true"),
+            ("tsd.rollups.config", &missing),
+        ]));
+        assert!(e.unwrap_err().to_string().contains("Failed to open conf file"));
+        let e = RollupSettings::from_properties(&props(&[("tsd.rollups.enable", "true"), ("tsd.rollups.config", "{")]));
+        assert!(e.unwrap_err().to_string().starts_with("invalid value for tsd.rollups.config"));
+    }
+
     #[test]
     fn bad_configs_are_refused_with_opentsdb_messages() {
         let e = |json: &str| RollupConfig::parse(json).unwrap_err();

@@ -98,7 +98,7 @@ impl Change {
 }
 
 /// Rows tracked in memory per generation at most; past it, batches store a mark for every row they change.
-const PENDING_CAPACITY: usize = 1 << 20;
+const PENDING_CAPACITY: usize = 1 << 18;
 
 impl Rollups {
     pub(super) fn new(settings: &RollupSettings) -> Rollups {
