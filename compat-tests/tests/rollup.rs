@@ -406,3 +406,25 @@ fn pre_aggregates_are_queried_from_their_tables() {
         r#"[{"metric":"m.pre","tags":{"host":"a"},"aggregateTags":[],"dps":{"1700006400":1}}]"#
     );
 }
+
+// spec: ingest §6 (tsd.rollups.config inline); OpenTSDB 2.4 RollupInterval (day intervals in month rows).
+#[test]
+fn a_configured_day_interval_is_written_and_read() {
+    let config = r#"{"aggregationIds":{"sum":0,"count":1},"intervals":[
+        {"table":"tsdb","preAggregationTable":"tsdb-agg","interval":"1m","rowSpan":"1h","defaultInterval":true},
+        {"table":"rollup-1d","preAggregationTable":"rollup-agg-1d","interval":"1d","rowSpan":"1n"}]}"#;
+    let d = Daemon::start_with(&[("tsd.rollups.enable", "true"), ("tsd.rollups.config", config)]);
+    let mut s = d.telnet();
+    // 2023-11-14 and 2023-11-15, in one month row.
+    let lines = "rollup 1d-sum m 1699920000 5 host=a\nrollup 1d-sum m 1700006400 7 host=a\nrollup 1h-sum m 1700006400 7 host=a\n";
+    assert_eq!(replies_to(&mut s, lines), "rollup: No such rollup: No rollups configured for the interval: 1h\n");
+    let (status, body) = get(&d, "/api/query?start=1699920000&end=1700092799&m=sum:1d-sum:m&show_query");
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""rollupTable":"1d""#), "{body}");
+    assert!(body.ends_with(r#""dps":{"1699920000":5.0,"1700006400":7.0}}]"#), "{body}");
+    // 1m is the default interval (the raw table): nothing is computed for it, 1d is not computed either (it
+    // does not divide an hour), so no raw point leads to rollup cells.
+    d.put_lines("put m 1700006400 1 host=a\n");
+    let metrics = d.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains("rtsd_rollup_buckets_written_total 0\n"), "{metrics}");
+}

@@ -94,6 +94,7 @@ pub fn read(
             }
             let table = if pre_aggregate { &interval.preagg_table } else { &interval.table };
             // Rollups rtsd computes are complete only from when it started computing them (never, read-only).
+            // (They are of intervals that divide an hour, so their buckets tile the hour-aligned scan window.)
             if store.auto_rollups_complete_since(table).is_some_and(|since| scan_start < since) {
                 last_tried = None;
                 break;
@@ -172,10 +173,7 @@ fn plan<'c>(config: &'c RollupConfig, engine: &Query) -> Option<(Need, Vec<u8>, 
         .enumerate()
         .map(|(i, n)| config.aggregation_ids.get(*n).copied().or((need == Need::Sum && i == 1).then_some(0xFF)))
         .collect();
-    // Rows of the scan window hold whole buckets of intervals that divide an hour (the window is hour-aligned).
-    let candidates =
-        config.best_matches(ds.interval_ms).into_iter().filter(|i| i.default || 3600 % i.interval_secs == 0).collect();
-    Some((need, ids?, candidates))
+    Some((need, ids?, config.best_matches(ds.interval_ms)))
 }
 
 /// The engine downsamples one point per bucket: every function gives that point back, except `count`.
