@@ -125,6 +125,10 @@ fn http_rollup_status_codes_and_details() {
         r.text(),
         r#"{"error":{"code":400,"message":"One or more data points had errors","details":"Please see the TSD logs or append \"details\" to the put request"}}"#
     );
+    // Rollup points are not data points (OpenTSDB counts them apart): datapoints.added stays 0.
+    let stats = d.http("GET", "/api/stats", &[], b"").json();
+    let added = stats.as_array().unwrap().iter().find(|s| s["metric"] == "tsd.datapoints.added").unwrap().clone();
+    assert_eq!(added["value"], "0", "{added}");
     let r = d.http("GET", "/api/rollup", &[], b"");
     assert_eq!(r.status, 405);
     assert_eq!(

@@ -375,7 +375,10 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
         tsd.metrics.put_error(ErrorCategory::HbaseErrors);
         return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("Storage exception: {e}"), None);
     }
-    tsd.metrics.point_added(Protocol::Http, success);
+    if !rollup {
+        // Rollup points are no data points (OpenTSDB counts them apart).
+        tsd.metrics.point_added(Protocol::Http, success);
+    }
 
     if !show_summary && !show_details {
         if failed > 0 {

@@ -267,15 +267,17 @@ impl Session<'_> {
     /// Writes pending points; a storage failure is reported per point as OpenTSDB does when
     /// `tsd.rpc.telnet.return_errors` is on (spec: ingest §1.6).
     fn commit(&mut self) {
-        let pending = self.batch.len();
+        let (pending, rollups) = (self.batch.len(), self.batch.rollup_points());
         match self.tsd.store.commit(&mut self.batch, false) {
             Ok(n) => self.tsd.metrics.point_added(Protocol::Telnet, n),
             Err(e) => {
-                tracing::error!(error = %e, points = pending, "write failed");
-                for _ in 0..pending {
+                tracing::error!(error = %e, points = pending, rollups, "write failed");
+                let lines =
+                    std::iter::repeat_n("put", pending as usize).chain(std::iter::repeat_n("rollup", rollups as usize));
+                for command in lines {
                     self.tsd.metrics.put_error(ErrorCategory::HbaseErrors);
                     if self.tsd.config.return_errors {
-                        self.reply(&format!("put: HBase error: {e}\n"));
+                        self.reply(&format!("{command}: HBase error: {e}\n"));
                     }
                 }
                 self.batch = self.tsd.store.new_batch();

@@ -176,6 +176,8 @@ pub struct Store {
 pub struct PointBatch {
     batch: WriteBatch,
     points: u64,
+    /// Rollup and pre-aggregate points (not data points: OpenTSDB counts them apart).
+    rollup_points: u64,
     column: Vec<u8>,
     tsuid: Vec<u8>,
     /// The raw rows changed, for automatic rollups (see [`rollup`]).
@@ -188,7 +190,12 @@ impl PointBatch {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.points == 0
+        self.points == 0 && self.rollup_points == 0
+    }
+
+    /// How many of the pending points are rollup or pre-aggregate points (not in [`PointBatch::len`]).
+    pub fn rollup_points(&self) -> u64 {
+        self.rollup_points
     }
 }
 
@@ -380,6 +387,7 @@ impl Store {
         PointBatch {
             batch: WriteBatch::default(),
             points: 0,
+            rollup_points: 0,
             column: Vec::with_capacity(16),
             tsuid: Vec::with_capacity(32),
             marks: Default::default(),
@@ -438,6 +446,7 @@ impl Store {
     /// when `sync`): a crash of the process cannot lose them.
     pub fn commit(&self, batch: &mut PointBatch, sync: bool) -> Result<u64, StoreError> {
         let points = batch.points;
+        batch.rollup_points = 0;
         if points == 0 && batch.batch.is_empty() {
             return Ok(0);
         }

@@ -496,7 +496,7 @@ impl Store {
         batch.batch.merge_cf(cf, &key, &column);
         let tsuid = codec::tsuid_from_row_key(&key, self.layout.salt.width, self.layout.uid_widths[0]);
         self.series.note_postings(&mut batch.batch, self.cf(super::CF_SERIES), &self.layout, &tsuid);
-        batch.points += 1;
+        batch.rollup_points += 1;
         Ok(())
     }
 
