@@ -126,6 +126,8 @@ pub struct Config {
     pub chukwa: crate::chukwa::ChukwaConfig,
     /// `tsd.rollups.*`, `rtsd.rollups.*`.
     pub rollups: crate::rollup::RollupSettings,
+    /// `rtsd.retention.*`.
+    pub retention: crate::store::retention::RetentionSettings,
 }
 
 /// `tsd.query.timeout` (ms) and `tsd.query.limits.*`; 0 means unlimited.
@@ -150,7 +152,14 @@ pub struct Flags {
     pub set: Vec<(String, String)>,
     /// `--chukwa-port`: `rtsd.chukwa.port`.
     pub chukwa_port: Option<u16>,
+    /// Replaces built-in defaults (below the config file and flags): test builds keep data forever by default
+    /// (see [`TEST_DEFAULTS`]).
+    pub defaults: Vec<(String, String)>,
 }
+
+/// Defaults of test configurations: keep data forever, since the spec's vectors are from 2013 and a test asks
+/// for retention explicitly when it tests it.
+pub const TEST_DEFAULTS: &[(&str, &str)] = &[("rtsd.retention.raw_hours", "0"), ("rtsd.retention.rollup_hours", "0")];
 
 impl Config {
     /// Resolves defaults, the config file (or the shipped one) and flags.
@@ -159,8 +168,10 @@ impl Config {
             .iter()
             .chain(crate::chukwa::config::DEFAULTS)
             .chain(crate::rollup::DEFAULTS)
+            .chain(crate::store::retention::DEFAULTS)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        properties.extend(flags.defaults.iter().cloned());
         let text = match &flags.config {
             Some(path) => {
                 std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?
@@ -272,13 +283,16 @@ impl Config {
             },
             chukwa: crate::chukwa::ChukwaConfig::from_properties(&properties, bind)?,
             rollups: crate::rollup::RollupSettings::from_properties(&properties)?,
+            retention: crate::store::retention::RetentionSettings::from_properties(&properties)?,
             properties,
         })
     }
 
-    /// A configuration for tests: the shipped defaults with a data directory and any overrides.
+    /// A configuration for tests: the shipped defaults and [`TEST_DEFAULTS`] with a data directory and any
+    /// overrides.
     pub fn for_data_dir(dir: &Path, overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), ..Flags::default() };
+        let defaults = TEST_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), defaults, ..Flags::default() };
         flags.set = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::load(&flags)
     }

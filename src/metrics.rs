@@ -81,6 +81,8 @@ pub struct Metrics {
     /// and points folded into hours that had been rolled up before (late, out-of-order or overwriting points).
     pub rollup_buckets_written: Counter,
     pub rollup_late_points: Counter,
+    /// Rows removed by retention (see `store::retention`) when RocksDB compacted them.
+    pub rows_expired: Counter,
     /// Points refused by the put path, OpenTSDB's `rpc.errors type=socket_writes_blocked` aside.
     writes_blocked: AtomicU64,
     /// Handles into `uid_cache_hits` / `uid_cache_misses` per kind: UID lookups happen several times per data
@@ -121,6 +123,7 @@ impl Metrics {
             chukwa_dropped: Family::default(),
             rollup_buckets_written: Counter::default(),
             rollup_late_points: Counter::default(),
+            rows_expired: Counter::default(),
             writes_blocked: AtomicU64::new(0),
             uid_hit_handles: Default::default(),
             uid_miss_handles: Default::default(),
@@ -203,6 +206,11 @@ impl Metrics {
             "rollup_late_points",
             "Points folded into rollups of an hour that had been rolled up before (late, out of order, overwrites)",
             m.rollup_late_points.clone(),
+        );
+        registry.register(
+            "rows_expired",
+            "Rows older than their table's retention removed by RocksDB compactions",
+            m.rows_expired.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -377,6 +385,7 @@ impl Metrics {
         // rtsd's own, after OpenTSDB's.
         stat("rollup.buckets_written", self.rollup_buckets_written.get(), None);
         stat("rollup.late_points", self.rollup_late_points.get(), None);
+        stat("storage.rows_expired", self.rows_expired.get(), None);
         out
     }
 }

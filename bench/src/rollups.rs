@@ -168,7 +168,7 @@ fn run(o: &Options) -> Result<(), String> {
     );
     entry.push_str(&format!(
         "Machine: {cpus} CPUs; load average before {load_before}, after {load_after}; took {:.0} s. rtsd: commit \
-         {commit}, binary {}, started with `--set tsd.rollups.enable=true` (built-in 1m/10m/1h rollups).\n",
+         {commit}, binary {}, started with `--set tsd.rollups.enable=true --set rtsd.retention.raw_hours=0` (built-in 1m/10m/1h rollups, raw data kept).\n",
         began.elapsed().as_secs_f64(),
         o.rtsd.display()
     ));
@@ -188,7 +188,11 @@ fn run(o: &Options) -> Result<(), String> {
 
 /// Ingests, queries, and returns the table and the checks line.
 fn measure(o: &Options, scratch: &Path) -> Result<(String, String), String> {
-    let extra = vec!["--set".to_string(), "tsd.rollups.enable=true".to_string()];
+    // Raw data is kept for the whole span (default retention 240 hours), so the raw answer covers it too.
+    let extra: Vec<String> = ["tsd.rollups.enable=true", "rtsd.retention.raw_hours=0"]
+        .iter()
+        .flat_map(|s| ["--set".to_string(), s.to_string()])
+        .collect();
     let mut server = Server::start_with_args(Kind::Rtsd, &o.rtsd, scratch, &extra)?;
     let points = u64::from(o.hosts) * (u64::from(o.days) * 86_400 / u64::from(o.step));
     eprintln!("rollups bench: sending {points} points over {} connections", o.conns);

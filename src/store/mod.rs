@@ -9,10 +9,13 @@
 //! * `tsdb-uid:id` and `tsdb-uid:name` hold the UID maps. A cell `(row, qualifier)` is the key
 //!   `qualifier 0x00 row`, so each kind's names are contiguous and sorted (see [`cells`]).
 //! * `rtsd:series` is rtsd's series index (see [`series`]): every series, its newest hour, tag postings.
+//! * Every table of data rows has a retention (see [`retention`]): reads start at its cut, and a compaction
+//!   filter removes expired rows.
 //! * `rtsd:meta` records the layout a data directory was created with, so a config that would misread it is
 //!   refused at start-up.
 pub mod admin;
 pub mod meta;
+pub mod retention;
 pub mod rollup;
 pub mod series;
 pub mod uid;
@@ -170,6 +173,7 @@ pub struct Store {
     /// keep their own [`SeriesKey`] caches drop them when it changes.
     generation: std::sync::atomic::AtomicU64,
     rollups: rollup::Rollups,
+    retention: retention::Retention,
 }
 
 /// Points on their way into one atomic RocksDB write.
@@ -238,6 +242,7 @@ impl Store {
             config.fix_duplicates,
             config.uid_cache_capacity,
             &config.rollups,
+            &config.retention,
             metrics,
             false,
         )
@@ -253,6 +258,7 @@ impl Store {
             config.fix_duplicates,
             config.uid_cache_capacity,
             &config.rollups,
+            &config.retention,
             metrics,
             true,
         )
@@ -266,6 +272,7 @@ impl Store {
         fix_duplicates: bool,
         cache_capacity: usize,
         rollup_settings: &crate::rollup::RollupSettings,
+        retention_settings: &retention::RetentionSettings,
         metrics: Arc<Metrics>,
         read_only: bool,
     ) -> Result<Store, StoreError> {
@@ -309,14 +316,16 @@ impl Store {
                 extra.push(name);
             }
         }
+        let retention = retention::Retention::new(retention_settings, rollup_settings);
         let cfs = COLUMN_FAMILIES.iter().map(|name| name.to_string()).chain(extra).map(|name| {
-            let opts = match name.as_str() {
+            let mut opts = match name.as_str() {
                 CF_DATA => data_opts.clone(),
                 CF_SERIES => series_opts.clone(),
                 rollup::CF_ROLLUP_DIRTY => rollup::dirty_options(),
                 n if COLUMN_FAMILIES.contains(&n) => Options::default(),
                 _ => rollup::table_options(),
             };
+            retention.install(&name, &mut opts, &layout, metrics.clone());
             ColumnFamilyDescriptor::new(name, opts)
         });
         let db = if read_only {
@@ -331,7 +340,7 @@ impl Store {
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
         rollups.resume(&db, read_only)?;
-        Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default(), rollups })
+        Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default(), rollups, retention })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -345,7 +354,7 @@ impl Store {
     /// Every series of a metric with its newest hour, in TSUID order (from the series index).
     pub fn series_of_metric(&self, metric: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, StoreError> {
         let mut out = Vec::new();
-        series::for_each_series_of_metric(&self.db, metric, |tsuid, hour| {
+        self.for_each_series(Some(metric), |tsuid, hour| {
             out.push((tsuid.to_vec(), hour));
             true
         })?;
@@ -353,8 +362,15 @@ impl Store {
     }
 
     /// Calls `f` with every indexed series (TSUID, newest hour) of `metric`, or of every metric when `None`, in
-    /// TSUID order, until `f` returns false.
-    pub fn for_each_series(&self, metric: Option<&[u8]>, f: impl FnMut(&[u8], u32) -> bool) -> Result<(), StoreError> {
+    /// TSUID order, until `f` returns false. Series whose newest hour is past every table's retention are left
+    /// out: nothing of them can be read any more.
+    pub fn for_each_series(
+        &self,
+        metric: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], u32) -> bool,
+    ) -> Result<(), StoreError> {
+        let cut = self.retention.index_cut_ms();
+        let f = move |tsuid: &[u8], hour: u32| (i64::from(hour) + 3600) * 1000 <= cut || f(tsuid, hour);
         match metric {
             Some(m) => series::for_each_series_of_metric(&self.db, m, f),
             None => series::for_each_series(&self.db, f),
@@ -483,6 +499,8 @@ impl Store {
         mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let Some(cf) = self.db.cf_handle(family) else { return Ok(()) };
+        // Rows wholly past the family's retention are never read, even before a compaction removed them.
+        let start_hour = start_hour.max(self.retention.first_kept_base(family));
         let salt = &self.layout.salt;
         let buckets = if salt.width == 0 { 1 } else { salt.buckets };
         for bucket in 0..buckets {
@@ -545,6 +563,7 @@ impl Store {
         budget: &mut ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<StoredSeries>, StoreError> {
+        let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms {
             return Ok(Vec::new());
         }
@@ -604,6 +623,7 @@ impl Store {
         end_ms: i64,
         budget: &mut ReadBudget,
     ) -> Result<Vec<StoredSeries>, StoreError> {
+        let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
         }
@@ -715,6 +735,28 @@ impl Store {
         let base_time = u32::from_be_bytes(key[offset - 4..offset].try_into().ok()?);
         let tags = key[offset..].chunks_exact(pair).map(|c| (&c[..l.uid_widths[1]], &c[l.uid_widths[1]..])).collect();
         Some(RowRef { key, metric, base_time, tags, value })
+    }
+
+    /// The retention of each table (see [`retention`]).
+    pub fn retention(&self) -> &retention::Retention {
+        &self.retention
+    }
+
+    /// Compacts every retained table now, so rows past their retention leave the disk at once instead of at
+    /// RocksDB's next compaction of their files (`rtsd fsck --reclaim`, tests). Rows written as merge operands
+    /// are first merged into one value and filtered when compacted again, hence the forced bottommost pass.
+    /// Returns the rows removed.
+    pub fn compact_expired(&self) -> Result<u64, StoreError> {
+        let before = self.metrics.rows_expired.get();
+        let mut opts = rocksdb::CompactOptions::default();
+        opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+        for family in self.retention.families() {
+            if let Some(cf) = self.db.cf_handle(family) {
+                self.db.flush_cf(cf)?;
+                self.db.compact_range_cf_opt(cf, None::<&[u8]>, None::<&[u8]>, &opts);
+            }
+        }
+        Ok(self.metrics.rows_expired.get() - before)
     }
 
     /// Makes everything written so far durable on disk (graceful shutdown).

@@ -769,6 +769,7 @@ impl Store {
         budget: &mut super::ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<RollupSeries>, StoreError> {
+        let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms {
             return Ok(Vec::new());
         }
@@ -844,6 +845,7 @@ impl Store {
         budget: &mut super::ReadBudget,
     ) -> Result<Vec<RollupSeries>, StoreError> {
         let Some(cf) = self.db.cf_handle(family) else { return Ok(Vec::new()) };
+        let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
         }

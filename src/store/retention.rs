@@ -1,0 +1,527 @@
+//! Retention: how long each table keeps its rows, and how expired rows leave (issue 6 item 4).
+//!
+//! Every table keyed like OpenTSDB's data table (salt, metric UID, base time, tags) has a retention: the raw
+//! table `rtsd.retention.raw_hours`, each rollup interval's temporal and pre-aggregate tables the hours
+//! `rtsd.retention.rollup_hours` gives that interval. A row is expired once all of it is older than
+//! `now - retention`.
+//!
+//! * Reads never see expired data: the store's scans start at the cut ([`Retention::cut_ms`]), for every
+//!   reader (queries, `/api/query/last`, rollup reads, tools) and at point granularity, so a query gives the
+//!   same answer before and after the rows are physically gone.
+//! * RocksDB removes the rows itself: a compaction filter on each retained family drops rows whose base time
+//!   (read at its fixed offset in the key) lies before the cut, so expiry costs no scan and never blocks
+//!   ingest. `periodic_compaction_seconds` makes RocksDB rewrite (and so filter) every file at least every
+//!   quarter retention, so cold files do not keep expired rows forever. [`super::Store::compact_expired`] is
+//!   the explicit nudge (`rtsd fsck --reclaim`, tests).
+//! * Writes of points already older than the retention are accepted, as OpenTSDB accepts them (HBase TTLs
+//!   apply later too): they are stored, folded into rollups (whose retention is longer), never returned by a
+//!   raw read, and removed by the next compaction.
+//!
+//! The cut follows the wall clock at the time of the read or the compaction, so a restart changes nothing.
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, CString};
+use std::sync::Arc;
+
+use rocksdb::compaction_filter::{CompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
+use rocksdb::Options;
+
+use super::{Layout, CF_DATA};
+use crate::config::ConfigError;
+use crate::metrics::Metrics;
+use crate::rollup::{RollupInterval, RollupSettings};
+
+/// The properties read here and their defaults. 240 hours of raw data as Storm's metric store keeps; rollups
+/// far longer, coarser ones longest.
+pub const DEFAULTS: &[(&str, &str)] =
+    &[("rtsd.retention.raw_hours", "240"), ("rtsd.retention.rollup_hours", "1m:720,10m:2160,1h:17520,*:17520")];
+
+/// `rtsd.retention.*` resolved. A retention is in milliseconds; `None` keeps rows forever.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionSettings {
+    /// The raw data table (and the default interval's pre-aggregate table).
+    pub raw_ms: Option<i64>,
+    /// Per rollup interval as configured (`1m`, `10m`, ...).
+    pub rollup_ms: BTreeMap<String, Option<i64>>,
+    /// Intervals not listed (`*`); without `*`, they keep rows forever.
+    pub other_rollup_ms: Option<i64>,
+}
+
+impl RetentionSettings {
+    /// Reads the properties. Hours are decimal (`0.5` is half an hour; tests use small fractions); 0 keeps rows
+    /// forever.
+    pub fn from_properties(properties: &BTreeMap<String, String>) -> Result<RetentionSettings, ConfigError> {
+        let get = |k: &str| properties.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+        let invalid = |key: &str, why: &str| ConfigError::Invalid { key: key.into(), value: get(key), why: why.into() };
+        let raw_ms =
+            hours_ms(&get("rtsd.retention.raw_hours")).map_err(|why| invalid("rtsd.retention.raw_hours", &why))?;
+        let mut rollup_ms = BTreeMap::new();
+        let mut other_rollup_ms = None;
+        let key = "rtsd.retention.rollup_hours";
+        for entry in get(key).split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            // `interval:hours`; a bare number applies to every interval, as `*:hours`.
+            let (interval, hours) = entry.rsplit_once(':').unwrap_or(("*", entry));
+            let ms = hours_ms(hours).map_err(|why| invalid(key, &why))?;
+            match interval.trim() {
+                "*" => other_rollup_ms = ms,
+                "" => return Err(invalid(key, "expected interval:hours entries, e.g. 1m:720,1h:17520,*:17520")),
+                i => {
+                    rollup_ms.insert(i.to_string(), ms);
+                }
+            }
+        }
+        // A bare `0` (or `*:0` alone) means every rollup forever; listed intervals keep their own.
+        Ok(RetentionSettings { raw_ms, rollup_ms, other_rollup_ms })
+    }
+
+    /// The retention of a rollup interval's tables.
+    pub fn for_interval(&self, interval: &str) -> Option<i64> {
+        self.rollup_ms.get(interval).copied().unwrap_or(self.other_rollup_ms)
+    }
+}
+
+/// `hours` as milliseconds; 0 (keep forever) as `None`.
+fn hours_ms(hours: &str) -> Result<Option<i64>, String> {
+    let h: f64 = hours.trim().parse().map_err(|_| format!("not a number of hours: {hours:?}"))?;
+    if !h.is_finite() || h < 0.0 {
+        return Err("hours must be 0 (keep forever) or more".into());
+    }
+    let ms = (h * 3_600_000.0).round();
+    if ms > 1e15 {
+        return Err("more hours than a row key's base time can hold".into());
+    }
+    Ok((ms >= 1.0).then_some(ms as i64))
+}
+
+/// How one family's rows span time: hourly raw rows, or a rollup interval's row span.
+#[derive(Debug, Clone)]
+enum Span {
+    Hour,
+    Rollup(RollupInterval),
+}
+
+impl Span {
+    /// The base time of the row holding second `t`: rows with a smaller base time end before `t`.
+    fn row_start(&self, t: i64) -> u32 {
+        let t = t.clamp(0, i64::from(u32::MAX));
+        match self {
+            Span::Hour => (t - t % 3600) as u32,
+            Span::Rollup(interval) => interval.base_time(t),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct FamilyRetention {
+    keep_ms: i64,
+    span: Span,
+}
+
+/// The retention of every family of an open store.
+#[derive(Debug, Clone, Default)]
+pub struct Retention {
+    families: HashMap<String, FamilyRetention>,
+    /// Whether some family keeps rows forever (then the series index never hides a series).
+    some_forever: bool,
+}
+
+impl Retention {
+    /// The families of the raw table and of every configured rollup table with their retentions.
+    pub(super) fn new(settings: &RetentionSettings, rollups: &RollupSettings) -> Retention {
+        let mut r = Retention::default();
+        let add = |family: String, keep: Option<i64>, span: Span, r: &mut Retention| match keep {
+            Some(keep_ms) => {
+                r.families.entry(family).or_insert(FamilyRetention { keep_ms, span });
+            }
+            None => r.some_forever = true,
+        };
+        add(CF_DATA.to_string(), settings.raw_ms, Span::Hour, &mut r);
+        if let Some(config) = &rollups.config {
+            for i in &config.intervals {
+                let (keep, span) = if i.default {
+                    (settings.raw_ms, Span::Hour)
+                } else {
+                    (settings.for_interval(&i.interval), Span::Rollup(i.clone()))
+                };
+                for table in [&i.table, &i.preagg_table] {
+                    add(RollupInterval::family(table), keep, span.clone(), &mut r);
+                }
+            }
+        }
+        r
+    }
+
+    /// The earliest instant (ms) whose data `family` still returns; `i64::MIN` when it keeps rows forever.
+    pub fn cut_ms(&self, family: &str) -> i64 {
+        match self.families.get(family) {
+            Some(f) => crate::timefmt::now_ms().saturating_sub(f.keep_ms),
+            None => i64::MIN,
+        }
+    }
+
+    /// The smallest base time of `family` rows that may still hold data; 0 when it keeps rows forever.
+    pub fn first_kept_base(&self, family: &str) -> u32 {
+        match self.families.get(family) {
+            Some(f) => f.span.row_start(self.cut_ms(family).div_euclid(1000)),
+            None => 0,
+        }
+    }
+
+    /// The earliest instant (ms) any table still holds data for: series whose newest raw hour ends before it
+    /// have nothing left anywhere. `i64::MIN` when some table keeps rows forever.
+    pub fn index_cut_ms(&self) -> i64 {
+        if self.some_forever {
+            return i64::MIN;
+        }
+        let longest = self.families.values().map(|f| f.keep_ms).max().unwrap_or(0);
+        crate::timefmt::now_ms().saturating_sub(longest)
+    }
+
+    /// The families with a retention (those [`super::Store::compact_expired`] compacts).
+    pub fn families(&self) -> impl Iterator<Item = &str> {
+        self.families.keys().map(String::as_str)
+    }
+
+    /// Installs the expiry compaction filter on `family`'s options if it has a retention.
+    pub(super) fn install(&self, family: &str, opts: &mut Options, layout: &Layout, metrics: Arc<Metrics>) {
+        let Some(f) = self.families.get(family) else { return };
+        let name = CString::new(format!("rtsd-retention:{family}")).unwrap_or_default();
+        opts.set_compaction_filter_factory(ExpiryFactory {
+            name,
+            keep_ms: f.keep_ms,
+            span: f.span.clone(),
+            base_at: layout.salt.width + layout.uid_widths[0],
+            tags_at: layout.tags_offset(),
+            pair: layout.uid_widths[1] + layout.uid_widths[2],
+            metrics,
+        });
+        // RocksDB rewrites files older than this even when nothing else would compact them, so expired rows
+        // in cold files leave too: a quarter of the retention, between an hour and a week.
+        let period = (f.keep_ms / 4 / 1000).clamp(3600, 7 * 86_400) as u64;
+        opts.set_periodic_compaction_seconds(period);
+    }
+}
+
+/// Makes one [`ExpiryFilter`] per compaction, with the cut of the moment it starts.
+struct ExpiryFactory {
+    name: CString,
+    keep_ms: i64,
+    span: Span,
+    base_at: usize,
+    tags_at: usize,
+    pair: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl CompactionFilterFactory for ExpiryFactory {
+    type Filter = ExpiryFilter;
+
+    fn create(&mut self, _context: CompactionFilterContext) -> ExpiryFilter {
+        let cut_s = crate::timefmt::now_ms().saturating_sub(self.keep_ms).div_euclid(1000);
+        ExpiryFilter {
+            name: self.name.clone(),
+            first_kept_base: self.span.row_start(cut_s),
+            base_at: self.base_at,
+            tags_at: self.tags_at,
+            pair: self.pair,
+            last_removed: Vec::new(),
+            removed: 0,
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+}
+
+/// Drops the entries of rows that end before the cut. Keys of another shape are kept: nothing but a data row
+/// is ever removed.
+struct ExpiryFilter {
+    name: CString,
+    first_kept_base: u32,
+    base_at: usize,
+    tags_at: usize,
+    pair: usize,
+    /// The last row removed, so a row with several entries (merge operands, a merged value) counts once.
+    last_removed: Vec<u8>,
+    removed: u64,
+    metrics: Arc<Metrics>,
+}
+
+impl ExpiryFilter {
+    fn expired(&self, key: &[u8]) -> bool {
+        if key.len() < self.tags_at || !(key.len() - self.tags_at).is_multiple_of(self.pair.max(1)) {
+            return false;
+        }
+        let base = u32::from_be_bytes([
+            key[self.base_at],
+            key[self.base_at + 1],
+            key[self.base_at + 2],
+            key[self.base_at + 3],
+        ]);
+        base < self.first_kept_base
+    }
+}
+
+impl CompactionFilter for ExpiryFilter {
+    fn filter(&mut self, _level: u32, key: &[u8], _value: &[u8]) -> Decision {
+        if !self.expired(key) {
+            return Decision::Keep;
+        }
+        if self.last_removed != key {
+            self.removed += 1;
+            self.last_removed.clear();
+            self.last_removed.extend_from_slice(key);
+        }
+        Decision::Remove
+    }
+
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+}
+
+impl Drop for ExpiryFilter {
+    fn drop(&mut self) {
+        self.metrics.rows_expired.inc_by(self.removed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(raw: &str, rollup: &str) -> Result<RetentionSettings, ConfigError> {
+        let props: BTreeMap<String, String> =
+            [("rtsd.retention.raw_hours", raw), ("rtsd.retention.rollup_hours", rollup)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        RetentionSettings::from_properties(&props)
+    }
+
+    #[test]
+    fn retention_properties_parse_hours_per_interval() {
+        let defaults: BTreeMap<String, String> = DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let s = RetentionSettings::from_properties(&defaults).unwrap();
+        assert_eq!(s.raw_ms, Some(240 * 3_600_000));
+        assert_eq!(s.for_interval("1m"), Some(720 * 3_600_000));
+        assert_eq!(s.for_interval("10m"), Some(2160 * 3_600_000));
+        assert_eq!(s.for_interval("1h"), Some(17520 * 3_600_000));
+        assert_eq!(s.for_interval("30m"), Some(17520 * 3_600_000));
+        // 0 keeps forever; a bare number applies to every interval; fractions are allowed.
+        let s = settings("0", "0").unwrap();
+        assert_eq!((s.raw_ms, s.for_interval("1m")), (None, None));
+        let s = settings("0.5", "2, 1h:0").unwrap();
+        assert_eq!((s.raw_ms, s.for_interval("1m"), s.for_interval("1h")), (Some(1_800_000), Some(7_200_000), None));
+        // Only listed intervals: the others keep forever.
+        assert_eq!(settings("1", "1m:1").unwrap().for_interval("1h"), None);
+    }
+
+    #[test]
+    fn bad_retention_properties_are_refused_naming_the_property() {
+        let e = settings("ten", "0").unwrap_err().to_string();
+        assert_eq!(e, "invalid value for rtsd.retention.raw_hours: \"ten\": not a number of hours: \"ten\"");
+        let e = settings("-1", "0").unwrap_err().to_string();
+        assert!(e.ends_with("hours must be 0 (keep forever) or more"), "{e}");
+        let e = settings("1", "1m:x").unwrap_err().to_string();
+        assert!(e.starts_with("invalid value for rtsd.retention.rollup_hours: \"1m:x\""), "{e}");
+        assert!(settings("1", ":5").is_err());
+        assert!(settings("NaN", "0").is_err());
+    }
+
+    #[test]
+    fn rows_expire_whole_at_their_span() {
+        assert_eq!(Span::Hour.row_start(7200 + 59), 7200);
+        let config = crate::rollup::RollupConfig::parse(crate::rollup::BUILTIN_CONFIG).unwrap();
+        let day = Span::Rollup(config.interval("1h").unwrap().clone());
+        assert_eq!(day.row_start(86_400 * 3 + 5000), 86_400 * 3);
+    }
+
+    mod store {
+        use std::borrow::Cow;
+        use std::path::Path;
+        use std::sync::Arc;
+
+        use rtsd_protocol::codec::{self, Value};
+        use rtsd_protocol::point::{DataPoint, UidKind};
+
+        use crate::config::Config;
+        use crate::metrics::Metrics;
+        use crate::rollup::RollupConfig;
+        use crate::store::{ReadBudget, Store, CF_DATA};
+
+        const HOUR: i64 = 3600;
+
+        fn open(dir: &Path, overrides: &[(&str, &str)]) -> Store {
+            let config = Config::for_data_dir(dir, overrides).unwrap();
+            Store::open(&config, Arc::new(Metrics::new())).unwrap()
+        }
+
+        fn write(store: &Store, host: &str, points: &[(i64, i64)]) {
+            let mut batch = store.new_batch();
+            for &(ts, v) in points {
+                let tags = [(Cow::Borrowed("host"), Cow::Borrowed(host))].into_iter().collect();
+                let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: ts, value: Value::Int(v), tags };
+                store.add_point(&mut batch, &p).unwrap();
+            }
+            store.commit(&mut batch, false).unwrap();
+        }
+
+        /// What a query of all time reads: (host UID's last byte, timestamp s, value).
+        fn read(store: &Store) -> Vec<(u8, i64, i64)> {
+            let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
+            let series =
+                store.scan_series(metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |_| Ok(true)).unwrap();
+            let mut out = Vec::new();
+            for s in series {
+                for p in s.points {
+                    let Value::Int(v) = p.value else { panic!("int points only") };
+                    out.push((*s.tsuid.last().unwrap(), p.timestamp_ms / 1000, v));
+                }
+            }
+            out
+        }
+
+        /// The base hours of the raw rows physically in RocksDB, in key order.
+        fn stored_hours(store: &Store) -> Vec<i64> {
+            let mut out = Vec::new();
+            store
+                .scan_raw(CF_DATA, &[], |key, _| {
+                    out.push(i64::from(codec::row_base_time(key, 0, 3)));
+                    true
+                })
+                .unwrap();
+            out
+        }
+
+        fn hour_of(t: i64) -> i64 {
+            t - t.rem_euclid(HOUR)
+        }
+
+        #[test]
+        fn expired_rows_vanish_from_reads_at_once_and_from_disk_when_compacted_also_across_restarts() {
+            // issue 6 item 4. Ten hours of raw data; points ten minutes either side of the cut and hours away
+            // from it, so the test does not depend on how long it runs (short of ten minutes).
+            let dir = tempfile::tempdir().unwrap();
+            let retain = [("rtsd.retention.raw_hours", "10")];
+            let now = crate::timefmt::now_ms() / 1000;
+            let cut = now - 10 * HOUR;
+            let (old, just_old, just_new, new) = (now - 30 * HOUR, cut - 600, cut + 600, now - HOUR);
+            {
+                let store = open(dir.path(), &retain);
+                write(&store, "a", &[(old, 1), (just_old, 2), (just_new, 3), (new, 4)]);
+                write(&store, "b", &[(old - 5 * HOUR, 5)]);
+                // Reads stop at the cut at once, to the point; the old rows are still on disk.
+                assert_eq!(read(&store), vec![(1, just_new, 3), (1, new, 4)]);
+                let all_hours = stored_hours(&store);
+                assert!(all_hours.contains(&hour_of(old)) && all_hours.contains(&hour_of(old - 5 * HOUR)));
+                // Series b has nothing left in any table: the series index leaves it out.
+                let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
+                let series: Vec<u8> = store
+                    .series_of_metric(metric.as_bytes())
+                    .unwrap()
+                    .iter()
+                    .map(|(t, _)| *t.last().unwrap())
+                    .collect();
+                assert_eq!(series, vec![1]);
+            }
+            // Restart before any compaction: still hidden.
+            let store = open(dir.path(), &retain);
+            assert_eq!(read(&store), vec![(1, just_new, 3), (1, new, 4)]);
+            // A compaction removes the rows wholly before the cut (old, b's and just_old's hour if it is not the
+            // cut's hour); the row holding the cut stays, its older point still hidden.
+            let expired_hours: std::collections::BTreeSet<i64> =
+                [old, old - 5 * HOUR, just_old].iter().map(|&t| hour_of(t)).filter(|&h| h < hour_of(cut)).collect();
+            let removed = store.compact_expired().unwrap();
+            assert_eq!(removed, expired_hours.len() as u64);
+            let hours = stored_hours(&store);
+            assert!(hours.iter().all(|h| *h >= hour_of(cut)), "{hours:?} after the cut {cut}");
+            let mut kept: Vec<i64> = [just_new, new].iter().map(|&t| hour_of(t)).collect();
+            if hour_of(just_old) == hour_of(cut) {
+                kept.push(hour_of(just_old));
+            }
+            kept.sort();
+            kept.dedup();
+            assert_eq!(hours, kept);
+            assert_eq!(read(&store), vec![(1, just_new, 3), (1, new, 4)]);
+            // Newer data written after the compaction, and a restart: all as before.
+            write(&store, "a", &[(now - 2 * HOUR, 6)]);
+            drop(store);
+            let store = open(dir.path(), &retain);
+            assert_eq!(read(&store), vec![(1, just_new, 3), (1, now - 2 * HOUR, 6), (1, new, 4)]);
+            assert_eq!(store.compact_expired().unwrap(), 0);
+            assert_eq!(stored_hours(&store).len(), kept.len() + usize::from(!kept.contains(&hour_of(now - 2 * HOUR))));
+        }
+
+        #[test]
+        fn writes_older_than_the_retention_are_accepted_but_never_read() {
+            // README: retention. OpenTSDB accepts them; rtsd stores them, hides them, and compacts them away.
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), &[("rtsd.retention.raw_hours", "1")]);
+            let now = crate::timefmt::now_ms() / 1000;
+            write(&store, "a", &[(now - 5 * HOUR, 1)]);
+            assert_eq!(read(&store), vec![]);
+            assert_eq!(store.compact_expired().unwrap(), 1);
+            assert_eq!(stored_hours(&store), Vec::<i64>::new());
+        }
+
+        #[test]
+        fn a_retention_of_zero_keeps_everything() {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), &[("rtsd.retention.raw_hours", "0")]);
+            write(&store, "a", &[(1356998400, 1)]);
+            assert_eq!(store.compact_expired().unwrap(), 0);
+            assert_eq!(read(&store), vec![(1, 1356998400, 1)]);
+            assert_eq!(stored_hours(&store), vec![1356998400]);
+        }
+
+        #[test]
+        fn rollup_tables_expire_by_their_own_interval() {
+            // 1m rollups kept 2 hours, 1h rollups forever, raw 30 hours: a point 5 hours old has its 1m
+            // bucket hidden and compacted away while its raw point and 1h bucket stay.
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(
+                dir.path(),
+                &[
+                    ("tsd.rollups.enable", "true"),
+                    ("rtsd.retention.raw_hours", "30"),
+                    ("rtsd.retention.rollup_hours", "1m:2,*:0"),
+                ],
+            );
+            let now = crate::timefmt::now_ms() / 1000;
+            let t = now - 5 * HOUR;
+            write(&store, "a", &[(t, 7)]);
+            store.fold_rollups(None).unwrap();
+            let config = RollupConfig::parse(crate::rollup::BUILTIN_CONFIG).unwrap();
+            let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
+            let buckets = |interval: &str| {
+                let i = config.interval(interval).unwrap();
+                let family = crate::rollup::RollupInterval::family(&i.table);
+                let rows = store
+                    .read_rollup(&family, i, &[0], metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |_| {
+                        Ok(true)
+                    })
+                    .unwrap();
+                rows.iter().map(|r| r.values[0].len()).sum::<usize>()
+            };
+            assert_eq!((buckets("1m"), buckets("1h")), (0, 1));
+            let on_disk = |table: &str| {
+                let family = crate::rollup::RollupInterval::family(table);
+                let mut n = 0;
+                let mut iter = store.db.raw_iterator_cf(store.cf(&family));
+                iter.seek_to_first();
+                while iter.valid() {
+                    n += 1;
+                    iter.next();
+                }
+                n
+            };
+            assert_eq!((on_disk("tsdb-rollup-1m"), on_disk("tsdb-rollup-1h")), (1, 1));
+            assert_eq!(store.compact_expired().unwrap(), 1);
+            assert_eq!((on_disk("tsdb-rollup-1m"), on_disk("tsdb-rollup-1h")), (0, 1));
+            assert_eq!(read(&store), vec![(1, t, 7)]);
+        }
+    }
+}
