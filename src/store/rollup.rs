@@ -1091,6 +1091,80 @@ mod tests {
         }
     }
 
+    // The gate: writers on several threads and folds (full and of one metric) running meanwhile never lose a
+    // point or count one twice.
+    #[test]
+    fn concurrent_writes_and_folds_give_the_aggregation_of_every_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path(), &[]));
+        let base = 1356998400i64;
+        let writers: Vec<_> = (0..4i64)
+            .map(|t| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    // Thread t writes instants t, t+4, t+8, ... (distinct across threads) in a scrambled order,
+                    // a few points per batch, into the same rows as the others.
+                    for chunk in (0..2400i64).map(|i| (i * 7919) % 2400).collect::<Vec<_>>().chunks(2) {
+                        let mut batch = store.new_batch();
+                        for &i in chunk {
+                            let ts = base + (i * 4 + t) * 3;
+                            store.add_point(&mut batch, &point("m", ts, Value::Int(i + t), &[("host", "a")])).unwrap();
+                        }
+                        store.commit(&mut batch, false).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let metric = loop {
+            if let Some(m) = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap() {
+                break m;
+            }
+            std::thread::yield_now();
+        };
+        let mut n = 0;
+        while writers.iter().any(|w| !w.is_finished()) {
+            store.fold_rollups(if n % 2 == 0 { None } else { Some(metric.as_bytes()) }).unwrap();
+            n += 1;
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        store.fold_rollups(Some(metric.as_bytes())).unwrap();
+        let writes: Vec<(i64, Value)> = (0..4i64)
+            .flat_map(|t| (0..2400i64).map(move |i| ((base + (i * 4 + t) * 3) * 1000, Value::Int(i + t))))
+            .collect();
+        let config = store.rollup_settings().config.clone().unwrap();
+        for interval in ["1m", "10m", "1h"] {
+            let iv = config.interval(interval).unwrap();
+            let read = store
+                .read_rollup(
+                    &RollupInterval::family(&iv.table),
+                    iv,
+                    &[0, 1, 2, 3],
+                    metric.as_bytes(),
+                    0,
+                    i64::MAX / 2,
+                    &mut Default::default(),
+                    |_| Ok(true),
+                )
+                .unwrap();
+            let model = model_buckets(&writes, i64::from(iv.interval_secs));
+            let got: Vec<(i64, f64, i64, f64, f64)> = (0..read[0].values[0].len())
+                .map(|i| {
+                    let v = &read[0].values;
+                    let count = match v[1][i].1 {
+                        Value::Int(c) => c,
+                        other => panic!("count {other:?}"),
+                    };
+                    (v[0][i].0, as_f64(v[0][i].1), count, as_f64(v[2][i].1), as_f64(v[3][i].1))
+                })
+                .collect();
+            let want: Vec<(i64, f64, i64, f64, f64)> =
+                model.iter().map(|(s, (c, sum, min, max))| (*s, *sum, *c, *min, *max)).collect();
+            assert_eq!(got, want, "{interval} after {n} folds");
+        }
+    }
+
     #[test]
     fn buckets_count_each_instant_once_and_keep_value_types() {
         let pts = [
