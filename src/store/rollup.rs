@@ -7,16 +7,18 @@
 //!
 //! Automatic rollups never count a point twice. The write batch that stores raw points also stores a mark for
 //! each raw row it changes in `rtsd:rollup_dirty`, keyed `generation (8 bytes) ‖ raw row key`, the value the
-//! number of points (summed by RocksDB). A row gets one stored mark per generation: later batches of the same
-//! generation only note in memory how many points they added and which instants they touched, which lets the
-//! fold recompute just those buckets (after a restart, marks without that note recompute the whole row). Folding ([`Store::fold_rollups`]) first moves to a new generation
-//! behind a gate that every commit holds while it stamps and writes its marks, so once it is through, every
-//! mark of the older generations is written, with its points. It then recomputes every bucket of each marked
-//! hour from the stored raw row (so overwritten, duplicate, late and out-of-order points come out exactly as a
-//! query of the raw row sees them), writes the cells and deletes the marks it handled. Points written meanwhile
-//! carry the new generation and are folded next time. A crash before the fold leaves the marks, so the fold
-//! happens after the restart. Only marks not yet folded are stored, so finding them costs nothing per hour
-//! of history.
+//! number of points (summed by RocksDB). A row gets one stored mark per generation: later batches only note in
+//! memory how many points they added and which instants they touched, which lets the fold recompute just those
+//! buckets (a mark without its note, e.g. from before a restart, recomputes the whole row).
+//!
+//! Folding ([`Store::fold_rollups`]) first moves to a new generation behind a gate that every commit holds
+//! while it stamps and writes its marks, so once it is through, every mark of the older generations is written,
+//! with its points. It then recomputes the changed buckets of each marked hour from the stored raw row (so
+//! overwritten, duplicate, late and out-of-order points come out exactly as a query of the raw row sees them)
+//! and writes their cells. Points written meanwhile carry the new generation and are folded next time. A crash
+//! before the fold leaves the marks, so the fold happens after the restart. A full fold deletes the marks it
+//! handled with one range tombstone, so only marks not yet folded are stored and finding them costs nothing
+//! per hour of history; a query's fold of one metric works from the notes and leaves the stored marks to it.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
