@@ -495,6 +495,13 @@ pub fn prepare(
     let Some(rollup) = config.interval(interval) else {
         return Err(RollupError::NoSuchRollup(format!("No rollups configured for the interval: {interval}")));
     };
+    if rollup.default && !is_groupby {
+        // OpenTSDB would put a rollup cell into the raw data table here, where an aggregator ID of 1, 5 or 6 reads
+        // as an annotation, append or histogram column. rtsd keeps the raw table raw (a deliberate difference).
+        return Err(illegal(format!(
+            "The default rollup interval {interval} is the raw data table; write its points with put"
+        )));
+    }
     let aggregator_id = config.aggregator_id(spec.aggregator.as_deref()).map_err(illegal)?;
     let temporal = spec.aggregator.as_deref().unwrap_or("").to_ascii_uppercase();
     if derived(&temporal) {

@@ -46,6 +46,11 @@ fn telnet_rollup_with_rollups_configured() {
         ),
         ("rollup : sys.cpu 1700000000 42 host=a\n", ""),
         ("rollup 2h-sum sys.cpu 1700000000 42 host=a\n", "rollup: No such rollup: No rollups configured for the interval: 2h\n"),
+        // rtsd keeps the raw table raw: no rollup cells in the default interval's table (a deliberate difference).
+        (
+            "rollup 1s-count sys.cpu 1700000000 42 host=a\n",
+            "rollup: illegal argument: The default rollup interval 1s is the raw data table; write its points with put\n",
+        ),
         ("rollup 1h-avg sys.cpu 1700000000 42 host=a\n", "rollup: illegal argument: No ID found mapping to aggregator: avg\n"),
         ("rollup 1h-foo sys.cpu 1700000000 42 host=a\n", "rollup: illegal argument: No ID found mapping to aggregator: foo\n"),
         ("rollup 1h- sys.cpu 1700000000 42 host=a\n", "rollup: illegal argument: Aggregator cannot be null or empty.\n"),
