@@ -118,6 +118,10 @@ enum Command {
         /// Delete compacted columns that cannot be parsed.
         #[arg(long)]
         delete_bad_compacts: bool,
+        /// Instead of checking rows: list series and UIDs unused for longer than every retention (see the
+        /// README's Retention); with --fix, remove them and compact expired rows away.
+        #[arg(long)]
+        reclaim: bool,
         /// Accepted for compatibility; the scan is single-threaded.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
@@ -211,11 +215,15 @@ pub fn main() -> ExitCode {
             delete_bad_values,
             delete_bad_rows,
             delete_bad_compacts,
+            reclaim,
             threads: _,
             query,
         } => {
             let config = common.config();
             config.and_then(|config| {
+                if reclaim {
+                    return reclaim_expired(&config, fix || fix_all);
+                }
                 let lww = last_write_wins || config.fix_duplicates;
                 let options = if fix_all {
                     tools::fsck::FsckOptions::fix_all(lww)
@@ -407,6 +415,26 @@ fn mkmetric(common: &Common, names: &[String]) -> Result<u8, String> {
         tools::uid::assign(&store, UidKind::Metric, names, &config.rules, &mut stdout.lock(), &mut std::io::stderr())?;
     store.flush().map_err(|e| e.to_string())?;
     Ok(if ok { 0 } else { 1 })
+}
+
+/// `fsck --reclaim [--fix]`: prints each UID unused past every retention (`kind name: [uid]`) and a summary.
+fn reclaim_expired(config: &Config, fix: bool) -> Result<u8, String> {
+    let store = if fix { tools::open_writable(config, STOP_HINT) } else { tools::open_read_only(config) }
+        .map_err(|e| e.to_string())?;
+    let r = store.reclaim_expired(fix).map_err(|e| e.to_string())?;
+    if r.kept_forever {
+        println!("Some table keeps its rows forever (a retention of 0): nothing is unused past every retention");
+        return Ok(0);
+    }
+    for (kind, name, uid) in &r.uids {
+        println!("{} {name}: {}", kind.as_str(), rtsd_protocol::javafmt::byte_array(uid));
+    }
+    let verb = if fix { "Reclaimed" } else { "Reclaimable" };
+    println!("{verb}: {} series, {} UIDs; expired rows compacted away: {}", r.series, r.uids.len(), r.rows_removed);
+    if fix {
+        store.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(0)
 }
 
 fn fsck(config: &Config, full_scan: bool, options: tools::fsck::FsckOptions, query: &[String]) -> Result<u8, String> {

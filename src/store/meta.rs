@@ -30,7 +30,7 @@ use super::{cells, series, Store, StoreError, CF_DATA, CF_UID_NAME};
 
 /// OpenTSDB's `tsdb-meta` table, family `name`.
 pub const CF_TSDB_META: &str = "tsdb-meta:name";
-const TS_META: &[u8] = b"ts_meta";
+pub(super) const TS_META: &[u8] = b"ts_meta";
 
 /// Above this many series of one metric, counting scans the metric's rows once instead of fetching each
 /// series' rows hour by hour.

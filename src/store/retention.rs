@@ -18,7 +18,7 @@
 //!   raw read, and removed by the next compaction.
 //!
 //! The cut follows the wall clock at the time of the read or the compaction, so a restart changes nothing.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
@@ -26,7 +26,11 @@ use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::Options;
 
-use super::{Layout, CF_DATA};
+use rtsd_protocol::point::UidKind;
+
+use super::meta::TS_META;
+use super::series::{FIRST_SEEN, POSTING, SERIES};
+use super::{cells, Layout, StoreError, CF_DATA, CF_SERIES, CF_TSDB_META, CF_UID_ID, CF_UID_NAME};
 use crate::config::ConfigError;
 use crate::metrics::Metrics;
 use crate::rollup::{RollupInterval, RollupSettings};
@@ -288,6 +292,111 @@ impl Drop for ExpiryFilter {
     }
 }
 
+/// What [`super::Store::reclaim_expired`] found (and, when fixing, removed).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Expired rows the compaction removed (fixing only).
+    pub rows_removed: u64,
+    /// Series whose newest hour is past every table's retention.
+    pub series: u64,
+    /// UIDs used only by those series: (kind, name, UID).
+    pub uids: Vec<(UidKind, String, Vec<u8>)>,
+    /// Whether some table keeps rows forever, so nothing can be past every retention.
+    pub kept_forever: bool,
+}
+
+impl super::Store {
+    /// Finds the series and UIDs unused for longer than every retention and, with `fix`, removes them: the
+    /// expired rows (a compaction), the series' index entries and TSMeta, and the name <-> UID mappings and
+    /// UIDMeta of UIDs no other series uses. A UID no series ever used (assigned but not written yet) is kept:
+    /// its last use is unknown. Series known only from rollup points (postings without an `S` entry) keep their
+    /// UIDs. UIDs are never handed out again (the max-id counters stay), as OpenTSDB's `uid delete`.
+    pub fn reclaim_expired(&self, fix: bool) -> Result<Reclaimed, StoreError> {
+        let mut out = Reclaimed::default();
+        if fix {
+            out.rows_removed = self.compact_expired()?;
+        }
+        let cut = self.retention.index_cut_ms();
+        if cut == i64::MIN {
+            out.kept_forever = true;
+            return Ok(out);
+        }
+        let (mw, kw, vw) = (self.layout.uid_widths[0], self.layout.uid_widths[1], self.layout.uid_widths[2]);
+        // UIDs by kind: used by a live series, and used by a stale one.
+        let mut live: [HashSet<Vec<u8>>; 3] = Default::default();
+        let mut stale_uids: [HashSet<Vec<u8>>; 3] = Default::default();
+        let mut stale: HashSet<Vec<u8>> = HashSet::new();
+        let note = |tsuid: &[u8], sets: &mut [HashSet<Vec<u8>>; 3]| {
+            if tsuid.len() < mw || !(tsuid.len() - mw).is_multiple_of(kw + vw) {
+                return;
+            }
+            sets[0].insert(tsuid[..mw].to_vec());
+            for pair in tsuid[mw..].chunks_exact(kw + vw) {
+                sets[1].insert(pair[..kw].to_vec());
+                sets[2].insert(pair[kw..].to_vec());
+            }
+        };
+        self.scan_raw(CF_SERIES, &[SERIES], |key, value| {
+            if key.first() != Some(&SERIES) {
+                return false;
+            }
+            let hour = value.get(..4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let tsuid = &key[1..];
+            if (i64::from(hour) + 3600) * 1000 <= cut {
+                stale.insert(tsuid.to_vec());
+                note(tsuid, &mut stale_uids);
+            } else {
+                note(tsuid, &mut live);
+            }
+            true
+        })?;
+        out.series = stale.len() as u64;
+        let mut batch = rocksdb::WriteBatch::default();
+        let series_cf = self.cf(CF_SERIES);
+        // Postings: drop a stale series' ones; any other series (also one with only rollup points) is live.
+        self.scan_raw(CF_SERIES, &[POSTING], |key, _| {
+            if key.first() != Some(&POSTING) || key.len() < 1 + mw + kw + vw {
+                return key.first() == Some(&POSTING);
+            }
+            let mut tsuid = key[1..1 + mw].to_vec();
+            tsuid.extend_from_slice(&key[1 + mw + kw + vw..]);
+            if stale.contains(&tsuid) {
+                batch.delete_cf(series_cf, key);
+            } else {
+                note(&tsuid, &mut live);
+            }
+            true
+        })?;
+        for tsuid in &stale {
+            for tag in [SERIES, FIRST_SEEN] {
+                let mut key = vec![tag];
+                key.extend_from_slice(tsuid);
+                batch.delete_cf(series_cf, key);
+            }
+            batch.delete_cf(self.cf(CF_TSDB_META), cells::key(TS_META, tsuid));
+        }
+        for (i, kind) in UidKind::ALL.into_iter().enumerate() {
+            let mut uids: Vec<&Vec<u8>> = stale_uids[i].iter().filter(|u| !live[i].contains(*u)).collect();
+            uids.sort();
+            for uid in uids {
+                let Some(name) = self.uids.name_of(kind, uid)? else { continue };
+                let q = kind.as_str().as_bytes();
+                batch.delete_cf(self.cf(CF_UID_ID), cells::key(q, name.as_bytes()));
+                batch.delete_cf(self.cf(CF_UID_NAME), cells::key(q, uid));
+                batch.delete_cf(self.cf(CF_UID_NAME), cells::key(super::meta::uid_meta_qualifier(kind), uid));
+                out.uids.push((kind, name, uid.clone()));
+            }
+        }
+        if fix {
+            let mut opts = rocksdb::WriteOptions::default();
+            opts.set_sync(true);
+            self.db.write_opt(batch, &opts)?;
+            self.drop_caches();
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,6 +631,72 @@ mod tests {
             assert_eq!(store.compact_expired().unwrap(), 1);
             assert_eq!((on_disk("tsdb-rollup-1m"), on_disk("tsdb-rollup-1h")), (0, 1));
             assert_eq!(read(&store), vec![(1, t, 7)]);
+        }
+
+        #[test]
+        fn series_and_uids_unused_past_every_retention_are_reclaimed() {
+            // issue 6 item 4: `rtsd fsck --reclaim --fix`.
+            let dir = tempfile::tempdir().unwrap();
+            let retain = [("rtsd.retention.raw_hours", "10")];
+            let now = crate::timefmt::now_ms() / 1000;
+            let store = open(dir.path(), &retain);
+            let put = |metric: &str, host: &str, ts: i64| {
+                let mut batch = store.new_batch();
+                let tags = [(Cow::Borrowed("host"), Cow::Borrowed(host))].into_iter().collect();
+                let p = DataPoint { metric: Cow::Borrowed(metric), timestamp: ts, value: Value::Int(1), tags };
+                store.add_point(&mut batch, &p).unwrap();
+                store.commit(&mut batch, false).unwrap();
+            };
+            put("m", "old1", now - 30 * HOUR); // m=1 host=1 old1=1
+            put("m", "new", now - HOUR); // new=2
+            put("gone", "old2", now - 20 * HOUR); // gone=2 old2=3
+            put("m", "both", now - 20 * HOUR); // both=4, used by a live series below
+            put("gone2", "both", now - 2 * HOUR); // gone2=3
+            store.uids().get_or_create(UidKind::TagValue, "never", true).unwrap(); // never=5, no series yet
+            let names = |r: &super::super::Reclaimed| {
+                r.uids
+                    .iter()
+                    .map(|(k, n, u)| format!("{} {n} {}", k.as_str(), codec::uid_to_string(u)))
+                    .collect::<Vec<_>>()
+            };
+            let report = store.reclaim_expired(false).unwrap();
+            assert_eq!((report.series, report.rows_removed), (3, 0));
+            assert_eq!(names(&report), ["metrics gone 000002", "tagv old1 000001", "tagv old2 000003"]);
+            // A report changes nothing.
+            assert!(store.uids().get(UidKind::Metric, "gone").unwrap().is_some());
+            let fixed = store.reclaim_expired(true).unwrap();
+            assert_eq!(names(&fixed), names(&report));
+            assert_eq!((fixed.series, fixed.rows_removed), (3, 3));
+            drop(store);
+            let store = open(dir.path(), &retain);
+            assert!(store.uids().get(UidKind::Metric, "gone").unwrap().is_none());
+            assert!(store.uids().get(UidKind::TagValue, "old1").unwrap().is_none());
+            assert_eq!(store.uids().name_of(UidKind::TagValue, &[0, 0, 3]).unwrap(), None);
+            for (kind, name) in [(UidKind::Metric, "m"), (UidKind::TagKey, "host"), (UidKind::TagValue, "both")] {
+                assert!(store.uids().get(kind, name).unwrap().is_some(), "{name} is still used");
+            }
+            assert!(store.uids().get(UidKind::TagValue, "never").unwrap().is_some());
+            // The series index lists the live series only, even with every retention turned off.
+            drop(store);
+            let store = open(dir.path(), &[("rtsd.retention.raw_hours", "0")]);
+            let mut all = Vec::new();
+            store
+                .for_each_series(None, |tsuid, _| {
+                    all.push(codec::uid_to_string(tsuid));
+                    true
+                })
+                .unwrap();
+            assert_eq!(all, ["000001000001000002", "000003000001000004"]);
+            assert_eq!(store.series_with_tag(&[0, 0, 1], &[0, 0, 1], &[0, 0, 1]).unwrap(), Vec::<Vec<u8>>::new());
+            // A reclaimed name comes back with a new UID; old ones are never reused.
+            let mut batch = store.new_batch();
+            let tags = [(Cow::Borrowed("host"), Cow::Borrowed("x"))].into_iter().collect();
+            let p = DataPoint { metric: Cow::Borrowed("gone"), timestamp: now, value: Value::Int(1), tags };
+            store.add_point(&mut batch, &p).unwrap();
+            store.commit(&mut batch, false).unwrap();
+            assert_eq!(store.uids().get(UidKind::Metric, "gone").unwrap().unwrap().as_bytes(), &[0, 0, 4]);
+            // Nothing to reclaim while some table keeps rows forever.
+            assert!(store.reclaim_expired(false).unwrap().kept_forever);
         }
     }
 }

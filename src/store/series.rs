@@ -17,9 +17,9 @@ use rocksdb::{MergeOperands, WriteBatch, DB};
 use super::{Layout, StoreError};
 
 pub const CF_SERIES: &str = "rtsd:series";
-const SERIES: u8 = b'S';
-const POSTING: u8 = b'T';
-const FIRST_SEEN: u8 = b'F';
+pub(super) const SERIES: u8 = b'S';
+pub(super) const POSTING: u8 = b'T';
+pub(super) const FIRST_SEEN: u8 = b'F';
 
 /// The write side's memory of which series it has indexed, and up to which hour.
 pub struct SeriesIndex {

@@ -1,0 +1,105 @@
+//! Retention (issue 6 item 4; README "Retention"): data older than `rtsd.retention.raw_hours` leaves queries at
+//! once, across a restart, and leaves the disk when compacted (`rtsd fsck --reclaim --fix`, which also removes
+//! the series and UIDs nothing within any retention uses). Timestamps are hours away from the cut, so the time
+//! the test takes does not matter.
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use rtsd_compat_tests::{binary, Daemon};
+
+const HOUR: i64 = 3600;
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// Runs `rtsd-compat SUBCOMMAND --data-dir DIR ARGS...`; returns (exit code, stdout, stderr).
+fn tool(dir: &Path, subcommand: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary())
+        .arg(subcommand)
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the tool");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `rtsd scan --import` of a metric over the last three days, with retention off: what is physically stored.
+fn stored(dir: &Path, metric: &str) -> Vec<String> {
+    let start = (now() - 72 * HOUR).to_string();
+    let (code, out, err) =
+        tool(dir, "scan", &["--set", "rtsd.retention.raw_hours=0", "--import", &start, "sum", metric]);
+    assert_eq!(code, 0, "{err}");
+    out.lines().map(str::to_string).collect()
+}
+
+fn query(d: &Daemon, metric: &str) -> serde_json::Value {
+    let r = d.http("GET", &format!("/api/query?start=72h-ago&m=sum:{metric}"), &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+#[test]
+fn expired_points_leave_queries_at_once_and_the_disk_when_reclaimed() {
+    let retain = [("rtsd.retention.raw_hours", "10")];
+    let t = now();
+    let (old, new) = (t - 30 * HOUR, t - HOUR);
+    let mut d = Daemon::start_with(&retain);
+    d.put_lines(&format!(
+        "put ret.m {old} 1 host=a\nput ret.m {new} 2 host=a\nput ret.gone {old} 3 host=b\nput ret.m {} 4 host=a\n",
+        t - 50 * HOUR
+    ));
+    let expected = serde_json::json!([{"metric": "ret.m", "tags": {"host": "a"}, "aggregateTags": [],
+        "dps": {new.to_string(): 2}}]);
+    assert_eq!(query(&d, "ret.m"), expected);
+    assert_eq!(query(&d, "ret.gone"), serde_json::json!([]));
+    // The newest point of a series past the retention is not its last point any more.
+    let last = d.http("GET", "/api/query/last?timeseries=ret.gone&back_scan=48", &[], b"");
+    assert_eq!((last.status, last.json()), (200, serde_json::json!([])));
+    let stats = d.http("GET", "/api/stats", &[], b"").json();
+    assert!(stats.as_array().unwrap().iter().any(|s| s["metric"] == "tsd.storage.rows_expired"), "{stats}");
+
+    // Restart in the middle (nothing compacted yet): still hidden, still on disk.
+    d = d.restart();
+    assert_eq!(query(&d, "ret.m"), expected);
+    let _ = d.terminate();
+    assert_eq!(stored(d.data_dir(), "ret.m").len(), 3);
+    assert_eq!(stored(d.data_dir(), "ret.gone"), [format!("ret.gone {old} 3 host=b")]);
+
+    // The report lists what nothing within the retention uses; --fix removes it, and the expired rows.
+    let set = ["--set", "rtsd.retention.raw_hours=10", "--reclaim"];
+    let (code, out, err) = tool(d.data_dir(), "fsck", &set);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "metrics ret.gone: [0, 0, 2]\ntagv b: [0, 0, 2]\nReclaimable: 1 series, 2 UIDs; expired rows compacted away: 0\n");
+    let (code, out, err) = tool(d.data_dir(), "fsck", &[&set[..], &["--fix"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "metrics ret.gone: [0, 0, 2]\ntagv b: [0, 0, 2]\nReclaimed: 1 series, 2 UIDs; expired rows compacted away: 3\n"
+    );
+    assert_eq!(stored(d.data_dir(), "ret.m"), [format!("ret.m {new} 2 host=a")]);
+    let (code, _, err) = tool(d.data_dir(), "uid", &["grep", "metrics", "ret.gone"]);
+    assert_eq!(code, 1, "ret.gone has no UID any more: {err}");
+
+    // After the compaction and another restart: the same answers; new data is unaffected.
+    let d = d.restart();
+    d.put_lines(&format!("put ret.m {} 5 host=a\n", t - 2 * HOUR));
+    let dps = query(&d, "ret.m")[0]["dps"].clone();
+    assert_eq!(dps, serde_json::json!({(t - 2 * HOUR).to_string(): 5, new.to_string(): 2}));
+}
+
+#[test]
+fn bad_retention_values_stop_the_daemon_with_the_property_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = tool(dir.path(), "serve", &["--port", "0", "--set", "rtsd.retention.rollup_hours=1m:soon"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("invalid value for rtsd.retention.rollup_hours: \"1m:soon\""), "{err}");
+}
