@@ -703,22 +703,37 @@ impl Store {
         let mut written = 0u64;
         let mut was_rolled = false;
         let [sum_id, count_id, min_id, max_id] = self.rollups.auto_ids;
+        // A raw hour wholly past the raw retention may already have lost its older points to compaction (late
+        // points re-create the row): there the rollups are the record, and a bucket is recomputed only from a
+        // row that holds at least as many points as the bucket counted, and never deleted.
+        let expired = (i64::from(hour) + 3600) * 1000 <= self.retention.cut_ms(CF_DATA);
         for (n, interval) in self.rollups.auto.iter().enumerate() {
             let cf = self.cf(&RollupInterval::family(&interval.table));
             let mut key = raw_key.to_vec();
             let base = interval.base_time(i64::from(hour));
             key[at..at + 4].copy_from_slice(&base.to_be_bytes());
-            if n == 0 {
-                // The first interval's count cells of this hour tell whether it was folded before.
+            // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
+            let mut counted: HashMap<i64, i64> = HashMap::new();
+            if n == 0 || expired {
                 if let Some(row) = self.db.get_cf(cf, &key)? {
-                    let (lo, hi) = (i64::from(hour - base), i64::from(hour - base) + 3600);
-                    was_rolled = codec::columns(&row).filter_map(Result::ok).any(|c| {
-                        c.qualifier.len() == 3 && c.qualifier[0] == count_id && {
-                            let off = i64::from(u16::from_be_bytes([c.qualifier[1], c.qualifier[2]]) >> 4)
-                                * i64::from(interval.interval_secs);
-                            (lo..hi).contains(&off)
+                    let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
+                    for c in codec::columns(&row).filter_map(Result::ok) {
+                        let q = c.qualifier;
+                        if q.len() != 3 || q[0] != count_id || c.value.is_empty() {
+                            continue;
                         }
-                    });
+                        let packed = u16::from_be_bytes([q[1], q[2]]);
+                        let start =
+                            (i64::from(base) + i64::from(packed >> 4) * i64::from(interval.interval_secs)) * 1000;
+                        if (lo..hi).contains(&start) {
+                            let count = Value::decode((packed & 0x0F) as u8, c.value).map_or(0, |v| as_f64(v) as i64);
+                            counted.insert(start, count);
+                        }
+                    }
+                }
+                if n == 0 {
+                    // The first interval's count cells of this hour tell whether it was folded before.
+                    was_rolled = !counted.is_empty();
                 }
             }
             let mut column = Vec::new();
@@ -729,6 +744,9 @@ impl Store {
                 if b.start > change.last_ms || b.start.saturating_add(width) <= change.first_ms {
                     continue;
                 }
+                if expired && counted.get(&b.start).is_some_and(|&c| b.count < c) {
+                    continue;
+                }
                 let ts = b.start / 1000;
                 for (id, value) in [(sum_id, b.sum), (count_id, Value::Int(b.count)), (min_id, b.min), (max_id, b.max)]
                 {
@@ -737,7 +755,7 @@ impl Store {
                 present.push(b.start);
                 written += 1;
             }
-            if change.first_ms == i64::MIN {
+            if change.first_ms == i64::MIN && !expired {
                 // A whole row recomputed (its points may have been removed, e.g. by `fsck --fix`): buckets of the
                 // hour without points lose their cells (an empty value deletes a cell, see `merge_full`).
                 let hour_ms = i64::from(hour) * 1000;
@@ -1165,6 +1183,54 @@ mod tests {
                 model.iter().map(|(s, (c, sum, min, max))| (*s, *sum, *c, *min, *max)).collect();
             assert_eq!(got, want, "{interval} after {n} folds");
         }
+    }
+
+    // With raw data past its retention, the rollups are the record: a late point into such an hour, after the
+    // raw row's older points were compacted away, must not shrink the bucket, and nothing is deleted.
+    #[test]
+    fn late_points_into_expired_raw_hours_never_shrink_the_rollups() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[("rtsd.retention.raw_hours", "1"), ("rtsd.retention.rollup_hours", "0")]);
+        let write = |points: &[(i64, i64)]| {
+            let mut batch = store.new_batch();
+            for &(ts, v) in points {
+                store.add_point(&mut batch, &point("m", ts, Value::Int(v), &[("host", "a")])).unwrap();
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.fold_rollups(None).unwrap();
+        };
+        let metric = || store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let config = store.rollup_settings().config.clone().unwrap();
+        let counts = || {
+            let iv = config.interval("1m").unwrap();
+            let got = store
+                .read_rollup(
+                    &RollupInterval::family(&iv.table),
+                    iv,
+                    &[1],
+                    metric().as_bytes(),
+                    0,
+                    i64::MAX / 2,
+                    &mut Default::default(),
+                    |_| Ok(true),
+                )
+                .unwrap();
+            got.into_iter().flat_map(|s| s.values[0].clone()).collect::<Vec<_>>()
+        };
+        // A backlog of an hour long past the raw retention: rolled up.
+        write(&[(1356998400, 1), (1356998410, 2), (1356998420, 3)]);
+        assert_eq!(counts(), vec![(1356998400 * 1000, Value::Int(3))]);
+        // Compaction drops the expired raw row (as the retention filter does); nothing is deleted from rollups.
+        let rows = family_rows(&store, CF_DATA);
+        store.rewrite_rows(&[(rows[0].0.clone(), None)]).unwrap();
+        store.fold_rollups(None).unwrap();
+        assert_eq!(counts(), vec![(1356998400 * 1000, Value::Int(3))]);
+        // A late point re-creates the row with only itself: the bucket keeps its three points.
+        write(&[(1356998430, 4)]);
+        assert_eq!(counts(), vec![(1356998400 * 1000, Value::Int(3))]);
+        // A bucket the rollups have not seen is still rolled up from a late point.
+        write(&[(1356998460, 5)]);
+        assert_eq!(counts(), vec![(1356998400 * 1000, Value::Int(3)), (1356998460 * 1000, Value::Int(1))]);
     }
 
     #[test]
