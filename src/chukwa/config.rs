@@ -18,6 +18,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("rtsd.chukwa.bind", ""),
     ("rtsd.chukwa.compression", "auto"),
     ("rtsd.chukwa.dedup.entries", "4096"),
+    ("rtsd.chukwa.dedup.streams", "16384"),
     ("rtsd.chukwa.dedup.idle_secs", "604800"),
     ("rtsd.chukwa.dedup.span_bytes", "67108864"),
     ("rtsd.chukwa.dedup.window_secs", "86400"),
@@ -57,6 +58,8 @@ pub struct ChukwaConfig {
     /// fsync every post's write before replying (durable across power loss, not only process crashes).
     pub sync: bool,
     pub dedup: DedupLimits,
+    /// Streams whose de-duplication state is kept in memory (least recently used beyond are reloaded).
+    pub streams_in_memory: usize,
     /// Write Chukwa's `chukwa` / `chukwa_meta` tables (what HICC reads).
     pub schema: bool,
     /// Write `chukwa.ingest.*` and `chukwa.dedup.*` series (server time) with every post.
@@ -146,6 +149,7 @@ impl ChukwaConfig {
             max_chunks: number("rtsd.chukwa.max_chunks")? as usize,
             sync: boolean("rtsd.chukwa.sync"),
             dedup,
+            streams_in_memory: (number("rtsd.chukwa.dedup.streams")? as usize).max(1),
             schema: boolean("rtsd.chukwa.schema"),
             ingest_series: boolean("rtsd.chukwa.ingest_series"),
             processors,

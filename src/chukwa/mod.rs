@@ -58,7 +58,7 @@ pub struct PostSummary {
 /// The collector: de-duplication state of every stream, and what `GET ?ping` reports.
 pub struct Collector {
     config: ChukwaConfig,
-    streams: Mutex<HashMap<StreamKey<'static>, Arc<Mutex<Slot>>>>,
+    streams: Mutex<Streams>,
     /// `chukwa_meta` cells written since start: each is written once per process, not with every chunk.
     meta_written: Mutex<HashSet<Vec<u8>>>,
     ping: Mutex<PingStats>,
@@ -67,6 +67,44 @@ pub struct Collector {
     /// Tests make the next commit fail, as a storage error would.
     #[cfg(test)]
     fail_next_commit: std::sync::atomic::AtomicBool,
+}
+
+/// The streams whose state is in memory, with when each was last used. Bounded: every post stores its streams'
+/// new state, so a stream dropped from memory is reloaded from RocksDB when it posts again.
+#[derive(Default)]
+struct Streams {
+    map: HashMap<StreamKey<'static>, (Arc<Mutex<Slot>>, u64)>,
+    tick: u64,
+}
+
+impl Streams {
+    fn slot(&mut self, key: &StreamKey<'_>) -> Arc<Mutex<Slot>> {
+        self.tick += 1;
+        let tick = self.tick;
+        let entry = self.map.entry(key.clone().into_owned()).or_default();
+        entry.1 = tick;
+        entry.0.clone()
+    }
+
+    /// Past `capacity` streams, drops the least recently used down to three quarters of it (so the sort is
+    /// paid once per quarter of the capacity). A slot some post holds (its `Arc` is shared) is never dropped:
+    /// a second slot for the same stream would let two posts de-duplicate it at once.
+    fn evict_beyond(&mut self, capacity: usize) {
+        if self.map.len() <= capacity {
+            return;
+        }
+        let mut idle: Vec<(u64, StreamKey<'static>)> = self
+            .map
+            .iter()
+            .filter(|(_, (slot, _))| Arc::strong_count(slot) == 1)
+            .map(|(k, (_, tick))| (*tick, k.clone()))
+            .collect();
+        idle.sort_unstable_by_key(|(tick, _)| *tick);
+        let excess = self.map.len().saturating_sub(capacity - capacity / 4);
+        for (_, key) in idle.into_iter().take(excess) {
+            self.map.remove(&key);
+        }
+    }
 }
 
 /// One stream's state, loaded on first use.
@@ -86,7 +124,7 @@ impl Collector {
         let now = now_ms();
         let collector = Collector {
             config,
-            streams: Mutex::new(HashMap::new()),
+            streams: Mutex::new(Streams::default()),
             meta_written: Mutex::new(HashSet::new()),
             ping: Mutex::new(PingStats { window_start_ms: now, ..PingStats::default() }),
             last_series_ms: AtomicI64::new(0),
@@ -182,8 +220,10 @@ impl Collector {
         keys.sort();
         keys.dedup();
         let slots: Vec<Arc<Mutex<Slot>>> = {
-            let mut map = lock(&self.streams);
-            keys.iter().map(|k| map.entry(k.clone().into_owned()).or_default().clone()).collect()
+            let mut streams = lock(&self.streams);
+            let slots = keys.iter().map(|k| streams.slot(k)).collect();
+            streams.evict_beyond(self.config.streams_in_memory);
+            slots
         };
         // In key order: the fixed lock order of spec §8.3.
         let mut guards: Vec<MutexGuard<'_, Slot>> = slots.iter().map(|s| lock_slot(s)).collect();

@@ -191,6 +191,34 @@ fn resends_store_each_record_once_across_restarts() {
     assert_eq!((s.new_chunks, s.records), (1, 3));
 }
 
+/// Bounded memory (issue 6 item 5): past `rtsd.chukwa.dedup.streams` the least recently used streams leave
+/// memory, and a stream that comes back is reloaded from RocksDB: its resent records are still duplicates.
+#[test]
+fn streams_beyond_the_memory_bound_are_reloaded_and_still_deduplicated() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::for_data_dir(dir.path(), &[("rtsd.chukwa.dedup.streams", "4")]).unwrap();
+    let store = Store::open(&config, Arc::new(Metrics::new())).unwrap();
+    let collector = Collector::open(&store, config.chukwa.clone()).unwrap();
+    let f = Fixture { store, collector, metrics: Metrics::new(), rules: config.rules.clone() };
+    let data = log_bytes(0, 3);
+    let chunk = |i: usize| {
+        Chunk::new(60, "host1", TAGS, format!("/var/log/app{i}.log"), "AppLog", &data)
+            .with_record_ends(RecordEnds::from_lengths(std::iter::repeat_n(20, 3)))
+    };
+    for i in 0..20 {
+        assert_eq!(f.post(&[chunk(i)]).1.new_chunks, 1);
+        assert!(lock(&f.collector.streams).map.len() <= 4, "{i}");
+    }
+    // Stream 0 left memory long ago; all of them are still known.
+    assert!(!lock(&f.collector.streams).map.keys().any(|k| k == &chunk(0).stream_key()));
+    for i in 0..20 {
+        assert_eq!(f.post(&[chunk(i)]).1.new_chunks, 0, "stream {i} resent");
+    }
+    // Slots in use by a post are never dropped, even past the bound: all streams of one post stay.
+    let (_, s) = f.post(&(20..30).map(chunk).collect::<Vec<_>>());
+    assert_eq!(s.new_chunks, 10);
+}
+
 /// §8.7 vector 6 through the store: SocketAdaptor events of HadoopMetrics, and the process tag.
 #[test]
 fn hadoop_metrics_events_are_deduplicated_by_content() {
