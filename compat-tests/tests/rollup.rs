@@ -437,3 +437,20 @@ fn a_configured_day_interval_is_written_and_read() {
     let metrics = d.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains("rtsd_rollup_buckets_written_total 0\n"), "{metrics}");
 }
+
+// Retention (issue 6 item 4) and rollups: where raw data is kept longer than a rollup table, a query reaching past
+// the table's retention reads raw data instead of answering from what the table has left.
+#[test]
+fn rollup_tables_kept_shorter_than_raw_data_fall_back_to_it() {
+    let d = Daemon::start_with(&[
+        ("tsd.rollups.enable", "true"),
+        ("rtsd.retention.raw_hours", "0"),
+        ("rtsd.retention.rollup_hours", "1"),
+    ]);
+    d.put_lines(&mixed_points());
+    let q = "/api/query?start=1700000000&end=1700172800&m=sum:1h-avg:m&show_query";
+    let (status, body) = get(&d, q);
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""rollupUsage":null,"rollupTable":"raw""#), "{body}");
+    assert!(body.contains(r#""dps":{"1700002800":"#), "{body}");
+}

@@ -569,9 +569,14 @@ impl Store {
         &self.rollups.settings
     }
 
-    /// For a table rtsd computes itself, from when (ms) its rollups are complete; `None` for other tables.
+    /// For a table rtsd computes itself, from when (ms) its rollups hold everything raw data holds; `None` for
+    /// other tables. That is from when rtsd started computing it, and, when raw data is kept longer than the
+    /// table, from the table's retention cut (before it, raw data knows more).
     pub fn auto_rollups_complete_since(&self, table: &str) -> Option<i64> {
-        self.rollups.auto_complete_since(table)
+        let since = self.rollups.auto_complete_since(table)?;
+        let family = RollupInterval::family(table);
+        let (cut, raw_cut) = (self.retention.cut_ms(&family), self.retention.cut_ms(CF_DATA));
+        Some(if raw_cut < cut { since.max(cut) } else { since })
     }
 
     /// Folds every raw row with pending changes (of `metric` only, when given) into the automatic rollup tables.
