@@ -8,6 +8,7 @@
 //! * [`report`]: medians, ratios against the bar, and the `RESULTS.md` entry.
 //! * [`http`]: a small HTTP/1.1 client over std sockets.
 //! * [`rollups`]: `rtsd-bench rollups`, a month of data queried at `1h-avg` from rollups and from raw data.
+//! * [`soak`]: `rtsd-bench soak`, RSS during a long ingest whose series keep changing.
 //!
 //! The micro-benchmarks of the hot paths are in `benches/hot_paths.rs` (criterion). Nothing here is part of the
 //! test suite's timing: the unit tests check bytes and parsing only.
@@ -18,3 +19,4 @@ pub mod report;
 pub mod rollups;
 pub mod runner;
 pub mod server;
+pub mod soak;

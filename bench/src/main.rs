@@ -16,6 +16,9 @@ USAGE:
   rtsd-bench rollups [--days D --hosts H --step S --conns K --repeats N --rtsd PATH --no-record --keep --note T]
                                D days (30) of H hosts (1000) every S seconds (60) into rtsd with rollups on, then
                                the H-host `1h-avg` query from rollups vs raw data (ROLLUP_RAW) on that server
+  rtsd-bench soak [--minutes M --series S --conns K --servers LIST --set K=V ... --no-record --note T]
+                               M minutes (10) of telnet ingest of S live series (20000) with 1% replaced by new
+                               series every round, per server in turn; RSS per minute (memory stays bounded?)
 
 OPTIONS:
   --scale S          fraction of each data set's rounds (A: 100 rounds, B: 8640); default 1 (the spec's sizes)
@@ -75,6 +78,9 @@ fn real_main(args: &[String]) -> Result<(), String> {
     };
     if cmd == "rollups" {
         return rtsd_bench::rollups::cli(args, &root);
+    }
+    if cmd == "soak" {
+        return rtsd_bench::soak::cli(args, &root);
     }
     let mut render_set = None;
     let mut i = 2;
