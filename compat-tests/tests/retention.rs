@@ -52,11 +52,13 @@ fn expired_points_leave_queries_at_once_and_the_disk_when_reclaimed() {
     let retain = [("rtsd.retention.raw_hours", "10")];
     let t = now();
     let (old, new) = (t - 30 * HOUR, t - HOUR);
-    let mut d = Daemon::start_with(&retain);
+    // Written while young (the test build keeps data forever), then served with a 10-hour retention.
+    let d = Daemon::start();
     d.put_lines(&format!(
         "put ret.m {old} 1 host=a\nput ret.m {new} 2 host=a\nput ret.gone {old} 3 host=b\nput ret.m {} 4 host=a\n",
         t - 50 * HOUR
     ));
+    let mut d = d.restart_with(&retain);
     let expected = serde_json::json!([{"metric": "ret.m", "tags": {"host": "a"}, "aggregateTags": [],
         "dps": {new.to_string(): 2}}]);
     assert_eq!(query(&d, "ret.m"), expected);
@@ -89,9 +91,10 @@ fn expired_points_leave_queries_at_once_and_the_disk_when_reclaimed() {
     let (code, _, err) = tool(d.data_dir(), "uid", &["grep", "metrics", "ret.gone"]);
     assert_eq!(code, 1, "ret.gone has no UID any more: {err}");
 
-    // After the compaction and another restart: the same answers; new data is unaffected.
+    // After the compaction and another restart: the same answers; new data is unaffected. A point older than
+    // the retention is accepted (no error, as OpenTSDB) and never returned.
     let d = d.restart();
-    d.put_lines(&format!("put ret.m {} 5 host=a\n", t - 2 * HOUR));
+    d.put_lines(&format!("put ret.m {} 5 host=a\nput ret.m {old} 6 host=a\n", t - 2 * HOUR));
     let dps = query(&d, "ret.m")[0]["dps"].clone();
     assert_eq!(dps, serde_json::json!({(t - 2 * HOUR).to_string(): 5, new.to_string(): 2}));
 }

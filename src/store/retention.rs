@@ -14,8 +14,9 @@
 //!   quarter retention, so cold files do not keep expired rows forever. [`super::Store::compact_expired`] is
 //!   the explicit nudge (`rtsd fsck --reclaim`, tests).
 //! * Writes of points already older than the retention are accepted, as OpenTSDB accepts them (HBase TTLs
-//!   apply later too): they are stored, folded into rollups (whose retention is longer), never returned by a
-//!   raw read, and removed by the next compaction.
+//!   apply later too): they are stored, folded into rollups (whose retention is longer; a fold never shrinks
+//!   the rollups of an hour whose raw data expired, see `store::rollup`), never returned by a raw read, and
+//!   removed by the next compaction.
 //!
 //! The cut follows the wall clock at the time of the read or the compaction, so a restart changes nothing.
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -519,9 +520,12 @@ mod tests {
             let cut = now - 10 * HOUR;
             let (old, just_old, just_new, new) = (now - 30 * HOUR, cut - 600, cut + 600, now - HOUR);
             {
-                let store = open(dir.path(), &retain);
+                // Written while it was all young (no retention yet), then read with the retention.
+                let store = open(dir.path(), &[("rtsd.retention.raw_hours", "0")]);
                 write(&store, "a", &[(old, 1), (just_old, 2), (just_new, 3), (new, 4)]);
                 write(&store, "b", &[(old - 5 * HOUR, 5)]);
+                drop(store);
+                let store = open(dir.path(), &retain);
                 // Reads stop at the cut at once, to the point; the old rows are still on disk.
                 assert_eq!(read(&store), vec![(1, just_new, 3), (1, new, 4)]);
                 let all_hours = stored_hours(&store);
@@ -566,14 +570,16 @@ mod tests {
 
         #[test]
         fn writes_older_than_the_retention_are_accepted_but_never_read() {
-            // README: retention. OpenTSDB accepts them; rtsd stores them, hides them, and compacts them away.
+            // README: Retention. OpenTSDB accepts them; rtsd stores them (for the rollups), hides them, and
+            // compacts them away.
             let dir = tempfile::tempdir().unwrap();
             let store = open(dir.path(), &[("rtsd.retention.raw_hours", "1")]);
             let now = crate::timefmt::now_ms() / 1000;
-            write(&store, "a", &[(now - 5 * HOUR, 1)]);
-            assert_eq!(read(&store), vec![]);
+            write(&store, "a", &[(now - 5 * HOUR, 1), (now - 600, 2)]);
+            assert_eq!(read(&store), vec![(1, now - 600, 2)]);
+            assert_eq!(stored_hours(&store), vec![hour_of(now - 5 * HOUR), hour_of(now - 600)]);
             assert_eq!(store.compact_expired().unwrap(), 1);
-            assert_eq!(stored_hours(&store), Vec::<i64>::new());
+            assert_eq!(stored_hours(&store), vec![hour_of(now - 600)]);
         }
 
         #[test]
@@ -639,7 +645,8 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let retain = [("rtsd.retention.raw_hours", "10")];
             let now = crate::timefmt::now_ms() / 1000;
-            let store = open(dir.path(), &retain);
+            // Written while young (no retention yet); reclaimed with the retention below.
+            let store = open(dir.path(), &[("rtsd.retention.raw_hours", "0")]);
             let put = |metric: &str, host: &str, ts: i64| {
                 let mut batch = store.new_batch();
                 let tags = [(Cow::Borrowed("host"), Cow::Borrowed(host))].into_iter().collect();
@@ -653,6 +660,8 @@ mod tests {
             put("m", "both", now - 20 * HOUR); // both=4, used by a live series below
             put("gone2", "both", now - 2 * HOUR); // gone2=3
             store.uids().get_or_create(UidKind::TagValue, "never", true).unwrap(); // never=5, no series yet
+            drop(store);
+            let store = open(dir.path(), &retain);
             let names = |r: &super::super::Reclaimed| {
                 r.uids
                     .iter()
