@@ -3,11 +3,13 @@
 use rtsd_compat_tests::{replies_to, Daemon};
 
 const ON: &[(&str, &str)] = &[("tsd.rollups.enable", "true")];
+/// OpenTSDB's default; rtsd's shipped rtsd.conf turns rollups on.
+const OFF: &[(&str, &str)] = &[("tsd.rollups.enable", "false")];
 
 // spec: opentsdb-ingest-storage.md §1.7 (rollups disabled: OpenTSDB 2.4's default).
 #[test]
 fn telnet_rollup_without_rollups_configured() {
-    let d = Daemon::start();
+    let d = Daemon::start_with(OFF);
     let mut s = d.telnet();
     let cases = [
         ("rollup 1h-sum m 1700000000 1\n", "rollup: illegal argument: not enough arguments (need least 7, got 4)\n"),
@@ -143,7 +145,7 @@ fn http_rollup_status_codes_and_details() {
     let r = d.post("/api/rollup", "");
     assert_eq!((r.status, r.json()["error"]["message"].as_str()), (400, Some("Missing request content")));
     // Rollups off: the interval is refused with OpenTSDB's text.
-    let off = Daemon::start();
+    let off = Daemon::start_with(OFF);
     let r = off.post(
         "/api/rollup?details",
         r#"{"metric":"m","timestamp":1700000000,"value":1,"tags":{"h":"a"},"interval":"1h","aggregator":"sum"}"#,
@@ -328,7 +330,7 @@ fn rollup_usage_modes_with_externally_written_rollups() {
         );
     }
     // Rollups off: rollupUsage is accepted and ignored.
-    let off = Daemon::start();
+    let off = Daemon::start_with(OFF);
     off.put_lines("put m 1700006400 1 host=a\n");
     let (status, body) =
         get(&off, "/api/query?start=1700006400&end=1700009999&m=sum:1h-sum:rollup_fallback:m&show_query");
@@ -364,7 +366,7 @@ fn rollups_pending_at_a_crash_are_computed_after_the_restart() {
 // reach back before that read raw data instead of answering from rollups that lack the history.
 #[test]
 fn rollups_turned_on_later_never_hide_older_raw_data() {
-    let d = Daemon::start();
+    let d = Daemon::start_with(OFF);
     d.put_lines(&mixed_points());
     let q = "/api/query?start=1700000000&end=1700172800&m=sum:1h-avg:m&show_query";
     let (_, before) = get(&d, q);
