@@ -25,10 +25,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rtsd_protocol::chukwa::{self as wire, Compression};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::task::TaskTracker;
 
 use super::http::{parse_query, Reply};
-use super::{OpenConnection, Tsd};
+use super::Tsd;
 use crate::chukwa::config::BodyCompression;
 use crate::chukwa::{schema, Collector, IngestError};
 use crate::config::Config;
@@ -45,7 +44,7 @@ pub async fn bind_configured(config: &Config) -> Result<Option<TcpListener>, (So
         return Ok(None);
     }
     let addr = SocketAddr::new(c.bind, c.port);
-    match bind(addr) {
+    match super::bind_addr(addr) {
         Ok(listener) => Ok(Some(listener)),
         Err(e) if !c.port_required => {
             tracing::warn!(%addr, error = %e, "Chukwa collector port not opened (set rtsd.chukwa.port, or 0 to turn it off)");
@@ -55,46 +54,14 @@ pub async fn bind_configured(config: &Config) -> Result<Option<TcpListener>, (So
     }
 }
 
-fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
-}
-
 /// Accepts connections until shutdown, then waits for open ones to finish their current request.
 pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>, collector: Arc<Collector>) {
-    let tracker = TaskTracker::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = tsd.shutdown.cancelled() => break,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::warn!(error = %e, "Chukwa port: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let limit = tsd.config.connections_limit;
-        if limit > 0 && tsd.metrics.connections_open.get() >= limit as i64 {
-            tsd.metrics.connection("rejected");
-            continue;
-        }
-        let _ = stream.set_nodelay(true);
+    super::accept_loop(listener, tsd, "chukwa", move |stream, _peer, tsd| {
         tsd.metrics.connection("chukwa");
-        let (tsd, collector) = (tsd.clone(), collector.clone());
-        tracker.spawn(async move {
-            // A guard, so the gauge stays right even if a handler panics.
-            let _open = OpenConnection::new(&tsd.metrics);
-            serve_connection(stream, &tsd, collector).await;
-        });
-    }
-    drop(listener);
-    tracker.close();
-    tracker.wait().await;
+        let collector = collector.clone();
+        async move { serve_connection(stream, &tsd, collector).await }
+    })
+    .await
 }
 
 async fn serve_connection(stream: TcpStream, tsd: &Arc<Tsd>, collector: Arc<Collector>) {

@@ -63,7 +63,11 @@ impl Tsd {
 
 /// Binds the listener. Separate from [`serve`] so callers learn the bound address first.
 pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
-    let addr = SocketAddr::new(config.bind, config.port);
+    bind_addr(SocketAddr::new(config.bind, config.port))
+}
+
+/// Binds a listening socket with SO_REUSEADDR, so a restarted daemon can take its port back at once.
+pub(crate) fn bind_addr(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
@@ -72,6 +76,16 @@ pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
 
 /// Accepts connections until shutdown, then waits for open connections to finish their current work.
 pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
+    accept_loop(listener, tsd, "", |stream, peer, tsd| async move { handle_connection(stream, peer, &tsd).await }).await
+}
+
+/// The accept loop both listeners run: the connection cap, the open-connections gauge, and on shutdown, waiting
+/// for open connections to finish. `listener_name` prefixes log lines ("" for the main port).
+pub(crate) async fn accept_loop<H, F>(listener: TcpListener, tsd: Arc<Tsd>, listener_name: &str, handler: H)
+where
+    H: Fn(TcpStream, SocketAddr, Arc<Tsd>) -> F,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     let tracker = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
@@ -82,7 +96,7 @@ pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
             Ok(conn) => conn,
             Err(e) => {
                 // Out of file descriptors and the like: back off briefly instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
+                tracing::warn!(error = %e, listener = listener_name, "accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
@@ -95,11 +109,13 @@ pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
             continue;
         }
         let _ = stream.set_nodelay(true);
-        let tsd = tsd.clone();
+        // The gauge is counted before the handler's future exists, and a guard keeps it right even if a handler
+        // panics (tokio contains the panic to its task).
+        let open = OpenConnection::new(&tsd.metrics);
+        let connection = handler(stream, peer, tsd.clone());
         tracker.spawn(async move {
-            // A guard, so the gauge is right even if a handler panics (tokio contains the panic to its task).
-            let _open = OpenConnection::new(&tsd.metrics);
-            handle_connection(stream, peer, &tsd).await;
+            let _open = open;
+            connection.await;
         });
     }
     drop(listener);
@@ -107,17 +123,17 @@ pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
     tracker.wait().await;
 }
 
-/// Counts a connection as open for as long as it lives (both listeners use it).
-pub(crate) struct OpenConnection<'a>(&'a crate::metrics::Metrics);
+/// Counts a connection as open for as long as it lives (see [`accept_loop`]).
+pub(crate) struct OpenConnection(Arc<crate::metrics::Metrics>);
 
-impl<'a> OpenConnection<'a> {
-    pub(crate) fn new(metrics: &'a crate::metrics::Metrics) -> Self {
+impl OpenConnection {
+    pub(crate) fn new(metrics: &Arc<crate::metrics::Metrics>) -> Self {
         metrics.connections_open.inc();
-        OpenConnection(metrics)
+        OpenConnection(metrics.clone())
     }
 }
 
-impl Drop for OpenConnection<'_> {
+impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.connections_open.dec();
     }
