@@ -344,3 +344,46 @@ fn harness_runs_the_binary_cargo_built() {
         std::fs::canonicalize(env!("CARGO_BIN_EXE_rtsd-compat")).unwrap()
     );
 }
+
+// spec: opentsdb-ingest-storage.md §1.3: over `tsd.core.connections.limit` a new connection is closed at once with
+// nothing written; counted as `connectionmgr.connections type=rejected`. Once a connection ends, its slot is free.
+#[test]
+fn connections_over_the_limit_are_closed_at_once() {
+    let d = Daemon::start_with(&[("tsd.core.connections.limit", "1")]);
+    let mut first = d.telnet();
+    assert!(barrier(&mut first).is_empty());
+    let mut second = d.telnet();
+    expect_closed(&mut second);
+    drop(first);
+    // The first connection's slot is freed when the daemon sees it close: retry until a connection is kept.
+    let mut rejected = 1;
+    let mut third = loop {
+        let mut s = d.telnet();
+        if s.write_all(b"version\n").is_ok() && read_available_line(&mut s).starts_with("net.opentsdb.tools ") {
+            break s;
+        }
+        rejected += 1;
+        assert!(rejected < 500, "no connection accepted after the first one closed");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = read_line(&mut third); // the version reply's second line
+    let stats = replies_to(&mut third, "stats\n");
+    let line = stats.lines().find(|l| l.starts_with("tsd.connectionmgr.connections ") && l.contains("type=rejected"));
+    let value = line.and_then(|l| l.split(' ').nth(2)).unwrap_or_else(|| panic!("no rejected count in {stats}"));
+    assert_eq!(value, rejected.to_string(), "{stats}");
+}
+
+/// The first line of a reply, or "" when the connection is closed first.
+fn read_available_line(s: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") {
+        match s.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => return String::new(),
+        }
+    }
+    String::from_utf8_lossy(&line).into_owned()
+}
