@@ -368,9 +368,9 @@ impl DataSet {
 
     /// What `sum:1m-avg:<metric 0>` answers over the whole data set, bucket start -> value: per host the mean of
     /// each minute's points, summed over the hosts (all of them, or only `host`).
-    pub fn expected_sum_of_avgs(&self, host: Option<u32>) -> Vec<(i64, f64)> {
-        let hosts: Vec<u32> = match host {
-            Some(h) => vec![h],
+    pub fn expected_sum_of_avgs(&self, hosts: Option<&[u32]>) -> Vec<(i64, f64)> {
+        let hosts: Vec<u32> = match hosts {
+            Some(h) => h.to_vec(),
             None => (0..self.hosts).collect(),
         };
         let mut buckets: std::collections::BTreeMap<i64, f64> = Default::default();
@@ -568,7 +568,7 @@ mod tests {
             let sum: f64 = pts.iter().map(|p| p.1).sum::<f64>() / 6.0;
             assert!((sum - v).abs() < 1e-9, "{b}: {sum} vs {v}");
         }
-        let one = d.expected_sum_of_avgs(Some(2));
+        let one = d.expected_sum_of_avgs(Some(&[2]));
         let pts: Vec<f64> = by_bucket[&one[0].0].iter().filter(|p| p.0 == "host=host00002").map(|p| p.1).collect();
         assert!((pts.iter().sum::<f64>() / 6.0 - one[0].1).abs() < 1e-9);
     }

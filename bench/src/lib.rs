@@ -4,7 +4,7 @@
 //! * [`data`]: the data sets, rendered to telnet lines or `/api/put` requests before any clock starts.
 //! * [`load`]: K blocking connections on threads, released together; a discard sink to time the generator alone.
 //! * [`server`]: the servers under test with scratch data directories, stopped by a guard on drop.
-//! * [`runner`]: interleaved runs, stored-points counters as the clock, disk, RSS, CPU, q1/q2, visibility, checks.
+//! * [`runner`]: interleaved runs, stored-points counters as the clock, disk, RSS, CPU, q1/q2/q3, visibility, checks.
 //! * [`report`]: medians, ratios against the bar, and the `RESULTS.md` entry.
 //! * [`http`]: a small HTTP/1.1 client over std sockets.
 //! * [`rollups`]: `rtsd-bench rollups`, a month of data queried at `1h-avg` from rollups and from raw data.

@@ -36,7 +36,7 @@ OPTIONS:
   --no-record        do not append to the results file
   --note TEXT        a sentence to record with the results (e.g. what else ran on the machine)
   --min-rate R       give a measurement up below R points/s (default 20000)
-  --q-repeats N      timed runs of q1 and q2 after one warm-up (default 5)
+  --q-repeats N      timed runs of q1, q2 and q3 after one warm-up (default 5)
   --probes N         visibility probes after one warm-up probe (default 5)
 ";
 

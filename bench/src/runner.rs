@@ -18,7 +18,7 @@ pub enum Scenario {
     ATelnet,
     /// Data set A over HTTP `/api/put`.
     AHttp,
-    /// Data set B over telnet, then disk, q1/q2, and visibility.
+    /// Data set B over telnet, then disk, q1/q2/q3, and visibility.
     B,
 }
 
@@ -230,7 +230,7 @@ fn run_scenario(opts: &Options, scenario: Scenario, last_ts: i64, s: &mut Sessio
             }
         }
     }
-    // q1/q2 equal on both servers, run by run.
+    // q1/q2/q3 equal on both servers, run by run.
     for ((run, q), per_server) in &answers {
         if per_server.len() == 2 {
             let (a, b) = (&per_server[0], &per_server[1]);
@@ -407,10 +407,12 @@ fn measure(
         eprintln!("{tag}: force_flush + force_merge {:?} took {:.2} s", months, t.elapsed().as_secs_f64());
     }
     if scenario == Scenario::B {
-        let host = (set.hosts - 1).min(42);
-        for (q, one_host) in [("q1", None), ("q2", Some(host))] {
-            let (ms, answer) = query_latency(&server, set, one_host, opts.q_repeats)?;
-            let expected = set.expected_sum_of_avgs(one_host);
+        // q1: every host; q2: one host; q3: a `literal_or` of 20 hosts spread over the set (issue 3 item 6).
+        let one = [(set.hosts - 1).min(42)];
+        let twenty: Vec<u32> = (0..20.min(set.hosts)).map(|i| i * set.hosts / 20.min(set.hosts)).collect();
+        for (q, hosts) in [("q1", None), ("q2", Some(&one[..])), ("q3", Some(&twenty[..]))] {
+            let (ms, answer) = query_latency(&server, set, hosts, opts.q_repeats)?;
+            let expected = set.expected_sum_of_avgs(hosts);
             let what = format!("{tag}: {q} answers what was sent");
             match compare_series(&answer, &expected) {
                 Ok(d) => s
@@ -502,13 +504,19 @@ fn enc(s: &str) -> String {
     out
 }
 
-/// The q1 (all hosts) or q2 (one host) request path for `kind`.
-fn query_path(kind: Kind, set: &DataSet, host: Option<u32>) -> String {
+/// The request path for `kind` of `sum:1m-avg` over `hosts` (all when `None`): q1 (all), q2 (one host), q3 (a
+/// `literal_or` of several; VictoriaMetrics: a regexp alternation, its equivalent).
+fn query_path(kind: Kind, set: &DataSet, hosts: Option<&[u32]>) -> String {
     let metric = data::metric_name(0);
     let last_bucket = set.last_ts - set.last_ts.rem_euclid(60);
+    let names = |sep: &str| hosts.map(|h| h.iter().map(|&h| data::host_name(h)).collect::<Vec<_>>().join(sep));
     match kind {
         Kind::Rtsd => {
-            let filter = host.map(|h| format!("{{host={}}}", data::host_name(h))).unwrap_or_default();
+            let filter = match (hosts, names("|")) {
+                (Some([_]), Some(name)) => format!("{{host={name}}}"),
+                (Some(_), Some(names)) => format!("{{host=literal_or({names})}}"),
+                _ => String::new(),
+            };
             format!(
                 "/api/query?start={}&end={}&m={}",
                 set.first_ts(),
@@ -517,7 +525,11 @@ fn query_path(kind: Kind, set: &DataSet, host: Option<u32>) -> String {
             )
         }
         Kind::Vm => {
-            let filter = host.map(|h| format!(",host=\"{}\"", data::host_name(h))).unwrap_or_default();
+            let filter = match (hosts, names("|")) {
+                (Some([_]), Some(name)) => format!(",host=\"{name}\""),
+                (Some(_), Some(names)) => format!(",host=~\"{names}\""),
+                _ => String::new(),
+            };
             // VictoriaMetrics' window at T is (T-60 s, T]; OpenTSDB's bucket t is [t, t+60 s): T = t + 59 s.
             format!(
                 "/api/v1/query_range?query={}&start={}&end={}&step=60&nocache=1",
@@ -567,10 +579,10 @@ fn parse_answer(kind: Kind, body: &[u8]) -> Result<Vec<(i64, f64)>, String> {
 fn query_latency(
     server: &Server,
     set: &DataSet,
-    host: Option<u32>,
+    hosts: Option<&[u32]>,
     repeats: usize,
 ) -> Result<(f64, Vec<(i64, f64)>), String> {
-    let path = query_path(server.kind, set, host);
+    let path = query_path(server.kind, set, hosts);
     let mut times = Vec::new();
     let mut answer = Vec::new();
     for i in 0..=repeats {
@@ -725,9 +737,15 @@ mod tests {
     fn query_paths() {
         let set = DataSet { name: "B", metrics: 4, hosts: 1000, rounds: 12, last_ts: 1_795_302_470 };
         assert_eq!(
-            query_path(Kind::Rtsd, &set, Some(42)),
+            query_path(Kind::Rtsd, &set, Some(&[42])),
             "/api/query?start=1795302360&end=1795302470&m=sum%3A1m-avg%3Asys.cpu.user%7Bhost%3Dhost00042%7D"
         );
+        assert_eq!(
+            query_path(Kind::Rtsd, &set, Some(&[1, 50])),
+            "/api/query?start=1795302360&end=1795302470&m=sum%3A1m-avg%3Asys.cpu.user%7Bhost%3Dliteral_or%28host00001%7Chost00050%29%7D"
+        );
+        let vm3 = query_path(Kind::Vm, &set, Some(&[1, 50]));
+        assert!(vm3.contains("%2Chost%3D~%22host00001%7Chost00050%22%7D"), "{vm3}");
         let vm = query_path(Kind::Vm, &set, None);
         assert!(vm.ends_with("&start=1795302419&end=1795302479&step=60&nocache=1"), "{vm}");
         assert!(vm.contains("sum%28avg_over_time%28%7B__name__%3D%22sys.cpu.user%22%7D%5B1m%5D%29%29"), "{vm}");
