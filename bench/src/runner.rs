@@ -514,7 +514,8 @@ fn query_path(kind: Kind, set: &DataSet, hosts: Option<&[u32]>) -> String {
         Kind::Rtsd => {
             let filter = match (hosts, names("|")) {
                 (Some([_]), Some(name)) => format!("{{host={name}}}"),
-                (Some(_), Some(names)) => format!("{{host=literal_or({names})}}"),
+                // In the second braces: a filter that does not group by host.
+                (Some(_), Some(names)) => format!("{{}}{{host=literal_or({names})}}"),
                 _ => String::new(),
             };
             format!(
@@ -742,7 +743,7 @@ mod tests {
         );
         assert_eq!(
             query_path(Kind::Rtsd, &set, Some(&[1, 50])),
-            "/api/query?start=1795302360&end=1795302470&m=sum%3A1m-avg%3Asys.cpu.user%7Bhost%3Dliteral_or%28host00001%7Chost00050%29%7D"
+            "/api/query?start=1795302360&end=1795302470&m=sum%3A1m-avg%3Asys.cpu.user%7B%7D%7Bhost%3Dliteral_or%28host00001%7Chost00050%29%7D"
         );
         let vm3 = query_path(Kind::Vm, &set, Some(&[1, 50]));
         assert!(vm3.contains("%2Chost%3D~%22host00001%7Chost00050%22%7D"), "{vm3}");
