@@ -311,10 +311,16 @@ impl Store {
         // Rollup tables of the configuration, and any left by an earlier one (RocksDB opens all or nothing).
         let mut extra: Vec<String> = rollups.families.clone();
         extra.push(rollup::CF_ROLLUP_DIRTY.to_string());
-        for name in DB::list_cf(&db_opts, path).unwrap_or_default() {
-            if name != "default" && !COLUMN_FAMILIES.contains(&name.as_str()) && !extra.contains(&name) {
-                extra.push(name);
+        let existing = DB::list_cf(&db_opts, path).unwrap_or_default();
+        for name in &existing {
+            if name != "default" && !COLUMN_FAMILIES.contains(&name.as_str()) && !extra.contains(name) {
+                extra.push(name.clone());
             }
+        }
+        if read_only && !existing.is_empty() {
+            // A read-only open cannot create column families: rollup tables the configuration names but the
+            // directory lacks (a daemon with rollups off wrote it) read as empty (readers skip absent handles).
+            extra.retain(|name| existing.contains(name));
         }
         let retention = retention::Retention::new(retention_settings, rollup_settings);
         let cfs = COLUMN_FAMILIES.iter().map(|name| name.to_string()).chain(extra).map(|name| {
