@@ -81,6 +81,7 @@ pub struct Metrics {
     /// and points folded into hours that had been rolled up before (late, out-of-order or overwriting points).
     pub rollup_buckets_written: Counter,
     pub rollup_late_points: Counter,
+    pub queries_cancelled: Counter,
     /// Rows removed by retention (see `store::retention`) when RocksDB compacted them.
     pub rows_expired: Counter,
     /// Points refused by the put path, OpenTSDB's `rpc.errors type=socket_writes_blocked` aside.
@@ -123,6 +124,7 @@ impl Metrics {
             chukwa_dropped: Family::default(),
             rollup_buckets_written: Counter::default(),
             rollup_late_points: Counter::default(),
+            queries_cancelled: Counter::default(),
             rows_expired: Counter::default(),
             writes_blocked: AtomicU64::new(0),
             uid_hit_handles: Default::default(),
@@ -206,6 +208,11 @@ impl Metrics {
             "rollup_late_points",
             "Points folded into rollups of an hour that had been rolled up before (late, out of order, overwrites)",
             m.rollup_late_points.clone(),
+        );
+        registry.register(
+            "queries_cancelled",
+            "Queries stopped before they finished because the client closed its connection",
+            m.queries_cancelled.clone(),
         );
         registry.register(
             "rows_expired",

@@ -1,6 +1,8 @@
 //! Runs a parsed `/api/query` against the store (spec: query §1.5): resolve names, read the scan window, select
 //! series by their filters, group, run the engine per group, build the response objects.
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use rtsd_protocol::annotation;
 use rtsd_protocol::codec;
@@ -42,16 +44,33 @@ impl From<StoreError> for ExecError {
             StoreError::Budget(BudgetExceeded::Deadline) => {
                 limit(408, "Query timed out: it ran longer than tsd.query.timeout allows".to_string())
             }
+            StoreError::Budget(BudgetExceeded::Cancelled) => {
+                limit(CANCELLED_STATUS, "Query cancelled: the client closed the connection".to_string())
+            }
             // Storage failures are OpenTSDB's 424 ("failed dependency").
             other => RequestError { status: 424, message: other.to_string(), details: None },
         }
     }
 }
 
+/// The status of a query stopped because its client went away (nobody reads it; 499 is what proxies log).
+pub const CANCELLED_STATUS: u16 = 499;
+
 /// Runs every sub-query in order and returns the result objects of all of them. The limits apply to the whole
 /// query: its deadline starts now, and points and bytes read add up across sub-queries.
 pub fn execute(store: &Store, query: &TsQuery, limits: QueryLimits) -> Result<Vec<GroupOutput>, ExecError> {
+    execute_cancellable(store, query, limits, None)
+}
+
+/// [`execute`], stopping with a 499 error at the next row read once `cancelled` is set.
+pub fn execute_cancellable(
+    store: &Store,
+    query: &TsQuery,
+    limits: QueryLimits,
+    cancelled: Option<Arc<AtomicBool>>,
+) -> Result<Vec<GroupOutput>, ExecError> {
     let mut budget = ReadBudget {
+        cancelled,
         deadline: (limits.timeout_ms > 0)
             .then(|| std::time::Instant::now() + std::time::Duration::from_millis(limits.timeout_ms)),
         max_points: if query.override_data_point_limit && limits.allow_override_data_points {

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -92,6 +93,8 @@ pub struct ApiRequest {
     pub method: Method,
     pub params: Vec<(String, String)>,
     pub body: Bytes,
+    /// Set once the client is gone (its connection closed before the answer): long reads stop early.
+    pub cancelled: Arc<AtomicBool>,
 }
 
 impl ApiRequest {
@@ -126,7 +129,7 @@ fn cors(tsd: &Tsd, origin: Option<&str>) -> Cors {
     }
 }
 
-async fn handle(req: Request<Incoming>, tsd: &Tsd) -> Response<Full<Bytes>> {
+async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Response<Full<Bytes>> {
     tsd.metrics.rpc("http");
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
     let gzip = req
@@ -179,7 +182,7 @@ fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
     encoder.finish().ok().map(Bytes::from)
 }
 
-async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
+async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Reply {
     let mut method = req.method().clone();
     let path = req.uri().path().to_string();
     let params = parse_query(req.uri().query().unwrap_or(""));
@@ -208,7 +211,7 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
         Ok(body) => body,
         Err(reply) => return reply,
     };
-    let request = ApiRequest { method, params, body };
+    let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default() });
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let reply = match segs.as_slice() {
         ["metrics"] => Reply {
@@ -216,9 +219,24 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
             body: tsd.metrics.encode().into(),
             content_type: "text/plain; version=0.0.4; charset=utf-8",
         },
-        // API handlers do synchronous RocksDB work (writes, scans): let the runtime move other connections off
-        // this worker thread while they run.
-        ["api", rest @ ..] => tokio::task::block_in_place(|| api(rest, &request, tsd)),
+        // API handlers do synchronous RocksDB work (writes, scans): they run on the blocking pool. Hyper drops
+        // this future when the client closes its connection mid-request; the guard then cancels the reads.
+        ["api", ..] => {
+            let _cancel_when_dropped = CancelOnDrop(request.cancelled.clone());
+            let (request, tsd) = (request.clone(), tsd.clone());
+            let rest: Vec<String> = segments[1..].to_vec();
+            let task = tokio::task::spawn_blocking(move || {
+                let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+                api(&rest, &request, &tsd)
+            });
+            match task.await {
+                Ok(reply) => reply,
+                Err(e) => {
+                    tracing::error!(error = %e, "API handler failed");
+                    Reply::error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", None)
+                }
+            }
+        }
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
@@ -230,6 +248,16 @@ async fn route(req: Request<Incoming>, tsd: &Tsd) -> Reply {
             Reply { body: http_json::jsonp(callback, &String::from_utf8_lossy(&reply.body)).into(), ..reply }
         }
         _ => reply,
+    }
+}
+
+/// Sets the flag when dropped. A request future dropped before its handler finished means the client is gone;
+/// after the handler finished, nobody reads the flag any more.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

@@ -37,11 +37,16 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Ok(q) => q,
         Err(e) => return error(&e),
     };
-    match exec::execute(&tsd.store, &q, tsd.config.query_limits) {
+    match exec::execute_cancellable(&tsd.store, &q, tsd.config.query_limits, Some(req.cancelled.clone())) {
         Ok(groups) => {
             Reply::json(StatusCode::OK, render(&groups, DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays }))
         }
-        Err(e) => error(&e),
+        Err(e) => {
+            if e.status == exec::CANCELLED_STATUS {
+                tsd.metrics.queries_cancelled.inc();
+            }
+            error(&e)
+        }
     }
 }
 

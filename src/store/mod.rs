@@ -78,6 +78,8 @@ pub enum StoreError {
 #[derive(Debug, Clone, Default)]
 pub struct ReadBudget {
     pub deadline: Option<Instant>,
+    /// Set when nobody waits for the answer any more (the HTTP client closed its connection).
+    pub cancelled: Option<Arc<std::sync::atomic::AtomicBool>>,
     pub max_points: u64,
     pub max_bytes: u64,
     pub points: u64,
@@ -88,6 +90,7 @@ pub struct ReadBudget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BudgetExceeded {
     Deadline,
+    Cancelled,
     Points(u64),
     Bytes(u64),
 }
@@ -96,6 +99,7 @@ impl std::fmt::Display for BudgetExceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BudgetExceeded::Deadline => f.write_str("deadline exceeded"),
+            BudgetExceeded::Cancelled => f.write_str("cancelled"),
             BudgetExceeded::Points(n) => write!(f, "more than {n} data points"),
             BudgetExceeded::Bytes(n) => write!(f, "more than {n} bytes"),
         }
@@ -116,7 +120,27 @@ impl ReadBudget {
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(StoreError::Budget(BudgetExceeded::Deadline));
         }
+        if self.cancelled.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+            return Err(StoreError::Budget(BudgetExceeded::Cancelled));
+        }
+        #[cfg(debug_assertions)]
+        test_hooks::row_delay();
         Ok(())
+    }
+}
+
+/// Failpoints for the compat tests, compiled into debug builds only.
+#[cfg(debug_assertions)]
+mod test_hooks {
+    /// `RTSD_TEST_ROW_DELAY_MS`: sleep this long for each row a reader is charged for, so that a test can act
+    /// (close its connection, say) while a query is still running.
+    pub(super) fn row_delay() {
+        static DELAY_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let ms = *DELAY_MS
+            .get_or_init(|| std::env::var("RTSD_TEST_ROW_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
+        if ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
     }
 }
 
