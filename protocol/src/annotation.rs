@@ -161,6 +161,140 @@ pub fn is_annotation_qualifier(q: &[u8]) -> bool {
     q.first() == Some(&PREFIX) && (q.len() == 3 || q.len() == 5)
 }
 
+/// The fields of a received annotation object, as given (a POST merges exactly these into what is stored).
+pub type Fields = Map<String, Json>;
+
+/// A bulk deletion request of `/api/annotation/bulk` (OpenTSDB's `AnnotationBulkDelete`): annotations starting in
+/// `[startTime, endTime]` of the listed series and/or the global ones (spec: query §6.9). Times stay text until
+/// the handler parses them, as OpenTSDB keeps them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BulkDelete {
+    pub start_time: Option<String>,
+    pub end_time: Option<String>,
+    pub tsuids: Option<Vec<String>>,
+    pub global: bool,
+}
+
+impl BulkDelete {
+    /// Reads a JSON body as Jackson binds it to `AnnotationBulkDelete`: numbers and booleans are accepted where
+    /// text is expected, `"true"`/`"false"` and 0/1 where a boolean is, and an unknown field is an error (the
+    /// class is not marked to ignore them). The error is the detail of "Unable to parse the given JSON".
+    pub fn from_json(bytes: &[u8]) -> Result<BulkDelete, String> {
+        let v: Json = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let Json::Object(obj) = v else { return Err("a bulk delete request must be a JSON object".to_string()) };
+        let text = |k: &str, v: &Json| match v {
+            Json::Null => Ok(None),
+            Json::String(s) => Ok(Some(s.clone())),
+            Json::Number(n) => Ok(Some(n.to_string())),
+            Json::Bool(b) => Ok(Some(b.to_string())),
+            _ => Err(format!("Can not deserialize a String from {} for field \"{k}\"", json_kind(v))),
+        };
+        let mut out = BulkDelete::default();
+        for (k, v) in &obj {
+            match k.as_str() {
+                "startTime" => out.start_time = text(k, v)?,
+                "endTime" => out.end_time = text(k, v)?,
+                "global" => {
+                    out.global = match v {
+                        Json::Null => false,
+                        Json::Bool(b) => *b,
+                        Json::Number(n) => n.as_i64() != Some(0),
+                        Json::String(s) if s == "true" || s == "false" => s == "true",
+                        _ => {
+                            return Err(format!(
+                                "Can not deserialize a boolean from {} for field \"global\"",
+                                json_kind(v)
+                            ))
+                        }
+                    }
+                }
+                "tsuids" => {
+                    out.tsuids = match v {
+                        Json::Null => None,
+                        Json::Array(items) => {
+                            let mut list = Vec::with_capacity(items.len());
+                            for item in items {
+                                // Jackson keeps a null element as null; no TSUID can be made of it.
+                                list.push(text(k, item)?.ok_or_else(|| "null in tsuids".to_string())?);
+                            }
+                            Some(list)
+                        }
+                        _ => {
+                            return Err(format!(
+                                "Can not deserialize a list from {} for field \"tsuids\"",
+                                json_kind(v)
+                            ))
+                        }
+                    }
+                }
+                // Output only: overwritten with the real count.
+                "totalDeleted" if v.is_number() || v.is_null() => {}
+                _ => return Err(format!("Unrecognized field \"{k}\"")),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The query-string form: `start_time`, `end_time`, `tsuids` (comma separated, each trimmed), `global`
+    /// (present = true).
+    pub fn from_params(start_time: Option<&str>, end_time: Option<&str>, tsuids: Option<&str>, global: bool) -> Self {
+        BulkDelete {
+            start_time: start_time.map(str::to_string),
+            end_time: end_time.map(str::to_string),
+            tsuids: tsuids.map(|t| t.split(',').map(|s| s.trim().to_string()).collect()),
+            global,
+        }
+    }
+
+    /// The reply: the request echoed as Jackson writes `AnnotationBulkDelete` (fields `tsuids`, `global`, then
+    /// the getters' `startTime`, `endTime` in milliseconds and `totalDeleted`; a missing list is `null`).
+    pub fn render(&self, start_ms: i64, end_ms: i64, total_deleted: u64) -> String {
+        let tsuids = match &self.tsuids {
+            None => "null".to_string(),
+            Some(list) => format!("[{}]", list.iter().map(|t| json_string(t)).collect::<Vec<_>>().join(",")),
+        };
+        format!(
+            r#"{{"tsuids":{tsuids},"global":{},"startTime":{start_ms},"endTime":{end_ms},"totalDeleted":{total_deleted}}}"#,
+            self.global
+        )
+    }
+}
+
+fn json_kind(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// A `/api/annotation/bulk` POST/PUT body: a JSON array of annotation objects (a single object is refused, as
+/// Jackson refuses it for a list). The error is the detail of "Unable to parse the given JSON".
+pub fn parse_list(bytes: &[u8]) -> Result<Vec<(Annotation, Fields)>, String> {
+    let v: Json = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let Json::Array(items) = v else { return Err("expected a JSON array of annotations".to_string()) };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Json::Object(obj) = item else { return Err("each annotation must be a JSON object".to_string()) };
+        let mut a = Annotation::default();
+        a.apply_json(&obj)?;
+        out.push((a, obj));
+    }
+    Ok(out)
+}
+
+/// The time of an annotation column from its qualifier and its row's base hour, in milliseconds.
+pub fn time_from_qualifier(qualifier: &[u8], base_time: u32) -> Option<i64> {
+    match qualifier {
+        [PREFIX, a, b] => Some((base_time as i64 + u16::from_be_bytes([*a, *b]) as i64) * 1000),
+        [PREFIX, a, b, c, d] => Some(base_time as i64 * 1000 + u32::from_be_bytes([*a, *b, *c, *d]) as i64),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +326,51 @@ mod tests {
         assert_eq!(global.start_ms(), 1369141261000);
         assert!(Annotation::from_json(b"[1]").is_err());
         assert!(Annotation::from_json(br#"{"startTime":"soon"}"#).is_err());
+    }
+
+    #[test]
+    fn bulk_delete_requests_bind_like_jackson() {
+        // spec: query §6.9; OpenTSDB's TestAnnotationRpc bulkDeleteDELETE body
+        let d = BulkDelete::from_json(
+            br#"{"tsuids":["000001000001000001","000001000001000002"],"startTime":"1388450560000","endTime":"1388450562000"}"#,
+        )
+        .unwrap();
+        assert_eq!(d.start_time.as_deref(), Some("1388450560000"));
+        assert_eq!(d.tsuids.as_ref().unwrap().len(), 2);
+        assert!(!d.global);
+        let d = BulkDelete::from_json(br#"{"startTime":1328140799,"global":"true","totalDeleted":7}"#).unwrap();
+        assert_eq!((d.start_time.as_deref(), d.global, d.tsuids.is_none()), (Some("1328140799"), true, true));
+        assert_eq!(
+            d.render(1328140799000, 1328140800000, 1),
+            r#"{"tsuids":null,"global":true,"startTime":1328140799000,"endTime":1328140800000,"totalDeleted":1}"#
+        );
+        assert_eq!(
+            BulkDelete::from_json(br#"{"startTime":1,"bogus":1}"#).unwrap_err(),
+            r#"Unrecognized field "bogus""#
+        );
+        assert!(BulkDelete::from_json(b"{thisisnotjson}").is_err());
+        assert!(BulkDelete::from_json(br#"{"tsuids":"000001000001000001"}"#).is_err());
+        let q = BulkDelete::from_params(Some("1h-ago"), None, Some("000001000001000001, 000001000001000002"), false);
+        assert_eq!(q.tsuids.unwrap(), vec!["000001000001000001", "000001000001000002"]);
+        assert_eq!(BulkDelete::from_params(Some("1"), None, Some(""), false).tsuids.unwrap(), vec![""]);
+    }
+
+    #[test]
+    fn bulk_bodies_are_lists_and_qualifiers_give_back_their_time() {
+        let list = parse_list(br#"[{"startTime":1328140800,"description":"Boo"},{"startTime":1388450562}]"#).unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].0.description.as_deref(), Some("Boo"));
+        // A single object is not a list (TestAnnotationRpc bulkMissingInvalidSingleObject).
+        assert!(parse_list(br#"{"startTime":1388450562,"description":"Boo"}"#).is_err());
+        assert!(parse_list(b"Not a json object").is_err());
+        assert!(parse_list(b"[1]").is_err());
+        let base = codec_base(1292148123);
+        assert_eq!(time_from_qualifier(&qualifier(1292148123), base), Some(1292148123000));
+        assert_eq!(time_from_qualifier(&qualifier(1356998400500), codec_base(1356998400)), Some(1356998400500));
+        assert_eq!(time_from_qualifier(&[0x01, 0x00], base), None);
+    }
+
+    fn codec_base(seconds: i64) -> u32 {
+        (seconds - seconds.rem_euclid(3600)) as u32
     }
 }

@@ -88,21 +88,14 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
             None => not_found(),
         },
         Method::POST | Method::PUT => {
-            // POST changes only the fields it names; PUT replaces the whole annotation.
-            let updated = match (&req.method, stored.clone(), &body_obj) {
-                (&Method::POST, Some(mut a), Some(obj)) => match a.apply_json(obj) {
-                    Ok(()) => a,
-                    Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e)),
-                },
-                _ => given.clone(),
-            };
-            if stored.as_ref() == Some(&updated) {
+            let merge = req.method == Method::POST && body_obj.is_some();
+            let Some(updated) = updated(stored, &given, body_obj.as_ref().filter(|_| merge)) else {
                 return Reply {
                     status: StatusCode::NOT_MODIFIED,
                     body: bytes::Bytes::new(),
                     content_type: "application/json; charset=UTF-8",
                 };
-            }
+            };
             let json = updated.to_json();
             match store.put_annotation(&key, &qualifier, Some(json.as_bytes())) {
                 Ok(()) => Reply::json(StatusCode::OK, json),
@@ -111,6 +104,171 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
         }
         _ => Reply::method_not_allowed(&req.method),
     }
+}
+
+/// What a POST or PUT makes of the stored annotation: with `merge_fields` (a POST body) only the fields it names
+/// change, else the given annotation replaces the stored one. None when the result is what is stored already
+/// (304 for one annotation, left out of a bulk reply).
+fn updated(
+    stored: Option<Annotation>,
+    given: &Annotation,
+    merge_fields: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<Annotation> {
+    let result = match (stored.clone(), merge_fields) {
+        (Some(mut a), Some(obj)) => {
+            // The fields were read once already into `given`, so applying them again cannot fail.
+            match a.apply_json(obj) {
+                Ok(()) => a,
+                Err(_) => given.clone(),
+            }
+        }
+        _ => given.clone(),
+    };
+    (stored.as_ref() != Some(&result)).then_some(result)
+}
+
+/// `/api/annotation/bulk` (spec: query §6.9): POST (merge) or PUT (replace) a list of annotations, answered
+/// with the stored ones that changed; DELETE the annotations of some series and/or the global ones in a time
+/// range, answered with the request and `totalDeleted`. Unlike 2.4, which writes each annotation on its own and
+/// may store some before refusing a bad one, rtsd checks the whole list first and writes it atomically.
+pub fn bulk(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    match req.method {
+        Method::POST | Method::PUT => bulk_update(req, tsd),
+        Method::DELETE => bulk_delete(req, tsd),
+        _ => Reply::method_not_allowed(&req.method),
+    }
+}
+
+/// Where an annotation is stored: its data row key and column qualifier.
+type Slot = (Vec<u8>, Vec<u8>);
+
+fn missing_content() -> Reply {
+    Reply::error(
+        StatusCode::BAD_REQUEST,
+        "Missing message content",
+        Some("Supply valid JSON formatted data in the body of your request"),
+    )
+}
+
+fn bulk_update(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    if req.body.is_empty() {
+        return missing_content();
+    }
+    let list = match annotation::parse_list(&req.body) {
+        Ok(list) => list,
+        Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e)),
+    };
+    let store = &tsd.store;
+    // Later elements see earlier ones of the same request, as they would if written one by one.
+    let mut pending: std::collections::HashMap<Slot, Annotation> = std::collections::HashMap::new();
+    let mut order: Vec<Slot> = Vec::new();
+    for (given, fields) in &list {
+        // OpenTSDB's error for a bad element: its message, and the element as `Annotation.toString` prints it.
+        let refuse = |message: &str| {
+            let details = format!(
+                "Annotation error: TSUID: {} Start: {}  Description: {}",
+                given.tsuid.as_deref().unwrap_or(""),
+                given.start_time,
+                given.description.as_deref().unwrap_or("")
+            );
+            Reply::error(StatusCode::BAD_REQUEST, message, Some(&details))
+        };
+        if given.start_time < 1 {
+            return refuse("The start timestamp has not been set");
+        }
+        let tsuid = match given.tsuid.as_deref().map(|t| codec::string_to_uid(t, None)) {
+            None => None,
+            Some(Ok(bytes)) => Some(bytes),
+            Some(Err(e)) => return refuse(&format!("Invalid TSUID: {e}")),
+        };
+        let key = store.annotation_row_key(tsuid.as_deref(), given.start_time);
+        let slot = (key, annotation::qualifier(given.start_time));
+        let stored = match pending.get(&slot) {
+            Some(a) => Some(a.clone()),
+            None => match store.get_annotation(&slot.0, &slot.1) {
+                Ok(s) => s.and_then(|bytes| Annotation::from_json(&bytes).ok()),
+                Err(e) => return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+            },
+        };
+        let merge = (req.method == Method::POST).then_some(fields);
+        if let Some(updated) = updated(stored, given, merge) {
+            if !pending.contains_key(&slot) {
+                order.push(slot.clone());
+            }
+            pending.insert(slot, updated);
+        }
+    }
+    let written: Vec<(&Slot, String)> = order.iter().map(|slot| (slot, pending[slot].to_json())).collect();
+    let columns = written.iter().map(|((key, qualifier), json)| (&key[..], &qualifier[..], Some(json.as_bytes())));
+    if let Err(e) = store.write_annotations(columns) {
+        return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None);
+    }
+    let items: Vec<&str> = written.iter().map(|(_, json)| json.as_str()).collect();
+    Reply::json(StatusCode::OK, format!("[{}]", items.join(",")))
+}
+
+fn bulk_delete(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
+    // OpenTSDB wraps the IllegalArgumentExceptions of this path whole: the message is the details too.
+    let illegal = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, Some(m));
+    let request = if !req.body.is_empty() {
+        match annotation::BulkDelete::from_json(&req.body) {
+            Ok(r) => r,
+            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e)),
+        }
+    } else {
+        let Some(start) = req.param("start_time") else { return bad("Missing parameter <code>start_time</code>") };
+        annotation::BulkDelete::from_params(Some(start), req.param("end_time"), req.param("tsuids"), req.has("global"))
+    };
+    // A start of 0 would delete everything; OpenTSDB insists it is given.
+    let Some(start) = request.start_time.as_deref().filter(|s| !s.is_empty()) else {
+        return bad("Missing the start time value");
+    };
+    if !request.global && request.tsuids.as_ref().is_none_or(Vec::is_empty) {
+        return bad("Missing the TSUIDs or global annotations flag");
+    }
+    let now = now_ms();
+    let start_ms = match rtsd_protocol::query::parse_time(start, now, None) {
+        Ok(t) => t,
+        Err(e) => return illegal(&e.message),
+    };
+    let end_ms = match request.end_time.as_deref().filter(|e| !e.is_empty()) {
+        None => now,
+        Some(end) => match rtsd_protocol::query::parse_time(end, now, None) {
+            Ok(t) => t,
+            Err(e) => return illegal(&e.message),
+        },
+    };
+    if end_ms < 1 {
+        return illegal("The end timestamp has not been set");
+    }
+    if end_ms < start_ms {
+        return illegal("The end timestamp cannot be less than the start timestamp");
+    }
+    let mut targets: Vec<Option<Vec<u8>>> = Vec::new();
+    if request.global {
+        targets.push(None);
+    }
+    for tsuid in request.tsuids.iter().flatten() {
+        match codec::string_to_uid(tsuid, None) {
+            Ok(bytes) => targets.push(Some(bytes)),
+            Err(e) => return illegal(&e.to_string()),
+        }
+    }
+    let mut found = Vec::new();
+    for target in &targets {
+        match tsd.store.annotations_between(target.as_deref(), start_ms, end_ms) {
+            Ok(columns) => found.extend(columns),
+            Err(e) => return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+        }
+    }
+    // The same series listed twice finds its annotations twice; each is deleted (and counted) once.
+    found.sort();
+    found.dedup();
+    if let Err(e) = tsd.store.write_annotations(found.iter().map(|(k, q)| (&k[..], &q[..], None))) {
+        return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None);
+    }
+    Reply::json(StatusCode::OK, request.render(start_ms, end_ms, found.len() as u64))
 }
 
 /// `/api/annotations`: the global annotations between `start_time` and `end_time` (default now).

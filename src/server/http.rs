@@ -296,6 +296,11 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
             ),
             _ => query::query(req, tsd),
         },
+        // OpenTSDB's AnnotationRpc serves both routes and sends any second segment ending in `bulk` to the bulk
+        // handler (spec: query §0.1, §6.9).
+        Some("annotation") | Some("annotations") if writes && segments.get(1).is_some_and(|s| s.ends_with("bulk")) => {
+            annotation::bulk(req, tsd)
+        }
         Some("annotation") if writes => annotation::annotation(req, tsd),
         Some("uid") if writes => super::uid::handle(&segments[1..], req, tsd),
         Some("annotations") => annotation::global_annotations(req, tsd),

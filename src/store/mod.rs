@@ -718,12 +718,67 @@ impl Store {
 
     /// Stores (or, with `None`, deletes) the annotation column `qualifier` of row `key`, durably.
     pub fn put_annotation(&self, key: &[u8], qualifier: &[u8], json: Option<&[u8]>) -> Result<(), StoreError> {
-        let mut column = Vec::new();
-        codec::push_column(&mut column, qualifier, json.unwrap_or_default());
+        self.write_annotations([(key, qualifier, json)])
+    }
+
+    /// Stores or deletes several annotation columns (row key, qualifier, JSON or `None`) in one durable atomic
+    /// write: a bulk request lands whole or not at all. A deletion writes an empty value, which the row's merge
+    /// keeps in place of the column (merge operands can replace a column but not remove it).
+    pub fn write_annotations<'a>(
+        &self,
+        columns: impl IntoIterator<Item = (&'a [u8], &'a [u8], Option<&'a [u8]>)>,
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(CF_DATA);
+        for (key, qualifier, json) in columns {
+            let mut column = Vec::new();
+            codec::push_column(&mut column, qualifier, json.unwrap_or_default());
+            batch.merge_cf(cf, key, column);
+        }
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db.merge_cf_opt(self.cf(CF_DATA), key, column, &opts)?;
+        self.db.write_opt(batch, &opts)?;
         Ok(())
+    }
+
+    /// The stored annotation columns (row key, qualifier) of one series, or with `None` the global ones, whose
+    /// time lies in `[start_ms, end_ms]`: what a bulk delete removes. Like OpenTSDB's `Annotation.deleteRange` it
+    /// reads the metric's rows of the hours in range and keeps the series' own.
+    pub fn annotations_between(
+        &self,
+        tsuid: Option<&[u8]>,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let mw = self.layout.uid_widths[0];
+        let global_metric = vec![0u8; mw];
+        let (metric, tags) = match tsuid {
+            Some(t) if t.len() >= mw => (&t[..mw], &t[mw..]),
+            // No series has a TSUID shorter than a metric UID: nothing of it is stored.
+            Some(_) => return Ok(Vec::new()),
+            None => (&global_metric[..], &[][..]),
+        };
+        let last = codec::MAX_SECONDS * 1000 + 999;
+        let start_hour = codec::base_time(start_ms.clamp(0, last));
+        let end_hour = codec::base_time(end_ms.clamp(0, last));
+        let tags_offset = self.layout.tags_offset();
+        let mut out = Vec::new();
+        self.for_each_row(metric, start_hour, end_hour, |row| {
+            if &row.key[tags_offset..] != tags {
+                return Ok(true);
+            }
+            for column in codec::columns(row.value).filter_map(Result::ok) {
+                if !annotation::is_annotation_qualifier(column.qualifier) || column.value.is_empty() {
+                    continue;
+                }
+                let at = annotation::time_from_qualifier(column.qualifier, row.base_time);
+                if at.is_some_and(|t| (start_ms..=end_ms).contains(&t)) {
+                    out.push((row.key.to_vec(), column.qualifier.to_vec()));
+                }
+            }
+            Ok(true)
+        })?;
+        Ok(out)
     }
 
     /// The stored JSON of one annotation column, if present and not deleted.
