@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rtsd_protocol::annotation;
 use rtsd_protocol::codec;
@@ -10,6 +11,7 @@ use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as RequestError, SubQuery, TsQuery};
 
 use super::output::{split_tags, GroupOutput};
+use super::stats::{QueryStats, ResultStats, SubStats};
 use super::{
     format_value, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, Point, Query, RateConfig,
 };
@@ -59,16 +61,18 @@ pub const CANCELLED_STATUS: u16 = 499;
 /// Runs every sub-query in order and returns the result objects of all of them. The limits apply to the whole
 /// query: its deadline starts now, and points and bytes read add up across sub-queries.
 pub fn execute(store: &Store, query: &TsQuery, limits: QueryLimits) -> Result<Vec<GroupOutput>, ExecError> {
-    execute_cancellable(store, query, limits, None)
+    execute_cancellable(store, query, limits, None).map(|(groups, _)| groups)
 }
 
-/// [`execute`], stopping with a 499 error at the next row read once `cancelled` is set.
+/// [`execute`], stopping with a 499 error at the next row read once `cancelled` is set; also returns what the
+/// query measured (for `showSummary`; `showStats` objects are already in the results).
 pub fn execute_cancellable(
     store: &Store,
     query: &TsQuery,
     limits: QueryLimits,
     cancelled: Option<Arc<AtomicBool>>,
-) -> Result<Vec<GroupOutput>, ExecError> {
+) -> Result<(Vec<GroupOutput>, QueryStats), ExecError> {
+    let mut stats = QueryStats::default();
     let mut budget = ReadBudget {
         cancelled,
         deadline: (limits.timeout_ms > 0)
@@ -82,16 +86,21 @@ pub fn execute_cancellable(
         ..ReadBudget::default()
     };
     let mut out = Vec::new();
-    for sub in &query.queries {
-        out.extend(execute_sub(store, query, sub, &mut budget)?);
+    for (index, sub) in query.queries.iter().enumerate() {
+        let mut sub_stats = SubStats { index, ..SubStats::default() };
+        out.extend(execute_sub(store, query, sub, &mut budget, &mut sub_stats)?);
+        stats.subs.push(sub_stats);
     }
-    Ok(out)
+    Ok((out, stats))
 }
 
 /// Caches UID -> name for one query: rows of a series repeat the same UIDs.
 struct Names<'a> {
     store: &'a Store,
     cache: HashMap<(UidKind, Vec<u8>), String>,
+    /// Names looked up in the store (cache misses), and the time they took.
+    resolved: u64,
+    resolving: std::time::Duration,
 }
 
 impl Names<'_> {
@@ -99,7 +108,10 @@ impl Names<'_> {
         if let Some(n) = self.cache.get(&(kind, uid.to_vec())) {
             return Ok(n.clone());
         }
+        let started = Instant::now();
         let n = self.store.uids().name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid));
+        self.resolved += 1;
+        self.resolving += started.elapsed();
         self.cache.insert((kind, uid.to_vec()), n.clone());
         Ok(n)
     }
@@ -110,6 +122,7 @@ fn execute_sub(
     query: &TsQuery,
     sub: &SubQuery,
     budget: &mut ReadBudget,
+    stats: &mut SubStats,
 ) -> Result<Vec<GroupOutput>, ExecError> {
     let uids = store.uids();
     let layout = store.layout();
@@ -132,7 +145,7 @@ fn execute_sub(
         },
         (None, None) => return Err(bad("Missing the metric or tsuids, provide at least one".into())),
     };
-    let mut names = Names { store, cache: HashMap::new() };
+    let mut names = Names { store, cache: HashMap::new(), resolved: 0, resolving: std::time::Duration::ZERO };
     let metric_name = names.name(UidKind::Metric, &metric_uid)?;
 
     let filters = if tsuid_filter.is_some() { Vec::new() } else { sub.filters.clone() };
@@ -162,6 +175,9 @@ fn execute_sub(
     let mut engine = engine_query(query, sub)?;
     let (scan_start, scan_end) = scan_window(query.start_ms, query.end_ms, engine.downsample.as_ref());
 
+    let scan_started = Instant::now();
+    let (rows_before, skipped_before, points_before) = (budget.rows, budget.rows_skipped, budget.points);
+    let (resolved_before, resolving_before) = (names.resolved, names.resolving);
     // 3. Select series: every filtered key present, explicitTags, every filter matching.
     let mut select = |tags: &[(&[u8], &[u8])]| -> Result<bool, StoreError> {
         if let Some(tsuids) = &tsuid_filter {
@@ -237,6 +253,18 @@ fn execute_sub(
         (None, None) => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
     };
 
+    let rows_read = budget.rows - rows_before;
+    stats.rows_post_filter = rows_read;
+    stats.rows_pre_filter = rows_read + budget.rows_skipped - skipped_before;
+    stats.dps_post_filter = budget.points - points_before;
+    stats.scan = scan_started.elapsed();
+    stats.scanner_id = format!(
+        "Scanner(table={}, metric={}, start_ms={scan_start}, end_ms={scan_end})",
+        if rollup_table == "raw" { "tsdb".to_string() } else { format!("rollup {rollup_table}") },
+        codec::uid_to_string(&metric_uid),
+    );
+    let group_started = Instant::now();
+
     // 4. Group by the values of the group-by keys (ordered by tag value UIDs); `none` keeps series apart.
     let mut groups: BTreeMap<Vec<u8>, Vec<&StoredSeries>> = BTreeMap::new();
     for s in &series {
@@ -255,6 +283,10 @@ fn execute_sub(
         groups.entry(key).or_default().push(s);
     }
 
+    stats.group_by = group_started.elapsed();
+    stats.uid_pairs_resolved = names.resolved - resolved_before;
+    stats.uid_resolve = names.resolving - resolving_before;
+
     // 5-7. Run each group and build its result object.
     let filter_tagk_uids: Vec<Vec<u8>> = filter_keys.clone();
     let global_annotations = if query.global_annotations && !query.no_annotations {
@@ -269,12 +301,15 @@ fn execute_sub(
     };
     let mut out = Vec::with_capacity(groups.len());
     for members in groups.values() {
+        let started = Instant::now();
         let points = members.iter().map(|s| s.points.iter().map(Point::from));
         let mut dps = Vec::new();
         for p in engine.run(points) {
             let (ts, value) = p.map_err(internal)?;
             dps.push((ts, format_value(&value)));
         }
+        let aggregation = started.elapsed();
+        let naming = Instant::now();
         let mut tag_sets = Vec::with_capacity(members.len());
         for s in members {
             let mut set = Vec::with_capacity(s.tags.len());
@@ -283,6 +318,7 @@ fn execute_sub(
             }
             tag_sets.push(set);
         }
+        let uid_to_string = naming.elapsed();
         let (tags, aggregate_tags) = split_tags(&tag_sets);
         let tsuids = query.show_tsuids.then(|| {
             let mut t: Vec<String> = members.iter().map(|s| codec::uid_to_string(&s.tsuid)).collect();
@@ -302,8 +338,20 @@ fn execute_sub(
                 annotation::render_list(&annotation::in_range(&stored, query.start_ms, query.end_ms))
             }),
             global_annotations: global_annotations.clone(),
+            stats: None,
             dps,
         });
+        // 2.4 writes a result's stats right after it, including the time it took to write it.
+        let result = out.last_mut().expect("just pushed");
+        stats.last_result = Some(ResultStats {
+            uid_to_string,
+            aggregation,
+            serialization: started.elapsed(),
+            emitted_dps: result.dps.len() as u64,
+        });
+        if query.show_stats {
+            result.stats = Some(stats.result_json());
+        }
     }
     Ok(out)
 }

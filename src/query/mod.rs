@@ -31,3 +31,4 @@ pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 pub mod exec;
 pub mod output;
 pub mod rollup;
+pub mod stats;

@@ -20,6 +20,8 @@ pub struct GroupOutput {
     pub global_annotations: Option<String>,
     /// (timestamp in ms, rendered value) in ascending time.
     pub dps: Vec<(i64, String)>,
+    /// The rendered `stats` object (with `showStats`), written after `dps`.
+    pub stats: Option<String>,
 }
 
 /// How `dps` is written.
@@ -61,12 +63,28 @@ pub fn split_tags(series: &[Vec<(Vec<u8>, String, String)>]) -> (Vec<(String, St
 
 /// Renders the whole response array.
 pub fn render(groups: &[GroupOutput], format: DpsFormat) -> String {
+    render_with_summary(groups, format, || None)
+}
+
+/// Renders the whole response array, then the element `summary` gives, if any, as the last one (`showSummary`
+/// appends `{"statsSummary":{...}}`, measured once the results are written, spec: query §1.6).
+pub fn render_with_summary(
+    groups: &[GroupOutput],
+    format: DpsFormat,
+    summary: impl FnOnce() -> Option<String>,
+) -> String {
     let mut out = String::from("[");
     for (i, g) in groups.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
         render_group(g, format, &mut out);
+    }
+    if let Some(s) = summary() {
+        if !groups.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&s);
     }
     out.push(']');
     out
@@ -130,6 +148,10 @@ fn render_group(g: &GroupOutput, format: DpsFormat, out: &mut String) {
         }
     }
     out.push(if format.arrays { ']' } else { '}' });
+    if let Some(stats) = &g.stats {
+        out.push_str(",\"stats\":");
+        out.push_str(stats);
+    }
     out.push('}');
 }
 

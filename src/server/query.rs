@@ -8,7 +8,7 @@ use rtsd_protocol::query::{self as request, QueryError};
 use super::http::{ApiRequest, Reply};
 use super::Tsd;
 use crate::query::exec;
-use crate::query::output::{render, DpsFormat};
+use crate::query::output::{render_with_summary, DpsFormat};
 use crate::timefmt::now_ms;
 
 fn error(e: &QueryError) -> Reply {
@@ -38,8 +38,12 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Err(e) => return error(&e),
     };
     match exec::execute_cancellable(&tsd.store, &q, tsd.config.query_limits, Some(req.cancelled.clone())) {
-        Ok(groups) => {
-            Reply::json(StatusCode::OK, render(&groups, DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays }))
+        Ok((groups, stats)) => {
+            let format = DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays };
+            Reply::json(
+                StatusCode::OK,
+                render_with_summary(&groups, format, || q.show_summary.then(|| stats.summary_json())),
+            )
         }
         Err(e) => {
             if e.status == exec::CANCELLED_STATUS {

@@ -84,6 +84,10 @@ pub struct ReadBudget {
     pub max_bytes: u64,
     pub points: u64,
     pub bytes: u64,
+    /// Rows read (charged for), and rows a scan met and skipped because their series was not selected: the
+    /// `rowsPostFilter` / `rowsPreFilter` of `showStats` (spec: query §1.6).
+    pub rows: u64,
+    pub rows_skipped: u64,
 }
 
 /// Which limit a read ran into.
@@ -111,6 +115,7 @@ impl ReadBudget {
     fn charge(&mut self, points: usize, bytes: usize) -> Result<(), StoreError> {
         self.points += points as u64;
         self.bytes += bytes as u64;
+        self.rows += 1;
         if self.max_points > 0 && self.points > self.max_points {
             return Err(StoreError::Budget(BudgetExceeded::Points(self.max_points)));
         }
@@ -634,6 +639,8 @@ impl Store {
                     .points
                     .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
                 series[i].annotations.extend(annotation_values(row.value));
+            } else {
+                budget.rows_skipped += 1;
             }
             Ok(true)
         })?;

@@ -841,6 +841,8 @@ impl Store {
                     &mut out[i].values,
                 )?;
                 budget.charge(cells, row.value.len())?;
+            } else {
+                budget.rows_skipped += 1;
             }
             Ok(true)
         })?;
