@@ -188,11 +188,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon logs at info; the tools print their own results and summaries, so only warnings are logged.
     let default_level = if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    crate::logs::init(default_level);
     let result = match cli.command {
         Command::Serve(common) => serve(&common).map(|()| 0),
         Command::Scan { common, import, delete, query } => scan(&common, import, delete, &query),

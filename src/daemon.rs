@@ -69,6 +69,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         shutdown: CancellationToken::new(),
         started: Instant::now(),
         port: addr.port(),
+        queries: Default::default(),
     });
     let (chukwa_addr, chukwa_task) = match chukwa {
         Some(listener) => {

@@ -4,6 +4,7 @@
 //! * [`config`]: properties file + flags -> one [`config::Config`].
 //! * [`server`]: the shared port (telnet lines and HTTP), connection handling, graceful shutdown.
 //! * [`store`]: RocksDB in OpenTSDB's layout: UIDs, rows, the write path, scans.
+//! * [`logs`]: logging, and the ring of recent records `/logs` serves.
 //! * [`metrics`]: Prometheus `/metrics` and OpenTSDB's `stats`.
 //! * [`scan`]: `rtsd scan`, stored rows printed as `tsdb scan` does, and the command-line query grammar.
 //! * [`tools`]: the other `tsdb` tools: `import`, `query`, `uid`, `mkmetric`, `fsck`.
@@ -13,6 +14,7 @@ pub mod chukwa;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod logs;
 pub mod metrics;
 pub mod query;
 pub mod rollup;

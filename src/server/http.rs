@@ -21,7 +21,7 @@ use rtsd_protocol::json_put::{self, BodyPoint, IncomingPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
-use super::{annotation, discovery, query, Tsd};
+use super::{annotation, discovery, query, stats, Tsd};
 use crate::metrics::Protocol;
 use crate::rollup::{self, RollupError};
 use crate::store::AddError;
@@ -29,11 +29,12 @@ use crate::store::AddError;
 const JSON: &str = "application/json; charset=UTF-8";
 
 pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
+    let peer = stream.peer_addr().ok();
     let io = TokioIo::new(stream);
     let service_tsd = tsd.clone();
     let service = hyper::service::service_fn(move |req| {
         let tsd = service_tsd.clone();
-        async move { Ok::<_, Infallible>(handle(req, &tsd).await) }
+        async move { Ok::<_, Infallible>(handle(req, &tsd, peer).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // OpenTSDB sends no Date header; idle keep-alive connections stay open as long as the client wants.
@@ -70,6 +71,28 @@ impl Reply {
         Reply { status, body: body.into(), content_type: "text/plain; charset=UTF-8" }
     }
 
+    pub fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
+        Reply { status, body: body.into(), content_type }
+    }
+
+    /// An error of the non-`/api` routes ("API version 0", spec: query §0.1): `{"err":"..."}` when the request
+    /// has the `json` parameter, else a small HTML page giving the reason (escaped: messages quote the request).
+    pub fn page_error(status: StatusCode, message: &str, json: bool) -> Reply {
+        if json {
+            return Reply::json(status, format!("{{\"err\":{}}}", http_json::json_string(message)));
+        }
+        let reason = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let title = status.canonical_reason().unwrap_or("Error");
+        Reply::new(
+            status,
+            "text/html; charset=UTF-8",
+            format!(
+                "<!DOCTYPE html><html><head><title>{title}</title></head><body><h1>{title}</h1>\
+                 The reason provided was:<blockquote>{reason}</blockquote></body></html>"
+            ),
+        )
+    }
+
     /// OpenTSDB's error envelope (spec: ingest §3.7).
     pub fn error(status: StatusCode, message: &str, details: Option<&str>) -> Reply {
         Reply::json(status, http_json::error_envelope(status.as_u16(), message, details))
@@ -95,6 +118,10 @@ pub struct ApiRequest {
     pub body: Bytes,
     /// Set once the client is gone (its connection closed before the answer): long reads stop early.
     pub cancelled: Arc<AtomicBool>,
+    /// The client's address (for `/api/stats/query`).
+    pub remote: Option<std::net::SocketAddr>,
+    /// The request headers as sent, in order (for `/api/stats/query`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl ApiRequest {
@@ -129,7 +156,7 @@ fn cors(tsd: &Tsd, origin: Option<&str>) -> Cors {
     }
 }
 
-async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Response<Full<Bytes>> {
+async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>, peer: Option<std::net::SocketAddr>) -> Response<Full<Bytes>> {
     tsd.metrics.rpc("http");
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
     let gzip = req
@@ -150,7 +177,7 @@ async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Response<Full<Bytes>>
             Some(&format!("The domain [{o}] is not permitted access")),
         ),
         (_, true) => Reply::json(StatusCode::OK, Bytes::new()),
-        _ => route(req, tsd).await,
+        _ => route(req, tsd, peer).await,
     };
     tsd.metrics.http_response(reply.status.as_u16());
     // Compress as OpenTSDB's HttpContentCompressor does when the client allows it; tiny bodies aren't worth it.
@@ -182,7 +209,7 @@ fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
     encoder.finish().ok().map(Bytes::from)
 }
 
-async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Reply {
+async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::SocketAddr>) -> Reply {
     let mut method = req.method().clone();
     let path = req.uri().path().to_string();
     let params = parse_query(req.uri().query().unwrap_or(""));
@@ -207,11 +234,16 @@ async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Reply {
     }
     // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
     let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(|s| s.to_ascii_lowercase()).collect();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
     let body = match read_body(req, tsd.config.max_body_bytes).await {
         Ok(body) => body,
         Err(reply) => return reply,
     };
-    let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default() });
+    let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers });
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let reply = match segs.as_slice() {
         ["metrics"] => Reply {
@@ -240,7 +272,8 @@ async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>) -> Reply {
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
-        ["stats"] => Reply::text(StatusCode::OK, tsd.stats_text()),
+        ["stats", ..] => stats::old_stats(&request, tsd),
+        ["logs", ..] => stats::logs(&request),
         _ => Reply::not_found(),
     };
     match request.param("jsonp") {
@@ -312,7 +345,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
         }
         Some("search") if tsd.config.mode.reads() && segments.get(1) == Some(&"lookup") => discovery::lookup(req, tsd),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
-        Some("stats") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, tsd.stats_json())),
+        Some("stats") => stats::api(segments.get(1).copied(), req, tsd),
         Some("config") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
         Some("dropcaches") => {
             // GET or DELETE only; POST is refused despite the docs (spec: query §6.15).

@@ -9,6 +9,7 @@ pub mod chukwa;
 pub mod discovery;
 pub mod http;
 pub mod query;
+pub mod stats;
 pub mod telnet;
 pub mod uid;
 
@@ -34,6 +35,8 @@ pub struct Tsd {
     pub started: Instant,
     /// The port actually bound (differs from the config when it asked for port 0).
     pub port: u16,
+    /// Running and recently completed `/api/query` requests (`/api/stats/query`).
+    pub queries: stats::QueryLog,
 }
 
 impl Tsd {

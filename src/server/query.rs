@@ -37,7 +37,8 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Ok(q) => q,
         Err(e) => return error(&e),
     };
-    match exec::execute_cancellable(&tsd.store, &q, tsd.config.query_limits, Some(req.cancelled.clone())) {
+    let running = tsd.queries.start(request::tsquery_json(&q), req.remote, &req.headers);
+    let reply = match exec::execute_cancellable(&tsd.store, &q, tsd.config.query_limits, Some(req.cancelled.clone())) {
         Ok((groups, stats)) => {
             let format = DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays };
             Reply::json(
@@ -49,9 +50,17 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
             if e.status == exec::CANCELLED_STATUS {
                 tsd.metrics.queries_cancelled.inc();
             }
-            error(&e)
+            let reply = error(&e);
+            running.finish(
+                reply.status,
+                Some(e.message.clone()),
+                !req.cancelled.load(std::sync::atomic::Ordering::Relaxed),
+            );
+            return reply;
         }
-    }
+    };
+    running.finish(reply.status, None, !req.cancelled.load(std::sync::atomic::Ordering::Relaxed));
+    reply
 }
 
 /// `/api/query/last`: the newest point of each addressed series, from the series index (spec: query §6.1).

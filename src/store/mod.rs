@@ -829,6 +829,28 @@ impl Store {
         Some(RowRef { key, metric, base_time, tags, value })
     }
 
+    /// RocksDB's memory by use, summed over the column families: memtables, block caches (one per family),
+    /// table readers' indexes and filters (`/api/stats/jvm`'s pools).
+    pub fn memory_usage(&self) -> Vec<(&'static str, u64)> {
+        let uses = [
+            ("rocksdbMemtables", "rocksdb.cur-size-all-mem-tables"),
+            ("rocksdbBlockCache", "rocksdb.block-cache-usage"),
+            ("rocksdbTableReaders", "rocksdb.estimate-table-readers-mem"),
+        ];
+        let families: Vec<&str> =
+            COLUMN_FAMILIES.iter().copied().chain(self.rollups.families.iter().map(String::as_str)).collect();
+        uses.iter()
+            .map(|(name, property)| {
+                let total = families
+                    .iter()
+                    .filter_map(|f| self.db.cf_handle(f))
+                    .filter_map(|cf| self.db.property_int_value_cf(cf, *property).ok().flatten())
+                    .sum();
+                (*name, total)
+            })
+            .collect()
+    }
+
     /// The retention of each table (see [`retention`]).
     pub fn retention(&self) -> &retention::Retention {
         &self.retention

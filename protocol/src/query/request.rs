@@ -363,6 +363,45 @@ fn push_str_array<'a>(o: &mut String, items: impl Iterator<Item = &'a str>) {
     o.push(']');
 }
 
+/// The request as Jackson writes OpenTSDB's `TSQuery` where it shows a query (`/api/stats/query`, spec: query
+/// §6.14): the fields that have getters of the same name first (`start`, `end`, `timezone`, `options`,
+/// `padding`, `queries`, `delete`), then the other getters in declaration order. `options` (the serializer
+/// options map) is never set by the JSON serializer, so it is `null`.
+pub fn tsquery_json(q: &TsQuery) -> String {
+    let mut o = String::with_capacity(256 + 512 * q.queries.len());
+    o.push_str("{\"start\":");
+    push_opt_str(&mut o, q.start.as_deref());
+    o.push_str(",\"end\":");
+    push_opt_str(&mut o, q.end.as_deref());
+    o.push_str(",\"timezone\":");
+    push_opt_str(&mut o, q.timezone.as_deref());
+    o.push_str(",\"options\":null,\"padding\":");
+    o.push_str(bool_str(q.padding));
+    o.push_str(",\"queries\":[");
+    for (i, sub) in q.queries.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        o.push_str(&sub.to_query_json(&[]));
+    }
+    o.push(']');
+    for (name, value) in [
+        ("delete", q.delete),
+        ("noAnnotations", q.no_annotations),
+        ("globalAnnotations", q.global_annotations),
+        ("showTSUIDs", q.show_tsuids),
+        ("msResolution", q.ms_resolution),
+        ("showQuery", q.show_query),
+        ("showStats", q.show_stats),
+        ("showSummary", q.show_summary),
+        ("useCalendar", q.use_calendar),
+    ] {
+        o.push_str(&format!(",\"{name}\":{}", bool_str(value)));
+    }
+    o.push('}');
+    o
+}
+
 /// A whole `/api/query` request (spec: query §1.1, §1.2), validated: times resolved to ms, sub-queries
 /// de-duplicated and indexed.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -1097,3 +1097,17 @@ proptest! {
             noise.replace(['"', '\\'], ""), crate::http_json::json_string(&noise)).as_bytes(), NOW);
     }
 }
+
+#[test]
+fn tsquery_shows_as_jackson_writes_it() {
+    // spec: query §6.14 (/api/stats/query shows each query as its TSQuery)
+    let q = post(r#"{"start":"1h-ago","msResolution":true,"queries":[{"aggregator":"sum","metric":"cpu"}]}"#);
+    let json = tsquery_json(&q);
+    let sub = q.queries[0].to_query_json(&[]);
+    assert_eq!(
+        json,
+        format!(
+            r#"{{"start":"1h-ago","end":null,"timezone":null,"options":null,"padding":false,"queries":[{sub}],"delete":false,"noAnnotations":false,"globalAnnotations":false,"showTSUIDs":false,"msResolution":true,"showQuery":false,"showStats":false,"showSummary":false,"useCalendar":false}}"#
+        )
+    );
+}
