@@ -112,6 +112,8 @@ pub struct Config {
     pub socket_timeout_secs: u64,
     pub return_errors: bool,
     pub enable_api: bool,
+    /// `tsd.core.enable_ui`: the web UI (`/`, `/s/...`, `/favicon.ico`) and `/q`.
+    pub enable_ui: bool,
     pub stats_canonical: bool,
     pub stats_with_port: bool,
     pub uid_cache_capacity: usize,
@@ -263,6 +265,7 @@ impl Config {
             return_errors: p.boolean("tsd.rpc.telnet.return_errors"),
             // Compared literally in OpenTSDB: `TRUE` or `1` disable the API (spec: ingest §6).
             enable_api: p.get("tsd.core.enable_api") == "true",
+            enable_ui: p.get("tsd.core.enable_ui") == "true",
             stats_canonical: p.boolean("tsd.stats.canonical"),
             stats_with_port: p.boolean("tsd.core.stats_with_port"),
             uid_cache_capacity,

@@ -4,6 +4,7 @@
 //! * [`config`]: properties file + flags -> one [`config::Config`].
 //! * [`server`]: the shared port (telnet lines and HTTP), connection handling, graceful shutdown.
 //! * [`store`]: RocksDB in OpenTSDB's layout: UIDs, rows, the write path, scans.
+//! * [`graph`]: the PNG graphs of `/q`, drawn in-process.
 //! * [`logs`]: logging, and the ring of recent records `/logs` serves.
 //! * [`metrics`]: Prometheus `/metrics` and OpenTSDB's `stats`.
 //! * [`scan`]: `rtsd scan`, stored rows printed as `tsdb scan` does, and the command-line query grammar.
@@ -14,6 +15,7 @@ pub mod chukwa;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod graph;
 pub mod logs;
 pub mod metrics;
 pub mod query;

@@ -340,6 +340,8 @@ fn execute_sub(
             global_annotations: global_annotations.clone(),
             stats: None,
             dps,
+            aggregated_size: members.iter().map(|s| s.points.len()).sum(),
+            sub_query: sub.index,
         });
         // 2.4 writes a result's stats right after it, including the time it took to write it.
         let result = out.last_mut().expect("just pushed");

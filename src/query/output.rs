@@ -22,6 +22,11 @@ pub struct GroupOutput {
     pub dps: Vec<(i64, String)>,
     /// The rendered `stats` object (with `showStats`), written after `dps`.
     pub stats: Option<String>,
+    /// Stored points (or rollup cells) the group's series held in the scan window: OpenTSDB's
+    /// `DataPoints.aggregatedSize()`, which `/q?json` reports as `points` (spec: query §6.17).
+    pub aggregated_size: usize,
+    /// The position of the sub-query this group answers (`/q?json` reports aggregated tags per sub-query).
+    pub sub_query: usize,
 }
 
 /// How `dps` is written.

@@ -94,6 +94,7 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
                     status: StatusCode::NOT_MODIFIED,
                     body: bytes::Bytes::new(),
                     content_type: "application/json; charset=UTF-8",
+                    headers: Vec::new(),
                 };
             };
             let json = updated.to_json();

@@ -96,7 +96,7 @@ fn respond(reply: Reply) -> Response<Full<Bytes>> {
 }
 
 fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
-    Reply { status, body: body.into(), content_type }
+    Reply { status, body: body.into(), content_type, headers: Vec::new() }
 }
 
 async fn handle(req: Request<Incoming>, tsd: Arc<Tsd>, collector: Arc<Collector>) -> Reply {

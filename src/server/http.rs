@@ -21,12 +21,40 @@ use rtsd_protocol::json_put::{self, BodyPoint, IncomingPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
-use super::{annotation, discovery, query, stats, Tsd};
+use super::{annotation, discovery, graph, query, stats, Tsd};
 use crate::metrics::Protocol;
 use crate::rollup::{self, RollupError};
 use crate::store::AddError;
 
 const JSON: &str = "application/json; charset=UTF-8";
+pub const HTML: &str = "text/html; charset=UTF-8";
+
+/// OpenTSDB's `HttpQuery.makePage`: the small HTML page its non-API routes answer with (the header image it
+/// links, `s/opentsdb_header.jpg`, is left out).
+pub fn make_page(title: &str, subtitle: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html><html><head><meta http-equiv=content-type content=\"text/html;charset=utf-8\"><title>{title}\
+         </title>\n<style><!--\nbody{{font-family:arial,sans-serif;margin-left:2em}}A.l:link{{color:#6f6f6f}}\
+         A.u:link{{color:green}}.fwf{{font-family:monospace;white-space:pre-wrap}}//--></style></head>\n<body \
+         text=#000000 bgcolor=#ffffff><table border=0 cellpadding=2 cellspacing=0 width=100%><tr><td rowspan=3 \
+         width=1% nowrap><td>&nbsp;</td></tr><tr><td><font color=#507e9b><b>{subtitle}</b></td></tr><tr><td>&nbsp;\
+         </td></tr></table>{body}<table width=100% cellpadding=0 cellspacing=0><tr><td class=subg><img alt=\"\" \
+         width=1 height=6></td></tr></table></body></html>"
+    )
+}
+
+/// An error message inside an HTML page. OpenTSDB pastes it raw; rtsd escapes it (messages quote the request,
+/// so a link could otherwise run script on the daemon's origin) except for the `<code>` tags OpenTSDB's own
+/// texts contain (`Missing parameter <code>start</code>`).
+fn html_message(message: &str) -> String {
+    message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace("&lt;code&gt;", "<code>")
+        .replace("&lt;/code&gt;", "</code>")
+}
 
 pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
     let peer = stream.peer_addr().ok();
@@ -60,15 +88,70 @@ pub struct Reply {
     pub status: StatusCode,
     pub body: Bytes,
     pub content_type: &'static str,
+    /// Headers beyond the content type (`Location`, `Cache-Control`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Reply {
+    pub fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
+        Reply { status, body: body.into(), content_type, headers: Vec::new() }
+    }
+
     pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply { status, body: body.into(), content_type: JSON }
+        Reply::new(status, JSON, body)
     }
 
     pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply { status, body: body.into(), content_type: "text/plain; charset=UTF-8" }
+        Reply::new(status, "text/plain; charset=UTF-8", body)
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: String) -> Reply {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// An error of the non-`/api` routes ("API version 0", spec: query §0.1): `{"err":"..."}` when the request
+    /// has the `json` parameter, else OpenTSDB's HTML error page. `status` is 400 or 500 (OpenTSDB answers
+    /// every bad request of these routes with 400, whatever the cause).
+    pub fn page_error(status: StatusCode, message: &str, json: bool) -> Reply {
+        if json {
+            return Reply::json(status, format!("{{\"err\":{}}}", http_json::json_string(message)));
+        }
+        let body = if status == StatusCode::BAD_REQUEST {
+            make_page(
+                "Bad Request",
+                "Looks like it's your fault this time",
+                &format!(
+                    "<blockquote><h1>Bad Request</h1>Sorry but your request was rejected as being invalid.<br/><br/>\
+                     The reason provided was:<blockquote>{}</blockquote></blockquote>",
+                    html_message(message)
+                ),
+            )
+        } else {
+            make_page(
+                "Internal Server Error",
+                "Houston, we have a problem",
+                &format!(
+                    "<blockquote><h1>Internal Server Error</h1>Oops, sorry but your request failed due to a server \
+                     error.<br/><br/>Please try again in 30 seconds.<pre>{}</pre></blockquote>",
+                    html_message(message)
+                ),
+            )
+        };
+        Reply::new(status, HTML, body)
+    }
+
+    /// The 404 of the non-`/api` routes.
+    pub fn page_not_found(json: bool) -> Reply {
+        if json {
+            return Reply::json(StatusCode::NOT_FOUND, r#"{"err":"Page Not Found"}"#);
+        }
+        let body = make_page(
+            "Page Not Found",
+            "Error 404",
+            "<blockquote><h1>Page Not Found</h1>The requested URL was not found on this server.</blockquote>",
+        );
+        Reply::new(StatusCode::NOT_FOUND, HTML, body)
     }
 
     pub fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
@@ -187,6 +270,11 @@ async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>, peer: Option<std::net::S
     *response.status_mut() = reply.status;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    for (name, value) in &reply.headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(*name, v);
+        }
+    }
     if body.is_some() {
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
@@ -212,7 +300,8 @@ fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
 async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::SocketAddr>) -> Reply {
     let mut method = req.method().clone();
     let path = req.uri().path().to_string();
-    let params = parse_query(req.uri().query().unwrap_or(""));
+    let raw_query = req.uri().query().unwrap_or("").to_string();
+    let params = parse_query(&raw_query);
     // GET with method_override acts as the named method (spec: query §0.1).
     if method == Method::GET {
         if let Some((_, v)) = params.iter().rev().find(|(k, _)| k == "method_override") {
@@ -246,41 +335,53 @@ async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::
     let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers });
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let reply = match segs.as_slice() {
-        ["metrics"] => Reply {
-            status: StatusCode::OK,
-            body: tsd.metrics.encode().into(),
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
-        },
-        // API handlers do synchronous RocksDB work (writes, scans): they run on the blocking pool. Hyper drops
-        // this future when the client closes its connection mid-request; the guard then cancels the reads.
+        ["metrics"] => Reply::new(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", tsd.metrics.encode()),
         ["api", ..] => {
-            let _cancel_when_dropped = CancelOnDrop(request.cancelled.clone());
-            let (request, tsd) = (request.clone(), tsd.clone());
             let rest: Vec<String> = segments[1..].to_vec();
-            let task = tokio::task::spawn_blocking(move || {
+            let reply = blocking(&request, tsd, move |request, tsd| {
                 let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-                api(&rest, &request, &tsd)
-            });
-            match task.await {
-                Ok(reply) => reply,
-                Err(e) => {
-                    tracing::error!(error = %e, "API handler failed");
-                    Reply::error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", None)
-                }
-            }
+                api(&rest, request, tsd)
+            })
+            .await;
+            reply.unwrap_or_else(|| Reply::error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", None))
         }
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
         ["stats", ..] => stats::old_stats(&request, tsd),
         ["logs", ..] => stats::logs(&request),
-        _ => Reply::not_found(),
+        ["q"] if tsd.config.enable_ui && tsd.config.mode.reads() => {
+            let reply = blocking(&request, tsd, move |request, tsd| graph::q(request, tsd, &raw_query)).await;
+            reply.unwrap_or_else(|| {
+                Reply::page_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", request.has("json"))
+            })
+        }
+        _ => Reply::page_not_found(request.has("json")),
     };
     match request.param("jsonp") {
         Some(callback) if reply.content_type == JSON && !reply.body.is_empty() => {
             Reply { body: http_json::jsonp(callback, &String::from_utf8_lossy(&reply.body)).into(), ..reply }
         }
         _ => reply,
+    }
+}
+
+/// Runs a handler that does synchronous RocksDB work (writes, scans) on the blocking pool. Hyper drops this
+/// future when the client closes its connection mid-request; the guard then cancels the handler's reads.
+/// `None` when the handler panicked (logged; the daemon carries on).
+async fn blocking(
+    request: &Arc<ApiRequest>,
+    tsd: &Arc<Tsd>,
+    handler: impl FnOnce(&ApiRequest, &Tsd) -> Reply + Send + 'static,
+) -> Option<Reply> {
+    let _cancel_when_dropped = CancelOnDrop(request.cancelled.clone());
+    let (request, tsd) = (request.clone(), tsd.clone());
+    match tokio::task::spawn_blocking(move || handler(&request, &tsd)).await {
+        Ok(reply) => Some(reply),
+        Err(e) => {
+            tracing::error!(error = %e, "HTTP handler failed");
+            None
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod annotation;
 pub mod chukwa;
 pub mod discovery;
+pub mod graph;
 pub mod http;
 pub mod query;
 pub mod stats;

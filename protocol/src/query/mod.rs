@@ -41,7 +41,9 @@ pub use downsample::{CalendarInterval, CalendarUnit, DownsampleSpec, FillPolicy}
 pub use filter::{config_filters_json, Filter, FilterKind};
 pub use last::{parse_last_get, parse_last_post, LastPointQuery, LastPointSubQuery};
 pub use rate::{parse_rate_spec, RateOptions};
-pub use request::{check_tsuids_share_metric, parse_get, parse_post, tsquery_json, RollupUsage, SubQuery, TsQuery};
+pub use request::{
+    check_tsuids_share_metric, parse_get, parse_graph_get, parse_post, tsquery_json, RollupUsage, SubQuery, TsQuery,
+};
 pub use time::{parse_duration, parse_time, resolve_timezone};
 
 /// The aggregator names OpenTSDB 2.4 registers, in the exact order `/api/aggregators` prints them (the key order

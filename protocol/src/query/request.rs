@@ -534,6 +534,25 @@ pub(crate) fn param_has(params: &[(String, String)], name: &str) -> bool {
     params.iter().any(|(k, _)| k == name)
 }
 
+/// Parses and validates the query of the old `/q` endpoint (spec: query §6.17): `GET /api/query`'s parameters,
+/// with absolute `start` / `end` read in the `tz` zone (GraphHandler parses them itself with `tz`; an unknown
+/// zone is UTC, as Java's `TimeZone.getTimeZone` makes it). Downsamplers stay in UTC, as on GET.
+pub fn parse_graph_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, QueryError> {
+    let mut q = parse_get(params, now_ms)?;
+    let Some(tz) = param_last(params, "tz").filter(|z| resolve_timezone(z).is_ok()) else { return Ok(q) };
+    let details = q.java_string();
+    let zoned = |s: &str| parse_time_msg(s, now_ms, Some(tz)).map_err(|m| QueryError::bad_request_with(m, &details));
+    q.start_ms = zoned(q.start.as_deref().unwrap_or_default())?;
+    if let Some(end) = q.end.as_deref().filter(|e| !e.is_empty()) {
+        q.end_ms = zoned(end)?;
+    }
+    if q.end_ms <= q.start_ms {
+        let m = format!("End time [{}] must be greater than the start time [{}]", q.end_ms, q.start_ms);
+        return Err(QueryError::bad_request_with(m, details));
+    }
+    Ok(q)
+}
+
 /// Parses and validates `GET /api/query` (spec: query §1.1). `params` are the decoded query-string pairs in
 /// order; `now_ms` is the server clock.
 ///

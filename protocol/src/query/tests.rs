@@ -1111,3 +1111,22 @@ fn tsquery_shows_as_jackson_writes_it() {
         )
     );
 }
+
+#[test]
+fn graph_queries_read_absolute_times_in_tz() {
+    // spec: query §6.17 (`tz` for absolute dates on /q), §1.1 (GET /api/query ignores it)
+    let p = params(&[
+        ("start", "2013/01/01-00:00:00"),
+        ("end", "2013/01/01-01:00:00"),
+        ("m", "sum:m"),
+        ("tz", "Asia/Tokyo"),
+    ]);
+    assert_eq!(parse_get(&p, NOW).unwrap().start_ms, 1_356_998_400_000);
+    let q = parse_graph_get(&p, NOW).unwrap();
+    assert_eq!((q.start_ms, q.end_ms), (1_356_998_400_000 - 9 * 3_600_000, 1_356_998_400_000 - 8 * 3_600_000));
+    // An unknown zone is UTC (Java's TimeZone.getTimeZone); relative times don't care.
+    let p = params(&[("start", "2013/01/01-00:00:00"), ("m", "sum:m"), ("tz", "Nowhere/Else")]);
+    assert_eq!(parse_graph_get(&p, NOW).unwrap().start_ms, 1_356_998_400_000);
+    let p = params(&[("start", "1h-ago"), ("m", "sum:m"), ("tz", "Asia/Tokyo")]);
+    assert_eq!(parse_graph_get(&p, NOW).unwrap().start_ms, NOW - 3_600_000);
+}
