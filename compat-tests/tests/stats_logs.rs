@@ -73,13 +73,19 @@ fn logs_change_levels_at_run_time() {
         [("level=loud", "Invalid level: loud"), ("level=info&logger=no.such.logger", "Invalid logger: no.such.logger")]
     {
         let r = d.http("GET", &format!("/logs?{query}"), &[], b"");
-        assert_eq!(
-            (r.status, r.header("content-type"), r.text()),
-            (
-                400,
-                Some("text/html; charset=UTF-8"),
-                format!("<!DOCTYPE html><html><head><title>Bad Request</title></head><body><h1>Bad Request</h1>The reason provided was:<blockquote>{reason}</blockquote></body></html>")
-            )
+        assert_eq!((r.status, r.header("content-type")), (400, Some("text/html; charset=UTF-8")));
+        // OpenTSDB's `HttpQuery.badRequest` page (makePage).
+        let page = r.text();
+        assert!(
+            page.starts_with("<!DOCTYPE html><html><head>") && page.contains("<title>Bad Request</title>"),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!(
+                "<blockquote><h1>Bad Request</h1>Sorry but your request was rejected as being invalid.<br/><br/>\
+                 The reason provided was:<blockquote>{reason}</blockquote></blockquote>"
+            )),
+            "{page}"
         );
     }
 }

@@ -154,28 +154,6 @@ impl Reply {
         Reply::new(StatusCode::NOT_FOUND, HTML, body)
     }
 
-    pub fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
-        Reply { status, body: body.into(), content_type }
-    }
-
-    /// An error of the non-`/api` routes ("API version 0", spec: query §0.1): `{"err":"..."}` when the request
-    /// has the `json` parameter, else a small HTML page giving the reason (escaped: messages quote the request).
-    pub fn page_error(status: StatusCode, message: &str, json: bool) -> Reply {
-        if json {
-            return Reply::json(status, format!("{{\"err\":{}}}", http_json::json_string(message)));
-        }
-        let reason = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-        let title = status.canonical_reason().unwrap_or("Error");
-        Reply::new(
-            status,
-            "text/html; charset=UTF-8",
-            format!(
-                "<!DOCTYPE html><html><head><title>{title}</title></head><body><h1>{title}</h1>\
-                 The reason provided was:<blockquote>{reason}</blockquote></body></html>"
-            ),
-        )
-    }
-
     /// OpenTSDB's error envelope (spec: ingest §3.7).
     pub fn error(status: StatusCode, message: &str, details: Option<&str>) -> Reply {
         Reply::json(status, http_json::error_envelope(status.as_u16(), message, details))

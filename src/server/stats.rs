@@ -37,11 +37,7 @@ pub fn old_stats(req: &ApiRequest, tsd: &Tsd) -> Reply {
     if req.has("json") {
         let lines: Vec<String> = text.lines().map(json_string).collect();
         // 2.4 guesses the type from the body's first byte: `application/json` without a charset.
-        return Reply {
-            status: StatusCode::OK,
-            body: format!("[{}]", lines.join(",")).into(),
-            content_type: "application/json",
-        };
+        return Reply::new(StatusCode::OK, "application/json", format!("[{}]", lines.join(",")));
     }
     Reply::text(StatusCode::OK, text)
 }
@@ -53,15 +49,11 @@ pub fn logs(req: &ApiRequest) -> Reply {
     let lines: Vec<String> = crate::logs::recent().iter().map(crate::logs::Record::line).collect();
     if req.has("json") {
         let items: Vec<String> = lines.iter().map(|l| json_string(l)).collect();
-        return Reply {
-            status: StatusCode::OK,
-            body: format!("[{}]", items.join(",")).into(),
-            content_type: "application/json",
-        };
+        return Reply::new(StatusCode::OK, "application/json", format!("[{}]", items.join(",")));
     }
     if let Some(level) = req.param("level") {
         return match crate::logs::set_level(level, req.param("logger")) {
-            Ok(reply) => Reply { status: StatusCode::OK, body: reply.into(), content_type: "text/plain" },
+            Ok(reply) => Reply::new(StatusCode::OK, "text/plain", reply),
             Err(message) => Reply::page_error(StatusCode::BAD_REQUEST, &message, false),
         };
     }
@@ -70,7 +62,7 @@ pub fn logs(req: &ApiRequest) -> Reply {
         body.push_str(line);
         body.push('\n');
     }
-    Reply { status: StatusCode::OK, body: body.into(), content_type: "text/plain" }
+    Reply::new(StatusCode::OK, "text/plain", body)
 }
 
 /// A JSON object whose keys come in the order a Java `HashMap` holding them iterates (2.4 builds these replies
