@@ -26,6 +26,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.core.socket.timeout", "0"),
     ("tsd.core.stats_with_port", "false"),
     ("tsd.core.tag.allow_specialchars", ""),
+    ("tsd.http.query.allow_delete", "false"),
     ("tsd.http.request.cors_domains", ""),
     (
         "tsd.http.request.cors_headers",
@@ -124,6 +125,8 @@ pub struct Config {
     pub cors_headers: String,
     /// What one query may read before it is stopped (spec: query §1.4, §9 items 1-2).
     pub query_limits: QueryLimits,
+    /// `tsd.http.query.allow_delete`: `DELETE /api/query` deletes what the query matched (spec: query §1.7).
+    pub allow_delete: bool,
     /// `rtsd.chukwa.*`: the Chukwa collector port.
     pub chukwa: crate::chukwa::ChukwaConfig,
     /// `tsd.rollups.*`, `rtsd.rollups.*`.
@@ -284,6 +287,7 @@ impl Config {
                 allow_override_data_points: p.boolean("tsd.query.limits.data_points.allow_override"),
                 allow_override_bytes: p.boolean("tsd.query.limits.bytes.allow_override"),
             },
+            allow_delete: p.boolean("tsd.http.query.allow_delete"),
             chukwa: crate::chukwa::ChukwaConfig::from_properties(&properties, bind)?,
             rollups: crate::rollup::RollupSettings::from_properties(&properties)?,
             retention: crate::store::retention::RetentionSettings::from_properties(&properties)?,

@@ -235,23 +235,35 @@ fn execute_sub(
         _ => None,
     };
     // A downsample a rollup interval divides may be answered from a rollup table (spec: query §6.13).
-    let rolled = super::rollup::read(
-        store,
-        sub,
-        &mut engine,
-        &metric_uid,
-        targeted.as_deref(),
-        scan_start,
-        scan_end,
-        budget,
-        &mut select,
-    )?;
+    // A delete reads (and then deletes) raw rows, as 2.4's scanner does whatever table it reads.
+    let rolled = if query.delete {
+        None
+    } else {
+        super::rollup::read(
+            store,
+            sub,
+            &mut engine,
+            &metric_uid,
+            targeted.as_deref(),
+            scan_start,
+            scan_end,
+            budget,
+            &mut select,
+        )?
+    };
     let rollup_table = rolled.as_ref().map_or_else(|| "raw".to_string(), |r| r.table.clone());
     let series = match (rolled, targeted) {
         (Some(answer), _) => answer.series,
         (None, Some(selected)) => store.read_series(&selected, scan_start, scan_end, budget)?,
         (None, None) => store.scan_series(&metric_uid, scan_start, scan_end, budget, select)?,
     };
+    if query.delete {
+        // 2.4 deletes each whole row its scanner returned for the selected series, after reading it, so the
+        // answer is the data as it was (spec: query §1.7). The shared row delete keeps rollups and the series
+        // index right.
+        let tsuids: Vec<Vec<u8>> = series.iter().map(|s| s.tsuid.clone()).collect();
+        store.delete_series_rows(&tsuids, scan_start, scan_end)?;
+    }
 
     let rows_read = budget.rows - rows_before;
     stats.rows_post_filter = rows_read;

@@ -17,6 +17,15 @@ fn error(e: &QueryError) -> Reply {
 
 /// `/api/query` (GET query string, POST JSON body).
 pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let not_enabled = || {
+        Reply::error(
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            Some("Deleting data is not enabled (tsd.http.query.allow_delete=false)"),
+        )
+    };
+    // A read-only daemon (`tsd.mode=ro`) deletes nothing, whatever the setting says.
+    let allow_delete = tsd.config.allow_delete && tsd.config.mode.writes();
     let parsed = match req.method {
         Method::GET => request::parse_get(&req.params, now_ms()),
         Method::POST => request::parse_post(&req.body, now_ms()).map(|mut q| {
@@ -24,19 +33,25 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
             q.arrays = req.has("arrays");
             q
         }),
-        Method::DELETE => {
-            return Reply::error(
-                StatusCode::BAD_REQUEST,
-                "Bad request",
-                Some("Deleting data is not enabled (tsd.http.query.allow_delete=false)"),
-            )
-        }
+        // The DELETE verb takes its query from the query string, as GET does (2.4 parses a body only for POST).
+        // 2.4 refuses the verb when deleting is off, but a GET with `method_override=delete` then runs as a plain
+        // query (spec: query §0.1, §1.7).
+        Method::DELETE if !allow_delete && req.param("method_override").is_none() => return not_enabled(),
+        Method::DELETE => request::parse_get(&req.params, now_ms()).map(|mut q| {
+            q.delete = allow_delete;
+            q
+        }),
         _ => return Reply::method_not_allowed(&req.method),
     };
     let q = match parsed {
         Ok(q) => q,
         Err(e) => return error(&e),
     };
+    // A POST body's `"delete":true` deletes in 2.4 whatever the setting says (Jackson binds it); rtsd holds it
+    // to the setting like the verb, with the verb's error.
+    if q.delete && !allow_delete {
+        return not_enabled();
+    }
     let running = tsd.queries.start(request::tsquery_json(&q), req.remote, &req.headers);
     let reply = match exec::execute_cancellable(&tsd.store, &q, tsd.config.query_limits, Some(req.cancelled.clone())) {
         Ok((groups, stats)) => {

@@ -1,7 +1,8 @@
 //! Maintenance access for the command-line tools (`rtsd scan --delete`, `rtsd fsck`, `rtsd uid ...`): raw rows and
-//! UID cells as stored, whole-row rewrites and deletes, and rebuilding the series index. The daemon's own paths
-//! never use these; every write here is one atomic RocksDB batch, so an interrupted tool leaves each row either
-//! as it was or as it was meant to become.
+//! UID cells as stored, whole-row rewrites and deletes, and rebuilding the series index. Of the daemon's own
+//! paths only `DELETE /api/query` uses them (row deletes, so that it keeps rollups and the series index right
+//! exactly as `scan --delete` does); every write here is one atomic RocksDB batch, so an interrupted tool leaves
+//! each row either as it was or as it was meant to become.
 use rocksdb::{WriteBatch, WriteOptions};
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
@@ -73,17 +74,132 @@ impl Store {
                 marks.add_row(key, 0);
             }
         }
-        self.stamp_bulk_marks(&mut batch, &mut marks);
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db.write_opt(batch, &opts)?;
+        // Through the gate with the marks noted, as every raw write: a daemon's next fold (and the fold before a
+        // rollup read) sees these rows, not only the background fold that reads stored marks (`DELETE
+        // /api/query` runs inside the daemon).
+        self.write_marked(batch, &mut marks, &opts)?;
         Ok(())
     }
 
-    /// Deletes data rows in one atomic, synced write.
+    /// Deletes data rows in one atomic, synced write. Rollups of the rows are recomputed at the next fold (see
+    /// [`Store::rewrite_rows`]); a series whose newest row went has its newest hour in the series index moved
+    /// back to its newest remaining row (or its entry removed when none is left), so `/api/query/last` answers
+    /// from what is left.
     pub fn delete_rows(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
         let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = keys.iter().map(|k| (k.clone(), None)).collect();
-        self.rewrite_rows(&rows)
+        self.rewrite_rows(&rows)?;
+        self.reindex_after_delete(keys)
+    }
+
+    /// Deletes every stored row of these series (TSUIDs of one metric) whose hour lies in `[start_ms, end_ms)`:
+    /// what `DELETE /api/query` removes, as 2.4 deletes each whole row its scanner returned (so points of those
+    /// hours outside the query's range go too, spec: query §1.7). Returns how many rows went.
+    pub fn delete_series_rows(&self, tsuids: &[Vec<u8>], start_ms: i64, end_ms: i64) -> Result<u64, StoreError> {
+        let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
+        if end_ms <= start_ms || tsuids.is_empty() {
+            return Ok(0);
+        }
+        let last = codec::MAX_SECONDS * 1000 + 999;
+        let start_hour = i64::from(codec::base_time(start_ms.clamp(0, last)));
+        let end_hour = i64::from(codec::base_time((end_ms - 1).clamp(0, last)));
+        let mw = self.layout.uid_widths[0];
+        let cf = self.cf(CF_DATA);
+        let mut existing = Vec::new();
+        for tsuid in tsuids {
+            let keys: Vec<Vec<u8>> = (start_hour..=end_hour)
+                .step_by(3600)
+                .map(|hour| codec::row_key_from_tsuid(tsuid, hour, &self.layout.salt, mw))
+                .collect();
+            for (key, value) in keys.iter().zip(self.db.multi_get_cf(keys.iter().map(|k| (cf, k)))) {
+                if value?.is_some() {
+                    existing.push(key.clone());
+                }
+            }
+        }
+        for chunk in existing.chunks(1024) {
+            self.delete_rows(chunk)?;
+        }
+        Ok(existing.len() as u64)
+    }
+
+    /// After `keys` were deleted: for each series whose indexed newest hour was among them, finds its newest
+    /// remaining row (one backward scan per metric and salt bucket for all such series, stopping once each is
+    /// found) and rewrites its index entry. A point written concurrently into an hour older than the deleted one
+    /// can be missed by the scan and then reported again only once a newer point arrives.
+    fn reindex_after_delete(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        // metric -> salt bucket -> tsuid -> the deleted newest hour
+        let mut pending: std::collections::BTreeMap<
+            Vec<u8>,
+            std::collections::BTreeMap<Vec<u8>, std::collections::HashMap<Vec<u8>, u32>>,
+        > = Default::default();
+        for key in keys {
+            if key.len() < sw + mw + 4 {
+                continue;
+            }
+            let tsuid = codec::tsuid_from_row_key(key, sw, mw);
+            let hour = codec::row_base_time(key, sw, mw);
+            if self.last_hour(&tsuid)? == Some(hour) {
+                pending
+                    .entry(tsuid[..mw].to_vec())
+                    .or_default()
+                    .entry(key[..sw].to_vec())
+                    .or_default()
+                    .insert(tsuid, hour);
+            }
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let first_kept = self.retention.first_kept_base(CF_DATA);
+        let tags_offset = self.layout.tags_offset();
+        let cf_series = self.cf(CF_SERIES);
+        let mut batch = WriteBatch::default();
+        let mut forget = Vec::new();
+        for (metric, buckets) in pending {
+            for (salt, mut series) in buckets {
+                let mut prefix = salt.clone();
+                prefix.extend_from_slice(&metric);
+                let newest = series.values().copied().max().unwrap_or(0);
+                let mut seek = prefix.clone();
+                seek.extend_from_slice(&newest.to_be_bytes());
+                let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+                // The last key before `seek`: rows of hours before the newest deleted one, newest first.
+                iter.seek_for_prev(&seek);
+                while !series.is_empty() {
+                    let Some(key) = iter.key() else { break };
+                    if key.len() < tags_offset || !key.starts_with(&prefix) {
+                        break;
+                    }
+                    let hour = codec::row_base_time(key, sw, mw);
+                    if hour < first_kept {
+                        break;
+                    }
+                    let mut tsuid = metric.clone();
+                    tsuid.extend_from_slice(&key[tags_offset..]);
+                    if series.get(&tsuid).is_some_and(|&deleted| hour < deleted) {
+                        series.remove(&tsuid);
+                        super::series::set_last_hour(&mut batch, cf_series, &tsuid, Some(hour));
+                        forget.push(tsuid);
+                    }
+                    iter.prev();
+                }
+                iter.status()?;
+                for tsuid in series.into_keys() {
+                    super::series::set_last_hour(&mut batch, cf_series, &tsuid, None);
+                    forget.push(tsuid);
+                }
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.write_opt(batch, &opts)?;
+        for tsuid in forget {
+            self.series.forget(&tsuid);
+        }
+        Ok(())
     }
 
     /// Merges raw columns (`codec` row encoding) into a row, as a point write does but with any qualifier and

@@ -69,6 +69,24 @@ impl SeriesIndex {
     pub fn clear(&self) {
         self.known.clear();
     }
+
+    /// Forgets one series, whose newest hour moved back (its newest rows were deleted): its next point
+    /// re-writes its entry even at an hour this cache had already noted.
+    pub fn forget(&self, tsuid: &[u8]) {
+        self.known.remove(tsuid);
+    }
+}
+
+/// Sets a series' newest hour (`Some`), replacing what merges made of it, or removes its entry (`None`: no
+/// data left): for deletes, the one way the newest hour moves back.
+pub fn set_last_hour(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, tsuid: &[u8], hour: Option<u32>) {
+    let mut key = Vec::with_capacity(1 + tsuid.len());
+    key.push(SERIES);
+    key.extend_from_slice(tsuid);
+    match hour {
+        Some(h) => batch.put_cf(cf, key, h.to_be_bytes()),
+        None => batch.delete_cf(cf, key),
+    }
 }
 
 /// `T metric tagk tagv tsuid-tags` for every tag pair of `tsuid`.

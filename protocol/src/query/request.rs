@@ -432,8 +432,8 @@ pub struct TsQuery {
     pub no_annotations: bool,
     /// `globalAnnotations` / `global_annotations`
     pub global_annotations: bool,
-    /// Delete the matched data. Never set by the parsers: the daemon sets it for `DELETE /api/query` when
-    /// `tsd.http.query.allow_delete` is on (spec: query §1.2, §1.7). A JSON `"delete"` key is ignored.
+    /// Delete the matched data: a POST body's `"delete"` key (Jackson binds it in 2.4); the daemon also sets it
+    /// for `DELETE /api/query`. Either needs `tsd.http.query.allow_delete` (spec: query §1.2, §1.7).
     pub delete: bool,
     /// `padding`: accepted, no effect.
     pub padding: bool,
@@ -836,10 +836,7 @@ fn query_from_json(root: &JVal) -> Result<TsQuery, String> {
             "padding" => q.padding = as_bool(v)?,
             "overrideByteLimit" => q.override_byte_limit = as_bool(v)?,
             "overrideDataPointLimit" => q.override_data_point_limit = as_bool(v)?,
-            // Deleting is decided by the verb (see `TsQuery::delete`); the key is still type-checked.
-            "delete" => {
-                as_bool(v)?;
-            }
+            "delete" => q.delete = as_bool(v)?,
             "queries" => {
                 q.queries = match v {
                     JVal::Null => Vec::new(),

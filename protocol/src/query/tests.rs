@@ -388,8 +388,9 @@ fn post_coercions_and_aliases() {
     // rollupUsage null is OpenTSDB's default.
     let q = post(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rollupUsage":null}]}"#);
     assert_eq!(q.queries[0].rollup_usage, Some(RollupUsage::NoFallback));
-    // JSON "delete" never sets delete (the verb does).
-    assert!(!post(r#"{"start":1,"delete":true,"queries":[{"aggregator":"sum","metric":"m"}]}"#).delete);
+    // JSON "delete" is bound as 2.4's Jackson binds it; the daemon decides whether deleting is allowed (§1.7).
+    assert!(post(r#"{"start":1,"delete":true,"queries":[{"aggregator":"sum","metric":"m"}]}"#).delete);
+    assert!(!post(r#"{"start":1,"delete":false,"queries":[{"aggregator":"sum","metric":"m"}]}"#).delete);
     // Percentiles are sorted.
     let q = post(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","percentiles":[99.9,"50",95]}]}"#);
     assert_eq!(q.queries[0].percentiles, Some(vec![50.0, 95.0, 99.9]));
