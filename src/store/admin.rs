@@ -3,6 +3,8 @@
 //! paths only `DELETE /api/query` uses them (row deletes, so that it keeps rollups and the series index right
 //! exactly as `scan --delete` does); every write here is one atomic RocksDB batch, so an interrupted tool leaves
 //! each row either as it was or as it was meant to become.
+use std::collections::{BTreeMap, HashMap};
+
 use rocksdb::{WriteBatch, WriteOptions};
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
@@ -131,10 +133,8 @@ impl Store {
     fn reindex_after_delete(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         // metric -> salt bucket -> tsuid -> the deleted newest hour
-        let mut pending: std::collections::BTreeMap<
-            Vec<u8>,
-            std::collections::BTreeMap<Vec<u8>, std::collections::HashMap<Vec<u8>, u32>>,
-        > = Default::default();
+        type DeletedNewest = HashMap<Vec<u8>, u32>;
+        let mut pending: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, DeletedNewest>> = BTreeMap::new();
         for key in keys {
             if key.len() < sw + mw + 4 {
                 continue;
