@@ -70,6 +70,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         started: Instant::now(),
         port: addr.port(),
         queries: Default::default(),
+        store_gauges_at: Default::default(),
     });
     let (chukwa_addr, chukwa_task) = match chukwa {
         Some(listener) => {

@@ -58,6 +58,10 @@ pub struct Metrics {
     pub datapoints_added: Family<ProtocolLabel, Counter>,
     pub put_errors: Family<CategoryLabel, Counter>,
     pub connections_open: Gauge,
+    /// Series in the index and bytes the data directory holds, set when `/metrics` is read
+    /// ([`crate::server::Tsd::refresh_store_gauges`]).
+    pub series: Gauge,
+    pub disk_bytes: Gauge,
     pub connections: Family<TypeLabel, Counter>,
     pub connection_exceptions: Family<TypeLabel, Counter>,
     pub rpcs_received: Family<TypeLabel, Counter>,
@@ -105,6 +109,8 @@ impl Metrics {
             datapoints_added: Family::default(),
             put_errors: Family::default(),
             connections_open: Gauge::default(),
+            series: Gauge::default(),
+            disk_bytes: Gauge::default(),
             connections: Family::default(),
             connection_exceptions: Family::default(),
             rpcs_received: Family::default(),
@@ -146,6 +152,8 @@ impl Metrics {
         );
         registry.register("put_errors", "Data points refused, by OpenTSDB error category", m.put_errors.clone());
         registry.register("connections_open", "Client connections open now", m.connections_open.clone());
+        registry.register("series", "Series in the series index (within retention)", m.series.clone());
+        registry.register("disk_bytes", "Bytes of the files in the data directory", m.disk_bytes.clone());
         registry.register(
             "connections",
             "Client connections accepted (telnet, http) or rejected",

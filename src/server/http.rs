@@ -21,7 +21,7 @@ use rtsd_protocol::json_put::{self, BodyPoint, IncomingPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
-use super::{annotation, discovery, graph, query, stats, Tsd};
+use super::{annotation, discovery, graph, query, stats, ui, Tsd};
 use crate::metrics::Protocol;
 use crate::rollup::{self, RollupError};
 use crate::store::AddError;
@@ -312,8 +312,16 @@ async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::
     };
     let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers });
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    // The UI and /q (tsd.core.enable_ui); OpenTSDB registers them only where queries run.
+    let ui = tsd.config.enable_ui && tsd.config.mode.reads();
     let reply = match segs.as_slice() {
-        ["metrics"] => Reply::new(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", tsd.metrics.encode()),
+        ["metrics"] => {
+            let reply = blocking(&request, tsd, |_, tsd| {
+                tsd.refresh_store_gauges();
+                Reply::new(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", tsd.metrics.encode())
+            });
+            reply.await.unwrap_or_else(|| Reply::text(StatusCode::INTERNAL_SERVER_ERROR, "Internal error"))
+        }
         ["api", ..] => {
             let rest: Vec<String> = segments[1..].to_vec();
             let reply = blocking(&request, tsd, move |request, tsd| {
@@ -328,7 +336,10 @@ async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
         ["stats", ..] => stats::old_stats(&request, tsd),
         ["logs", ..] => stats::logs(&request),
-        ["q"] if tsd.config.enable_ui && tsd.config.mode.reads() => {
+        [] if ui => ui::index(),
+        ["favicon.ico"] if ui => ui::favicon(),
+        ["s", rest @ ..] if ui => ui::static_file(rest, &request),
+        ["q"] if ui => {
             let reply = blocking(&request, tsd, move |request, tsd| graph::q(request, tsd, &raw_query)).await;
             reply.unwrap_or_else(|| {
                 Reply::page_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", request.has("json"))

@@ -12,6 +12,7 @@ pub mod http;
 pub mod query;
 pub mod stats;
 pub mod telnet;
+pub mod ui;
 pub mod uid;
 
 use std::net::SocketAddr;
@@ -38,9 +39,28 @@ pub struct Tsd {
     pub port: u16,
     /// Running and recently completed `/api/query` requests (`/api/stats/query`).
     pub queries: stats::QueryLog,
+    /// When the store gauges were last computed (see [`Tsd::refresh_store_gauges`]).
+    pub store_gauges_at: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Tsd {
+    /// Sets `rtsd_series` and `rtsd_disk_bytes` before `/metrics` is written. Counting walks the series index
+    /// (a second per few million series), so a count is reused for 10 s however often `/metrics` is read.
+    pub fn refresh_store_gauges(&self) {
+        let Ok(mut at) = self.store_gauges_at.lock() else { return };
+        if at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(10)) {
+            return;
+        }
+        *at = Some(Instant::now());
+        match self.store.series_count() {
+            Ok(n) => {
+                self.metrics.series.set(n as i64);
+            }
+            Err(e) => tracing::warn!(error = %e, "counting series failed"),
+        }
+        self.metrics.disk_bytes.set(self.store.disk_bytes() as i64);
+    }
+
     fn stats(&self) -> (Vec<crate::metrics::Stat>, u64, Vec<(String, String)>) {
         let uids = self.store.uids();
         let stats = self.metrics.opentsdb_stats(|kind| {

@@ -52,6 +52,32 @@ impl Store {
         Ok(())
     }
 
+    /// The number of series in the index (within retention): walks the index, so callers reuse the answer.
+    pub fn series_count(&self) -> Result<u64, StoreError> {
+        let mut n = 0u64;
+        self.for_each_series(None, |_, _| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// Bytes of the files under the data directory (SST files, write-ahead logs, manifests): what `du` says.
+    pub fn disk_bytes(&self) -> u64 {
+        fn walk(dir: &std::path::Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+            entries
+                .filter_map(Result::ok)
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        }
+        walk(self.db.path())
+    }
+
     /// An estimate of the number of data rows (RocksDB's key estimate), for progress bars.
     pub fn estimated_rows(&self) -> u64 {
         self.db.property_int_value_cf(self.cf(CF_DATA), "rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
