@@ -87,30 +87,41 @@ impl Query {
         self.downsample.as_ref().is_some_and(|d| d.fill == FillPolicy::Null)
     }
 
+    /// One series through its own stages (§1.5 steps 5-6): the scan window, strictly increasing times,
+    /// downsampling, rate. This is all the cross-series aggregation reads of it, so a reader can stage each series
+    /// as soon as it has its points and drop the raw ones (a downsampled series is far smaller).
+    pub fn stage(&self, points: impl IntoIterator<Item = Point>) -> Vec<Point> {
+        let window = self.window();
+        let raw = Sanitized { src: points.into_iter(), last: None, window };
+        let staged: Box<dyn Iterator<Item = Point> + '_> = match &self.downsample {
+            Some(ds) => {
+                let scan_start = window.scan_start_ms;
+                Box::new(ds.apply(raw, &window).filter(move |p| p.ts >= scan_start))
+            }
+            None => Box::new(raw),
+        };
+        match self.rate {
+            Some(config) => RateIter::new(staged, config).collect(),
+            None => staged.collect(),
+        }
+    }
+
     /// Runs one group. `series` are the group's series in row-key (TSUID) order, which is the order values are
     /// fed to the aggregator (it matters for `first`, `last`, `diff` and float rounding); each yields its points
     /// in time order. Points outside the scan window, and points not after the previous one, are ignored.
-    pub fn run<'a, S>(&'a self, series: impl IntoIterator<Item = S>) -> GroupIter<'a>
+    pub fn run<S>(&self, series: impl IntoIterator<Item = S>) -> GroupIter
     where
         S: IntoIterator<Item = Point>,
-        S::IntoIter: 'a,
     {
-        let window = self.window();
-        let series = series
+        self.run_staged(series.into_iter().map(|s| self.stage(s)).collect())
+    }
+
+    /// [`Query::run`] for series already through [`Query::stage`], in row-key order.
+    pub fn run_staged(&self, staged: Vec<Vec<Point>>) -> GroupIter {
+        let series = staged
             .into_iter()
-            .map(|s| {
-                let raw = Sanitized { src: s.into_iter(), last: None, window };
-                let staged: Box<dyn Iterator<Item = Point> + 'a> = match &self.downsample {
-                    Some(ds) => {
-                        let scan_start = window.scan_start_ms;
-                        Box::new(ds.apply(raw, &window).filter(move |p| p.ts >= scan_start))
-                    }
-                    None => Box::new(raw),
-                };
-                let mut iter: Box<dyn Iterator<Item = Point> + 'a> = match self.rate {
-                    Some(config) => Box::new(RateIter::new(staged, config)),
-                    None => staged,
-                };
+            .map(|points| {
+                let mut iter = points.into_iter();
                 let next = iter.next();
                 SeriesState { iter, cur: None, next }
             })
@@ -165,15 +176,15 @@ impl<I: Iterator<Item = Point>> Iterator for Sanitized<I> {
 
 /// One series inside the aggregation: its latest point at or before the output time (`cur`, `None` before the
 /// series starts and after it ends) and its next point.
-struct SeriesState<'a> {
-    iter: Box<dyn Iterator<Item = Point> + 'a>,
+struct SeriesState {
+    iter: std::vec::IntoIter<Point>,
     cur: Option<Point>,
     next: Option<Point>,
 }
 
 /// The output points of one group, ascending in time, inside `[start, end]`.
-pub struct GroupIter<'a> {
-    series: Vec<SeriesState<'a>>,
+pub struct GroupIter {
+    series: Vec<SeriesState>,
     aggregator: Aggregator,
     interpolation: Interpolation,
     rate: bool,
@@ -185,7 +196,7 @@ pub struct GroupIter<'a> {
     floats: Vec<f64>,
 }
 
-impl Iterator for GroupIter<'_> {
+impl Iterator for GroupIter {
     type Item = Result<OutPoint, QueryError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -223,7 +234,7 @@ impl Iterator for GroupIter<'_> {
     }
 }
 
-impl GroupIter<'_> {
+impl GroupIter {
     /// The aggregate at output time `t` (§2.2): every series that has started and not ended contributes its
     /// value at `t`, or an interpolated one; integer arithmetic iff no rate and every current and next point of
     /// every series is an integer (downsampled values never are).
