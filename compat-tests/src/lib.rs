@@ -12,9 +12,11 @@
 //!   lines sorted) so assertions can be exact; [`normalize`] applies the same shape to expected lines.
 //! * [`Proxy`]: a recording loopback proxy, so client tests can assert what a real client sent
 //!   ([`Proxy::connections`], [`Proxy::http_requests`]).
+//! * [`webdriver::Browser`]: headless Chromium through chromedriver, for the web UI's tests.
 //! * [`venv_python`] / [`collectd_binary`]: the external clients installed by `scripts/install-test-deps`; missing
 //!   ones fail the test with instructions.
 pub mod chukwa_agent;
+pub mod webdriver;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
