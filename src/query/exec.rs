@@ -119,6 +119,8 @@ struct ReadSeries {
     /// JSON of the annotations stored in its scanned rows.
     annotations: Vec<Vec<u8>>,
     points: Vec<Point>,
+    /// How many stored points (or rollup cells) were read for it, before staging.
+    stored_points: usize,
 }
 
 /// Caches UID -> name for one query: rows of a series repeat the same UIDs.
@@ -288,6 +290,7 @@ fn execute_sub(
     // Each series through its own stages (downsample, rate) as soon as it is read: only the staged points are
     // kept for the aggregation.
     let stage = |s: StoredSeries| ReadSeries {
+        stored_points: s.points.len(),
         points: engine.stage(s.points.iter().map(Point::from)),
         tsuid: s.tsuid,
         tags: s.tags,
@@ -403,7 +406,7 @@ fn execute_sub(
             global_annotations: global_annotations.clone(),
             stats: None,
             dps,
-            aggregated_size: members.iter().map(|s| s.points.len()).sum(),
+            aggregated_size: members.iter().map(|s| s.stored_points).sum(),
             sub_query: sub.index,
         });
         // 2.4 writes a result's stats right after it, including the time it took to write it.
