@@ -124,13 +124,18 @@ fn shared_links_q_links_errors_and_status() {
     let Some(browser) = Browser::start("ui_browser::shared_links_q_links_errors_and_status") else { return };
     let d = data();
     // A shared address opens with its query graphed: two metrics, downsampled, one grouped by host.
-    let shared = "#start=1h-ago&m=sum:sys.cpu.user%7Bhost=*%7D&m=max:5m-avg-zero:sys.mem.free&autoreload=30";
+    let shared = "#start=1h-ago&m=sum:sys.cpu.user%7Bhost=*%7D&m=max:5m-avg-zero:sys.mem.free&autoreload=10";
     browser.goto(&format!("http://{}/{shared}", d.addr()));
     let labels = wait_for_series(&browser, 3);
     assert_eq!(labels[2], "sys.mem.free{host=web01}");
     let form = browser
         .execute("return readForm().map(buildM).concat([document.getElementById('autoreload').value])", json!([]));
-    assert_eq!(form, json!(["sum:sys.cpu.user{host=*}", "max:5m-avg-zero:sys.mem.free", "30"]));
+    assert_eq!(form, json!(["sum:sys.cpu.user{host=*}", "max:5m-avg-zero:sys.mem.free", "10"]));
+    // Auto-refresh (every 10 s here) picks up a series written after the page loaded.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    d.put_lines(&format!("put sys.cpu.user {now} 7 host=web03\n"));
+    let labels = wait_for_series(&browser, 4);
+    assert_eq!(labels[2], "sys.cpu.user{host=web03}");
     // The form reads back every m= it can write.
     let m = "zimsum:rate{counter,1000,0}:1m-sum-nan:sys.cpu.user{host=web01|web02}{dc=wildcard(l*)}";
     assert_eq!(browser.execute("return buildM(parseM(arguments[0]))", json!([m])), json!(m));
@@ -161,11 +166,11 @@ fn shared_links_q_links_errors_and_status() {
         );
         Some(v).filter(|v| v.get("Series").is_some())
     });
-    assert_eq!(status["Series"], "3", "{status}");
+    assert_eq!(status["Series"], "4", "{status}");
     assert_eq!(status["UIDs: metrics"], "2", "{status}");
     assert_eq!(status["UIDs: tagk"], "1", "{status}");
-    assert_eq!(status["UIDs: tagv"], "2", "{status}");
-    assert_eq!(status["Points written since start"], "33", "{status}");
+    assert_eq!(status["UIDs: tagv"], "3", "{status}");
+    assert_eq!(status["Points written since start"], "34", "{status}");
     assert!(status["Disk use"].as_str().unwrap().ends_with("iB"), "{status}");
     // The ingest rate needs two readings (one every 5 s); nothing is being written now.
     let rate = browser.wait_for("an ingest rate", || {
