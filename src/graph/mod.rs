@@ -308,7 +308,9 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
     root.fill(&o.background)?;
     let fg = o.foreground;
     let font = |size: f64| (FAMILY, size).into_font().color(&fg);
-    let small = font(11.0);
+    // Even sizes: plotters places glyphs at `size / 2 + top` truncated to whole pixels, so an odd size moves
+    // letters and punctuation by different half pixels (a raised `.` in every metric name).
+    let small = font(12.0);
 
     // Points as drawn: smoothed, then on a log axis log10 of the positive values (gnuplot skips the others).
     let x0 = o.start_s as f64;
@@ -317,7 +319,8 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         .iter()
         .map(|s| {
             let log = if s.right_axis { o.y2log } else { o.ylog };
-            let pts: Vec<(f64, f64)> = s.points.iter().map(|&(t, v)| (t as f64, v)).collect();
+            let pts: Vec<(f64, f64)> =
+                s.points.iter().filter(|p| p.1.is_finite()).map(|&(t, v)| (t as f64, v)).collect();
             let pts = smooth(&pts, o.smooth, o.width as usize);
             if log {
                 pts.into_iter().filter(|p| p.1 > 0.0).map(|(x, y)| (x, y.log10())).collect()
@@ -346,6 +349,10 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         }
         let scale = |v: f64| if log { v.max(f64::MIN_POSITIVE).log10() } else { v };
         let mut r = (range.min.map_or(lo, scale), range.max.map_or(hi, scale));
+        // Values near f64::MAX overflow the padding: keep the range drawable.
+        if !r.0.is_finite() || !r.1.is_finite() {
+            r = (r.0.clamp(-f64::MAX / 4.0, f64::MAX / 4.0), r.1.clamp(-f64::MAX / 4.0, f64::MAX / 4.0));
+        }
         if r.0 == r.1 {
             r.1 = r.0 + 1.0;
         }
@@ -364,7 +371,7 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         builder.right_y_label_area_size(if o.y2label.is_some() { 84 } else { 64 });
     }
     if let Some(t) = &o.title {
-        builder.caption(t, font(15.0));
+        builder.caption(t, font(16.0));
     }
     // The secondary coordinates take over the right-hand label area before the primary mesh is drawn, so the
     // left axis' labels are not repeated on the right.
@@ -391,15 +398,15 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         }
     };
     let left_label = y_label(&o.yformat, left.log);
-    let x_labels = ((o.width / 110) as usize).clamp(2, 12);
     let y_labels = ((o.height / 60) as usize).clamp(2, 12);
     let mut mesh = chart.configure_mesh();
-    mesh.x_labels(x_labels)
+    // Time ticks are drawn below, on whole minutes, hours or days of the zone (plotters' would fall anywhere).
+    mesh.disable_x_mesh()
+        .x_labels(0)
         .y_labels(y_labels)
-        .x_label_formatter(&time_label)
         .y_label_formatter(&left_label)
         .label_style(small.clone())
-        .axis_desc_style(font(12.0))
+        .axis_desc_style(font(14.0))
         .axis_style(fg)
         .bold_line_style(fg.mix(0.15))
         .light_line_style(TRANSPARENT);
@@ -407,6 +414,22 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         mesh.y_desc(l.as_str());
     }
     mesh.draw()?;
+    let step = time_step(span, i64::from(o.width / 110).max(2));
+    let offset =
+        i64::from(jiff::Timestamp::from_second(o.start_s).map(|t| o.zone.to_offset(t).seconds()).unwrap_or_default());
+    let label_style = small.pos(plotters::style::text_anchor::Pos::new(
+        plotters::style::text_anchor::HPos::Center,
+        plotters::style::text_anchor::VPos::Top,
+    ));
+    let mut t = ((o.start_s + offset).div_euclid(step) + 1) * step - offset;
+    while (t as f64) <= x1 {
+        let x = t as f64;
+        chart.draw_series(LineSeries::new([(x, left.range.0), (x, left.range.1)], fg.mix(0.15)))?;
+        let (px, py) = chart.backend_coord(&(x, left.range.0));
+        root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], fg))?;
+        root.draw(&Text::new(time_label(&x), (px, py + 7), label_style.clone()))?;
+        t += step;
+    }
 
     if dual {
         let right_label = y_label(&o.y2format, right.log);
@@ -473,6 +496,15 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         labels.draw()?;
     }
     Ok(())
+}
+
+/// Seconds between time ticks: the first round step that gives at most `max_ticks` over `span` seconds.
+fn time_step(span: i64, max_ticks: i64) -> i64 {
+    const STEPS: [i64; 22] = [
+        1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800,
+        2592000, 31536000,
+    ];
+    STEPS.into_iter().find(|s| span / s <= max_ticks).unwrap_or(31536000 * ((span / 31536000 / max_ticks) + 1))
 }
 
 /// OpenTSDB's `Plot.xFormat()`: the time label format for a span of seconds.
@@ -744,6 +776,27 @@ mod tests {
     }
 
     #[test]
+    fn extreme_values_and_sizes_still_draw() {
+        for values in [
+            vec![f64::MAX, -f64::MAX, 1e-300],
+            vec![f64::MAX, f64::MAX],
+            vec![f64::INFINITY, 1.0, f64::NAN],
+            vec![-5.0],
+            vec![1e-320, 2e-320],
+        ] {
+            for log in [false, true] {
+                let o = PlotOptions { width: 100, height: 100, ylog: log, end_s: 1_700_000_001, ..options() };
+                let (w, h, _) = decode(&render_png(&o, &[series(&values)]).unwrap());
+                assert_eq!((w, h), (100, 100), "{values:?}");
+            }
+        }
+        let o =
+            PlotOptions { yrange: Range { min: Some(5.0), max: Some(5.0) }, smooth: Some(Smooth::Bezier), ..options() };
+        let many: Vec<f64> = (0..5000).map(|i| (i as f64).sin()).collect();
+        assert!(render_png(&o, &[series(&many)]).is_ok());
+    }
+
+    #[test]
     fn gnuplot_ranges_and_formats() {
         assert_eq!(Range::parse("[0:10]"), Some(Range { min: Some(0.0), max: Some(10.0) }));
         assert_eq!(Range::parse("[:\"5e3\"]"), Some(Range { min: None, max: Some(5000.0) }));
@@ -755,6 +808,9 @@ mod tests {
         assert_eq!(gnuplot_format("%s%cB", 2_500_000.0), "2.5MB");
         assert_eq!(gnuplot_format("%.1f%%", 12.345), "12.3%");
         assert_eq!(default_time_format(3600), "%H:%M");
+        assert_eq!(time_step(3600, 8), 600);
+        assert_eq!(time_step(600, 5), 120);
+        assert_eq!(time_step(86400 * 7, 7), 86400);
         assert_eq!(Key::from_words("out left top").position, (-1, -1));
         assert_eq!(parse_color("x12AB34"), Some(RGBColor(0x12, 0xab, 0x34)));
         assert_eq!(parse_color("12AB34"), None);
