@@ -35,8 +35,10 @@ fn screenshot(browser: &Browser, name: &str) {
     eprintln!("screenshot: {}", path.display());
 }
 
+/// The legend's entries, read in one script (auto-refresh may redraw the legend between two commands).
 fn legend(browser: &Browser) -> Vec<String> {
-    browser.find_all("#legend li").iter().map(|li| browser.text(li)).collect()
+    let v = browser.execute("return [...document.querySelectorAll('#legend li')].map(li => li.textContent)", json!([]));
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
 }
 
 /// Waits until the legend lists `n` series.
@@ -123,11 +125,21 @@ fn a_metric_typed_and_tagged_in_the_form_is_graphed_with_api_query_values() {
 fn shared_links_q_links_errors_and_status() {
     let Some(browser) = Browser::start("ui_browser::shared_links_q_links_errors_and_status") else { return };
     let d = data();
-    // A shared address opens with its query graphed: two metrics, downsampled, one grouped by host.
-    let shared = "#start=1h-ago&m=sum:sys.cpu.user%7Bhost=*%7D&m=max:5m-avg-zero:sys.mem.free&autoreload=10";
+    // A shared address opens with its query graphed: two metrics, downsampled, one grouped by host, the second
+    // on a right-hand scale (one `o=` per `m=`, as /q takes them).
+    let shared =
+        "#start=1h-ago&m=sum:sys.cpu.user%7Bhost=*%7D&m=max:5m-avg-zero:sys.mem.free&o=&o=axis+x1y2&autoreload=10";
     browser.goto(&format!("http://{}/{shared}", d.addr()));
     let labels = wait_for_series(&browser, 3);
-    assert_eq!(labels[2], "sys.mem.free{host=web01}");
+    assert_eq!(labels[2], "sys.mem.free{host=web01} (right axis)");
+    let scales = browser.execute("return [view.left.y0, view.left.y1, view.right.y0, view.right.y1]", json!([]));
+    // cpu 10..40.5 on the left; memory (1000..1010, zero-filled buckets before it) on the right.
+    assert_eq!(scales, json!([10, 45, 0, 1200]));
+    let png_link = browser.execute("return document.getElementById('png-link').getAttribute('href')", json!([]));
+    let png_link = png_link.as_str().unwrap();
+    assert!(png_link.contains("&o=&o=axis+x1y2&"), "{png_link}");
+    let png = d.http("GET", &format!("/{png_link}"), &[], b"");
+    assert_eq!((png.status, png.header("Content-Type")), (200, Some("image/png")), "{png_link}");
     let form = browser
         .execute("return readForm().map(buildM).concat([document.getElementById('autoreload').value])", json!([]));
     assert_eq!(form, json!(["sum:sys.cpu.user{host=*}", "max:5m-avg-zero:sys.mem.free", "10"]));

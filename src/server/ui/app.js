@@ -140,7 +140,7 @@ function buildM(q) {
 function newMetric() {
   return {
     metric: "", aggregator: "sum", rate: false, counter: false, counterMax: "", resetValue: "",
-    downsample: false, dsInterval: "1m", dsFunction: "avg", dsFill: "", tags: [], extra: [],
+    downsample: false, dsInterval: "1m", dsFunction: "avg", dsFill: "", tags: [], extra: [], right: false,
   };
 }
 
@@ -174,6 +174,7 @@ function addMetricPanel(q = newMetric()) {
   $(".downsample", panel).checked = q.downsample;
   $(".ds-interval", panel).value = q.dsInterval;
   $(".ds-fill", panel).value = q.dsFill;
+  $(".right-axis", panel).checked = q.right;
   panel.extra = q.extra;
   const sync = () => {
     $(".rate-options", panel).hidden = !$(".rate", panel).checked;
@@ -284,6 +285,7 @@ function readForm() {
     dsInterval: $(".ds-interval", panel).value.trim(),
     dsFunction: $(".ds-function", panel).value,
     dsFill: $(".ds-fill", panel).value,
+    right: $(".right-axis", panel).checked,
     extra: panel.extra || [],
     tags: $$(".tag", panel).map((row) => ({
       k: $(".tagk", row).value,
@@ -293,18 +295,23 @@ function readForm() {
   })).filter((q) => q.metric.trim());
 }
 
-/** The query string of the current form: `start`, `end`, one `m` per metric (what /api/query and /q take). */
-function queryString() {
+/** The query string of the current form: `start`, `end`, one `m` per metric (what /api/query and /q take);
+ *  with `withAxes`, also one `o` per `m` when a metric is on the right axis (as /q reads them). */
+function queryString(withAxes) {
   const p = new URLSearchParams();
   p.set("start", $("#start").value.trim() || "1h-ago");
   if ($("#end").value.trim()) p.set("end", $("#end").value.trim());
-  for (const q of readForm()) p.append("m", buildM(q));
+  const metrics = readForm();
+  for (const q of metrics) p.append("m", buildM(q));
+  if (withAxes && metrics.some((q) => q.right)) {
+    for (const q of metrics) p.append("o", q.right ? "axis x1y2" : "");
+  }
   return p;
 }
 
 /** The URL fragment: the query plus the refresh period. */
 function writeHash(push) {
-  const p = queryString();
+  const p = queryString(true);
   const every = $("#autoreload").value;
   if (every !== "0") p.set("autoreload", every);
   const hash = "#" + p.toString();
@@ -323,7 +330,8 @@ function readHash() {
   $("#autoreload").value = $$("#autoreload option").some((o) => o.value === every) ? every : "0";
   $("#metrics").textContent = "";
   const ms = p.getAll("m");
-  for (const m of ms) addMetricPanel(parseM(m));
+  const os = p.getAll("o");
+  ms.forEach((m, i) => addMetricPanel(Object.assign(parseM(m), { right: (os[i] || "").includes("x1y2") })));
   if (!ms.length) addMetricPanel();
   return ms.length > 0;
 }
@@ -373,18 +381,19 @@ async function runQuery(push) {
   $("#run").disabled = true;
   try {
     const started = performance.now();
-    const answer = await api("api/query?" + qs.toString() + "&arrays&ms");
+    const answer = await api("api/query?" + qs.toString() + "&arrays&ms&show_query");
     if (id !== running) return;
     showError(null);
     series = answer.map((r, i) => ({
       label: seriesLabel(r),
       color: PALETTE[i % PALETTE.length],
       visible: true,
+      right: !!(metrics[(r.query || {}).index] || {}).right,
       points: (r.dps || []).filter((p) => typeof p[1] === "number").map((p) => [p[0], p[1]]),
     }));
     const points = series.reduce((n, s) => n + s.points.length, 0);
     $("#summary").textContent = `${series.length} series, ${points} points in ${Math.round(performance.now() - started)} ms.`;
-    $("#png-link").href = "q?" + qs.toString() + "&wxh=1024x600&png";
+    $("#png-link").href = "q?" + queryString(true).toString() + "&wxh=1024x600&png";
     $("#ascii-link").href = "q?" + qs.toString() + "&ascii";
     $("#api-link").href = "api/query?" + qs.toString();
     $("#links").hidden = false;
@@ -463,36 +472,48 @@ function draw(hover) {
   view = null;
   if (!shown.length) return;
 
-  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+  let x0 = Infinity, x1 = -Infinity;
   for (const s of shown) {
     x0 = Math.min(x0, s.points[0][0]);
     x1 = Math.max(x1, s.points[s.points.length - 1][0]);
-    for (const p of s.points) {
-      y0 = Math.min(y0, p[1]);
-      y1 = Math.max(y1, p[1]);
-    }
   }
   if (x0 === x1) { x0 -= 60000; x1 += 60000; }
-  if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
-  const ystep = niceStep(y1 - y0, Math.max(2, Math.floor(height / 60)));
-  y0 = Math.floor(y0 / ystep) * ystep;
-  y1 = Math.ceil(y1 / ystep) * ystep;
-  const plotW = width - MARGIN.left - MARGIN.right, plotH = height - MARGIN.top - MARGIN.bottom;
+  // A second value scale on the right for the metrics that ask for it (when others use the left one).
+  const dual = shown.some((s) => s.right) && shown.some((s) => !s.right);
+  const marginRight = dual ? 70 : MARGIN.right;
+  const plotW = width - MARGIN.left - marginRight, plotH = height - MARGIN.top - MARGIN.bottom;
   const sx = (t) => MARGIN.left + ((t - x0) / (x1 - x0)) * plotW;
-  const sy = (v) => MARGIN.top + (1 - (v - y0) / (y1 - y0)) * plotH;
-  view = { x0, x1, sx, sy, plotW, plotH };
+  const scale = (list) => {
+    let y0 = Infinity, y1 = -Infinity;
+    for (const s of list) for (const p of s.points) { y0 = Math.min(y0, p[1]); y1 = Math.max(y1, p[1]); }
+    if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
+    const step = niceStep(y1 - y0, Math.max(2, Math.floor(height / 60)));
+    y0 = Math.floor(y0 / step) * step;
+    y1 = Math.ceil(y1 / step) * step;
+    return { y0, y1, step, sy: (v) => MARGIN.top + (1 - (v - y0) / (y1 - y0)) * plotH };
+  };
+  const left = scale(dual ? shown.filter((s) => !s.right) : shown);
+  const right = dual ? scale(shown.filter((s) => s.right)) : null;
+  for (const s of shown) s.sy = dual && s.right ? right.sy : left.sy;
+  view = { x0, x1, sx, plotW, plotH, left, right };
 
   // Grid and labels.
   ctx.font = "12px system-ui, sans-serif";
   ctx.strokeStyle = "#e2e8f0";
   ctx.fillStyle = "#475569";
   ctx.lineWidth = 1;
-  ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  for (let v = y0; v <= y1 + ystep / 2; v += ystep) {
-    const y = Math.round(sy(v)) + 0.5;
-    ctx.beginPath(); ctx.moveTo(MARGIN.left, y); ctx.lineTo(width - MARGIN.right, y); ctx.stroke();
+  for (let v = left.y0; v <= left.y1 + left.step / 2; v += left.step) {
+    const y = Math.round(left.sy(v)) + 0.5;
+    ctx.beginPath(); ctx.moveTo(MARGIN.left, y); ctx.lineTo(MARGIN.left + plotW, y); ctx.stroke();
+    ctx.textAlign = "right";
     ctx.fillText(formatValue(Number(v.toPrecision(12))), MARGIN.left - 6, y);
+  }
+  if (right) {
+    ctx.textAlign = "left";
+    for (let v = right.y0; v <= right.y1 + right.step / 2; v += right.step) {
+      ctx.fillText(formatValue(Number(v.toPrecision(12))), MARGIN.left + plotW + 6, Math.round(right.sy(v)) + 0.5);
+    }
   }
   const span = x1 - x0;
   const tstep = TIME_STEPS.find((s) => span / s <= Math.max(2, Math.floor(plotW / 110))) || TIME_STEPS[TIME_STEPS.length - 1];
@@ -516,11 +537,11 @@ function draw(hover) {
     ctx.strokeStyle = ctx.fillStyle = s.color;
     ctx.lineWidth = 1.5;
     ctx.beginPath();
-    s.points.forEach((p, i) => (i ? ctx.lineTo(sx(p[0]), sy(p[1])) : ctx.moveTo(sx(p[0]), sy(p[1]))));
+    s.points.forEach((p, i) => (i ? ctx.lineTo(sx(p[0]), s.sy(p[1])) : ctx.moveTo(sx(p[0]), s.sy(p[1]))));
     ctx.stroke();
     if (s.points.length <= plotW / 6) {
       for (const p of s.points) {
-        ctx.beginPath(); ctx.arc(sx(p[0]), sy(p[1]), 2, 0, 2 * Math.PI); ctx.fill();
+        ctx.beginPath(); ctx.arc(sx(p[0]), s.sy(p[1]), 2, 0, 2 * Math.PI); ctx.fill();
       }
     }
   }
@@ -531,7 +552,7 @@ function draw(hover) {
     ctx.beginPath(); ctx.moveTo(hover.x + 0.5, MARGIN.top); ctx.lineTo(hover.x + 0.5, MARGIN.top + plotH); ctx.stroke();
     for (const h of hover.rows) {
       ctx.fillStyle = h.series.color;
-      ctx.beginPath(); ctx.arc(sx(h.point[0]), sy(h.point[1]), 4, 0, 2 * Math.PI); ctx.fill();
+      ctx.beginPath(); ctx.arc(sx(h.point[0]), h.series.sy(h.point[1]), 4, 0, 2 * Math.PI); ctx.fill();
     }
   }
 }
@@ -598,7 +619,7 @@ function renderLegend() {
     sw.className = "swatch";
     sw.style.background = s.color;
     li.appendChild(sw);
-    li.appendChild(document.createTextNode(s.label + (s.points.length ? "" : " (no points)")));
+    li.appendChild(document.createTextNode(s.label + (s.right ? " (right axis)" : "") + (s.points.length ? "" : " (no points)")));
     li.addEventListener("click", () => {
       s.visible = !s.visible;
       renderLegend();
