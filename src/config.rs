@@ -59,6 +59,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.uid.lru.enable", "false"),
     ("tsd.uid.lru.id.size", "5000000"),
     ("tsd.uid.lru.name.size", "5000000"),
+    ("rtsd.block_cache_mb", "256"),
     ("rtsd.data_dir", "./rtsd-data"),
     ("rtsd.http.max_body_bytes", "67108864"),
     ("rtsd.uid.cache_capacity", "1000000"),
@@ -118,6 +119,8 @@ pub struct Config {
     pub stats_canonical: bool,
     pub stats_with_port: bool,
     pub uid_cache_capacity: usize,
+    /// `rtsd.block_cache_mb`: RocksDB's cache of uncompressed blocks, shared by the data and rollup tables.
+    pub block_cache_bytes: usize,
     pub max_body_bytes: usize,
     /// `tsd.http.request.cors_domains`, lower-cased; empty = CORS off, `*` = any origin.
     pub cors_domains: Vec<String>,
@@ -272,6 +275,7 @@ impl Config {
             stats_canonical: p.boolean("tsd.stats.canonical"),
             stats_with_port: p.boolean("tsd.core.stats_with_port"),
             uid_cache_capacity,
+            block_cache_bytes: p.number::<usize>("rtsd.block_cache_mb")?.saturating_mul(1 << 20),
             max_body_bytes: p.number("rtsd.http.max_body_bytes")?,
             cors_domains: p
                 .get("tsd.http.request.cors_domains")

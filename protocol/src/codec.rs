@@ -97,6 +97,7 @@ impl Value {
     ///
     /// The legacy float fix is applied first (4-byte-flagged float on 8 bytes with 4 leading zeros), then the
     /// actual length wins over the length bits: integers must be 1, 2, 4 or 8 bytes, floats 4 or 8.
+    #[inline]
     pub fn decode(flags: u8, bytes: &[u8]) -> Result<Value, CodecError> {
         let bytes = fixed_float_slice(flags, bytes)?;
         if flags & FLAG_FLOAT != 0 {
@@ -176,6 +177,7 @@ pub fn fix_floating_point_value(flags: u8, value: &[u8]) -> Result<ValueBytes, C
     fixed_float_slice(flags, value).map(SmallVec::from_slice)
 }
 
+#[inline]
 fn fixed_float_slice(flags: u8, value: &[u8]) -> Result<&[u8], CodecError> {
     if flags & FLAG_FLOAT == 0 || flags & LENGTH_MASK != 0x03 || value.len() != 8 {
         return Ok(value);
@@ -542,7 +544,17 @@ pub struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
+    // Inlined across crates: row readers call this for every cell (a query over rollups, millions of times).
+    #[inline]
     fn take_field(&mut self) -> Result<&'a [u8], CodecError> {
+        // Almost every field is shorter than 128 bytes: a one-byte length (qualifiers and values always are).
+        if let Some((&byte, rest)) = self.rest.split_first() {
+            if byte < 0x80 && usize::from(byte) <= rest.len() {
+                let (field, rest) = rest.split_at(usize::from(byte));
+                self.rest = rest;
+                return Ok(field);
+            }
+        }
         let mut len: u64 = 0;
         let mut shift = 0u32;
         loop {
@@ -572,6 +584,7 @@ impl<'a> Columns<'a> {
 impl<'a> Iterator for Columns<'a> {
     type Item = Result<Column<'a>, CodecError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.rest.is_empty() {
             return None;

@@ -270,6 +270,7 @@ impl Store {
             config.auto_create,
             config.fix_duplicates,
             config.uid_cache_capacity,
+            config.block_cache_bytes,
             &config.rollups,
             &config.retention,
             metrics,
@@ -286,6 +287,7 @@ impl Store {
             [false; 3],
             config.fix_duplicates,
             config.uid_cache_capacity,
+            config.block_cache_bytes,
             &config.rollups,
             &config.retention,
             metrics,
@@ -300,6 +302,7 @@ impl Store {
         auto_create: [bool; 3],
         fix_duplicates: bool,
         cache_capacity: usize,
+        block_cache_bytes: usize,
         rollup_settings: &crate::rollup::RollupSettings,
         retention_settings: &retention::RetentionSettings,
         metrics: Arc<Metrics>,
@@ -330,8 +333,13 @@ impl Store {
         ]);
         data_opts.set_bottommost_compression_type(DBCompressionType::Zstd);
         data_opts.set_write_buffer_size(64 << 20);
+        // One cache of uncompressed blocks for the data and rollup tables (RocksDB's default is 32 MB per
+        // table): a warm query over a day of 1000 series' 1-minute rollups reads ~50 MB of blocks, and finding
+        // them decompressed is most of what makes it fast.
+        let block_cache = rocksdb::Cache::new_lru_cache(block_cache_bytes.max(1 << 20));
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&block_cache);
         data_opts.set_block_based_table_factory(&table);
 
         let mut series_opts = Options::default();
@@ -358,7 +366,7 @@ impl Store {
                 CF_SERIES => series_opts.clone(),
                 rollup::CF_ROLLUP_DIRTY => rollup::dirty_options(),
                 n if COLUMN_FAMILIES.contains(&n) => Options::default(),
-                _ => rollup::table_options(),
+                _ => rollup::table_options(&block_cache),
             };
             retention.install(&name, &mut opts, &layout, metrics.clone());
             ColumnFamilyDescriptor::new(name, opts)

@@ -225,9 +225,12 @@ impl Rollups {
 
 /// Options of a rollup table's column family: compressed as the data table is (rollup cells repeat their
 /// qualifiers' patterns row after row, which LZ4 and zstd shrink well).
-pub(super) fn table_options() -> Options {
+pub(super) fn table_options(block_cache: &rocksdb::Cache) -> Options {
     use rocksdb::DBCompressionType::{Lz4, Zstd};
     let mut opts = Options::default();
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_block_cache(block_cache);
+    opts.set_block_based_table_factory(&table);
     opts.set_merge_operator("rollup-cells-v1", merge_full, merge_partial);
     opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
     opts.set_bottommost_compression_type(Zstd);
@@ -849,7 +852,10 @@ impl Store {
         out.retain(|s| s.values.iter().any(|v| !v.is_empty()));
         for s in &mut out {
             for v in &mut s.values {
-                v.sort_by_key(|(ts, _)| *ts);
+                // Rows come in time order and cells by offset, so this is nearly always sorted already.
+                if !v.is_sorted_by_key(|(ts, _)| *ts) {
+                    v.sort_by_key(|(ts, _)| *ts);
+                }
             }
         }
         out.sort_by(|a, b| a.series.tsuid.cmp(&b.series.tsuid));
@@ -914,7 +920,9 @@ impl Store {
             }
             if series.values.iter().any(|v| !v.is_empty()) {
                 for v in &mut series.values {
-                    v.sort_by_key(|(ts, _)| *ts);
+                    if !v.is_sorted_by_key(|(ts, _)| *ts) {
+                        v.sort_by_key(|(ts, _)| *ts);
+                    }
                 }
                 out.push(series);
             }
