@@ -94,6 +94,9 @@ fn ascii_prints_one_line_per_point_as_api_query_answers() {
     assert_ascii_is_api_query(&d, &format!("{start}&m=avg:1m-avg:sys.cpu.user&m=max:sys.cpu.user%7Bhost=web02%7D"));
     assert_ascii_is_api_query(&d, &format!("{start}&m=sum:rate:sys.cpu.user%7Bhost=web01%7D"));
     assert_ascii_is_api_query(&d, &format!("{start}&m=zimsum:30s-sum-zero:sys.cpu.user"));
+    // Fill policies: NaN (left out, as /api/query's "NaN" strings are not numbers) and null.
+    assert_ascii_is_api_query(&d, &format!("{start}&m=zimsum:10s-sum-nan:sys.cpu.user"));
+    assert_ascii_is_api_query(&d, &format!("{start}&m=zimsum:10s-sum-null:sys.cpu.user%7Bhost=web01%7D"));
     // Nothing matches: an empty answer.
     let r = get(&d, &format!("/q?{start}&m=sum:sys.cpu.user%7Bhost=db*%7D&ascii"));
     assert_eq!((r.status, r.text()), (200, String::new()));

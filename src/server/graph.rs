@@ -64,7 +64,10 @@ pub fn q(req: &ApiRequest, tsd: &Tsd, raw_query: &str) -> Reply {
     } else {
         // The graph form lives in the UI: hand it the query (GraphHandler's redirect, header and meta refresh).
         let location = format!("/#{raw_query}");
-        let body = format!("<html></head><meta http-equiv=\"refresh\" content=\"0; url={location}\"></head></html>");
+        // Browsers send quotes and angle brackets percent-encoded, but a hand-made request need not. (A bare `&`
+        // is safe in an attribute value and keeps OpenTSDB's bytes.)
+        let attribute = location.replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+        let body = format!("<html></head><meta http-equiv=\"refresh\" content=\"0; url={attribute}\"></head></html>");
         return Reply::new(StatusCode::OK, super::http::HTML, body).with_header("Location", location);
     };
 
@@ -318,6 +321,37 @@ fn dimensions(wxh: &str) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn group(sub_query: usize, tags: &[(&str, &str)], aggregate: &[&str], dps: &[(i64, &str)]) -> GroupOutput {
+        GroupOutput {
+            metric: "m".into(),
+            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            aggregate_tags: aggregate.iter().map(|k| k.to_string()).collect(),
+            dps: dps.iter().map(|(t, v)| (*t, v.to_string())).collect(),
+            aggregated_size: 7,
+            sub_query,
+            ..GroupOutput::default()
+        }
+    }
+
+    #[test]
+    fn ascii_and_json_leave_out_what_is_not_plotted() {
+        // spec: query §6.17: NaN points (and fill-null ones) are skipped; seconds; tags in HashMap order
+        let groups = [
+            group(
+                0,
+                &[("dc", "lga"), ("host", "a")],
+                &[],
+                &[(1000, "1"), (2500, "\"NaN\""), (3000, "null"), (4000, "2.5")],
+            ),
+            group(1, &[], &["host", "dc"], &[(5000, "3")]),
+            group(1, &[], &["dc"], &[]),
+        ];
+        assert_eq!(ascii(&groups), "m 1 1 host=a dc=lga\nm 4 2.5 host=a dc=lga\nm 5 3\n");
+        let json = summary_json(&groups, 3, Instant::now());
+        // etags: the last result of each sub-query (an empty set for a sub-query with none).
+        assert!(json.starts_with(r#"{"plotted":3,"points":21,"etags":[[],["dc"],[]],"timing":"#), "{json}");
+    }
 
     #[test]
     fn dimensions_are_checked_as_opentsdb_does() {
