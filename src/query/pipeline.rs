@@ -135,6 +135,7 @@ impl Query {
             end_ms: self.end_ms,
             null_for_nan: self.null_for_nan(),
             done: false,
+            next_ts: None,
             ints: Vec::new(),
             floats: Vec::new(),
         }
@@ -192,6 +193,8 @@ pub struct GroupIter {
     end_ms: i64,
     null_for_nan: bool,
     done: bool,
+    /// The next output time, found while moving to the current one.
+    next_ts: Option<i64>,
     ints: Vec<i64>,
     floats: Vec<f64>,
 }
@@ -201,22 +204,29 @@ impl Iterator for GroupIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
-            // A series whose last point was the previous output time has ended: it no longer contributes.
-            for s in &mut self.series {
-                if s.next.is_none() {
-                    s.cur = None;
-                }
-            }
-            let Some(t) = self.series.iter().filter_map(|s| s.next.map(|p| p.ts)).min() else {
+            let Some(t) = self.next_ts.take().or_else(|| self.series.iter().filter_map(|s| s.next.map(|p| p.ts)).min())
+            else {
                 self.done = true;
                 break;
             };
+            // One pass: a series whose last point was the previous output time has ended and no longer
+            // contributes; those with a point at `t` move to it; and the next output time is found.
+            let mut next_ts: Option<i64> = None;
             for s in &mut self.series {
-                if s.next.is_some_and(|p| p.ts == t) {
-                    s.cur = s.next.take();
-                    s.next = s.iter.next();
+                match s.next {
+                    None => s.cur = None,
+                    Some(p) if p.ts == t => {
+                        s.cur = Some(p);
+                        s.next = s.iter.next();
+                    }
+                    Some(_) => {}
+                }
+                if let Some(p) = s.next {
+                    next_ts = Some(next_ts.map_or(p.ts, |n| n.min(p.ts)));
                 }
             }
+            // `None` (every series done) is found again by the scan above, which then ends the iteration.
+            self.next_ts = next_ts;
             if t > self.end_ms {
                 self.done = true;
                 break;

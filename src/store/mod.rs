@@ -698,7 +698,8 @@ impl Store {
                 annotations: Vec::new(),
             };
             let mut found = false;
-            for (key, value) in keys.iter().zip(self.db.multi_get_cf(keys.iter().map(|k| (cf, k)))) {
+            // Keys ascend by hour; pinned values are read in place, not copied out.
+            for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
                 let Some(value) = value? else { continue };
                 found = true;
                 let base = codec::row_base_time(key, self.layout.salt.width, mw);

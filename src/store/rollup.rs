@@ -806,6 +806,7 @@ impl Store {
         let tags_offset = self.layout.tags_offset();
         let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
         let mut out: Vec<RollupSeries> = Vec::new();
+        let expected = expected_buckets(interval, start_ms, end_ms);
         let (first_base, last_base) = (interval.base_time(start_s), interval.base_time(end_s));
         self.for_each_row_in(family, metric, first_base, last_base, |row| {
             let tags_bytes = &row.key[tags_offset..];
@@ -822,7 +823,7 @@ impl Store {
                                 points: Vec::new(),
                                 annotations: Vec::new(),
                             },
-                            values: vec![Vec::new(); ids.len()],
+                            values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
                         });
                         Some(out.len() - 1)
                     } else {
@@ -896,6 +897,7 @@ impl Store {
         let (mw, kw) = (self.layout.uid_widths[0], self.layout.uid_widths[1]);
         let pair = kw + self.layout.uid_widths[2];
         let mut out = Vec::new();
+        let expected = expected_buckets(interval, start_ms, end_ms);
         for tsuid in tsuids {
             let keys: Vec<Vec<u8>> =
                 bases.iter().map(|&b| codec::row_key_from_tsuid(tsuid, i64::from(b), &self.layout.salt, mw)).collect();
@@ -911,9 +913,10 @@ impl Store {
                     points: Vec::new(),
                     annotations: Vec::new(),
                 },
-                values: vec![Vec::new(); ids.len()],
+                values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
             };
-            for ((key, base), row) in keys.iter().zip(&bases).zip(self.db.multi_get_cf(keys.iter().map(|k| (cf, k)))) {
+            // Keys ascend by base time; pinned rows are read in place, not copied out.
+            for ((key, base), row) in keys.iter().zip(&bases).zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
                 let Some(row) = row? else { continue };
                 let cells = rollup_cells(key, &row, *base, interval, ids, start_ms, end_ms, &mut series.values)?;
                 budget.charge(cells, row.len())?;
@@ -934,6 +937,13 @@ impl Store {
 /// Decodes the cells of aggregators `ids` in one rollup row into `values` (one list per ID), keeping buckets
 /// with `start_ms <= t < end_ms`; returns how many.
 #[allow(clippy::too_many_arguments)]
+/// How many buckets of `interval` a series can have in `[start_ms, end_ms)`: the capacity its cell lists start
+/// with (bounded, so a long range costs no more than growing would).
+fn expected_buckets(interval: &RollupInterval, start_ms: i64, end_ms: i64) -> usize {
+    let width = i64::from(interval.interval_secs.max(1)) * 1000;
+    usize::try_from((end_ms - start_ms) / width + 1).unwrap_or(0).min(1 << 16)
+}
+
 fn rollup_cells(
     key: &[u8],
     row: &[u8],
@@ -946,13 +956,19 @@ fn rollup_cells(
 ) -> Result<usize, StoreError> {
     let corrupt = |e: codec::CodecError| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key)));
     let mut cells = 0usize;
+    // The merge operator keeps a row's cells sorted by aggregator ID first (`cell_order`): past the last ID
+    // asked for nothing more is wanted (reading sum and count skips the min and max cells).
+    let last_wanted = ids.iter().copied().filter(|id| id & 0x80 == 0).max();
     for column in codec::columns(row) {
         let column = column.map_err(corrupt)?;
         let q = column.qualifier;
         // Rollup cells only: aggregator ID, then (offset << 4 | flags); compacted columns (high bit of the first
-        // byte) are not written by rtsd.
+        // byte, sorted after every ID) are not written by rtsd.
         if q.len() != 3 || q[0] & 0x80 != 0 {
             continue;
+        }
+        if last_wanted.is_none_or(|last| q[0] > last) {
+            break;
         }
         let Some(which) = ids.iter().position(|&id| id == q[0]) else { continue };
         if column.value.is_empty() {
