@@ -47,6 +47,8 @@ pub const CF_CHUKWA_T: &str = "chukwa:t";
 pub const CF_CHUKWA_A: &str = "chukwa:a";
 pub const CF_CHUKWA_META: &str = "chukwa_meta:k";
 pub const CF_CHUKWA_STREAMS: &str = "rtsd:chukwa_streams";
+/// The memtables of all tables together (RocksDB's `db_write_buffer_size`): 1.5x the data table's two.
+const MEMTABLE_BUDGET_BYTES: usize = 192 << 20;
 const COLUMN_FAMILIES: [&str; 10] = [
     CF_DATA,
     CF_UID_ID,
@@ -203,6 +205,8 @@ pub struct Store {
     generation: std::sync::atomic::AtomicU64,
     rollups: rollup::Rollups,
     retention: retention::Retention,
+    /// The one block cache every table reads through (its usage is reported once, not per table).
+    block_cache: rocksdb::Cache,
 }
 
 /// Points on their way into one atomic RocksDB write.
@@ -315,6 +319,9 @@ impl Store {
         db_opts.set_max_background_jobs(2);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(5);
+        // Memtables of all tables together: past this RocksDB flushes the largest, so write memory stays
+        // bounded however many tables there are (each may otherwise hold two 64 MB memtables).
+        db_opts.set_db_write_buffer_size(MEMTABLE_BUDGET_BYTES);
 
         let merge_metrics = metrics.clone();
         let full_merge = move |_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| {
@@ -336,13 +343,17 @@ impl Store {
         // One cache of uncompressed blocks for the data and rollup tables (RocksDB's default is 32 MB per
         // table): a warm query over a day of 1000 series' 1-minute rollups reads ~50 MB of blocks, and finding
         // them decompressed is most of what makes it fast.
+        // The UID, series and meta tables share it too, so RocksDB's read memory is this one number however
+        // many tables there are (each would otherwise hold its own 32 MB).
         let block_cache = rocksdb::Cache::new_lru_cache(block_cache_bytes.max(1 << 20));
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         table.set_block_cache(&block_cache);
         data_opts.set_block_based_table_factory(&table);
+        let mut small_opts = Options::default();
+        small_opts.set_block_based_table_factory(&table);
 
-        let mut series_opts = Options::default();
+        let mut series_opts = small_opts.clone();
         series_opts.set_merge_operator_associative("max-hour-v1", series::merge_max_hour);
         let mut rollups = rollup::Rollups::new(rollup_settings);
         // Rollup tables of the configuration, and any left by an earlier one (RocksDB opens all or nothing).
@@ -364,8 +375,8 @@ impl Store {
             let mut opts = match name.as_str() {
                 CF_DATA => data_opts.clone(),
                 CF_SERIES => series_opts.clone(),
-                rollup::CF_ROLLUP_DIRTY => rollup::dirty_options(),
-                n if COLUMN_FAMILIES.contains(&n) => Options::default(),
+                rollup::CF_ROLLUP_DIRTY => rollup::dirty_options(&block_cache),
+                n if COLUMN_FAMILIES.contains(&n) => small_opts.clone(),
                 _ => rollup::table_options(&block_cache),
             };
             retention.install(&name, &mut opts, &layout, metrics.clone());
@@ -383,7 +394,18 @@ impl Store {
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
         rollups.resume(&db, read_only)?;
-        Ok(Store { db, layout, auto_create, uids, series, metrics, generation: Default::default(), rollups, retention })
+        Ok(Store {
+            db,
+            layout,
+            auto_create,
+            uids,
+            series,
+            metrics,
+            generation: Default::default(),
+            rollups,
+            retention,
+            block_cache,
+        })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -838,26 +860,27 @@ impl Store {
         Some(RowRef { key, metric, base_time, tags, value })
     }
 
-    /// RocksDB's memory by use, summed over the column families: memtables, block caches (one per family),
-    /// table readers' indexes and filters (`/api/stats/jvm`'s pools).
+    /// RocksDB's memory by use (`/api/stats/jvm`'s pools): memtables and table readers' indexes and filters
+    /// summed over the tables, and the one block cache they share.
     pub fn memory_usage(&self) -> Vec<(&'static str, u64)> {
-        let uses = [
-            ("rocksdbMemtables", "rocksdb.cur-size-all-mem-tables"),
-            ("rocksdbBlockCache", "rocksdb.block-cache-usage"),
-            ("rocksdbTableReaders", "rocksdb.estimate-table-readers-mem"),
-        ];
-        let families: Vec<&str> =
-            COLUMN_FAMILIES.iter().copied().chain(self.rollups.families.iter().map(String::as_str)).collect();
-        uses.iter()
-            .map(|(name, property)| {
-                let total = families
-                    .iter()
-                    .filter_map(|f| self.db.cf_handle(f))
-                    .filter_map(|cf| self.db.property_int_value_cf(cf, *property).ok().flatten())
-                    .sum();
-                (*name, total)
-            })
-            .collect()
+        let families: Vec<&str> = COLUMN_FAMILIES
+            .iter()
+            .copied()
+            .chain(self.rollups.families.iter().map(String::as_str))
+            .chain([rollup::CF_ROLLUP_DIRTY])
+            .collect();
+        let sum = |property: &str| -> u64 {
+            families
+                .iter()
+                .filter_map(|f| self.db.cf_handle(f))
+                .filter_map(|cf| self.db.property_int_value_cf(cf, property).ok().flatten())
+                .sum()
+        };
+        vec![
+            ("rocksdbMemtables", sum("rocksdb.cur-size-all-mem-tables")),
+            ("rocksdbBlockCache", self.block_cache.get_usage() as u64),
+            ("rocksdbTableReaders", sum("rocksdb.estimate-table-readers-mem")),
+        ]
     }
 
     /// The retention of each table (see [`retention`]).

@@ -238,8 +238,11 @@ pub(super) fn table_options(block_cache: &rocksdb::Cache) -> Options {
 }
 
 /// Options of [`CF_ROLLUP_DIRTY`]: point counts summed.
-pub(super) fn dirty_options() -> Options {
+pub(super) fn dirty_options(block_cache: &rocksdb::Cache) -> Options {
     let mut opts = Options::default();
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_block_cache(block_cache);
+    opts.set_block_based_table_factory(&table);
     opts.set_merge_operator_associative("i64-sum-v1", sum_counters);
     opts
 }
