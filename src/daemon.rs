@@ -77,10 +77,17 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let collector = crate::chukwa::Collector::open(&tsd.store, tsd.config.chukwa.clone())
                 .map_err(|source| StartError::Store { dir: tsd.config.data_dir.display().to_string(), source })?;
             let addr = listener.local_addr().ok();
+            if let Some(chukwa_addr) = addr {
+                tracing::info!(%chukwa_addr, "Chukwa collector port listening");
+            }
             (addr, Some(tokio::spawn(server::chukwa::serve(listener, tsd.clone(), Arc::new(collector)))))
         }
         None => (None, None),
     };
+    // Announced before the first connection is accepted: the port takes connections from the bind on, and a
+    // client that got in (a test reading `/logs`) must find the announcement already made.
+    let data_dir = tsd.config.data_dir.display().to_string();
+    tracing::info!(%addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
     let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
     Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task, rollup_task })
@@ -110,20 +117,15 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
 
 /// Runs until SIGINT, SIGTERM or `diediedie`.
 pub async fn run(config: Config) -> Result<(), StartError> {
-    let data_dir = config.data_dir.display().to_string();
     // Handlers first: a SIGTERM sent as soon as "ready" is logged must shut down gracefully, not kill.
     let signals = Signals::install();
     let running = start(config).await?;
-    if let Some(chukwa_addr) = running.chukwa_addr {
-        tracing::info!(%chukwa_addr, "Chukwa collector port listening");
-    }
     let token = running.tsd.shutdown.clone();
     tokio::spawn(async move {
         signals.wait().await;
         tracing::info!("shutdown requested");
         token.cancel();
     });
-    tracing::info!(addr = %running.addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
     running.stopped().await;
     tracing::info!("rtsd stopped");
     Ok(())
