@@ -71,8 +71,10 @@ pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
         _ => 25,
     };
-    let names = tsd.store.uids().table(kind).suggest(&q, max);
-    Reply::json(StatusCode::OK, serde_json::Value::from(names).to_string())
+    match tsd.store.uids().suggest(kind, &q, max) {
+        Ok(names) => Reply::json(StatusCode::OK, serde_json::Value::from(names).to_string()),
+        Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+    }
 }
 
 /// One `key=value` condition of a lookup; `None` stands for `*`.

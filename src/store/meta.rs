@@ -1032,9 +1032,31 @@ mod tests {
             let m = store.uid_meta(UidKind::Metric, &uid).unwrap().unwrap();
             assert_eq!((m.name.as_str(), m.fields.display_name.as_str()), ("sys.cpu.zero", "System CPU"));
             assert!(store.uids().get(UidKind::Metric, "sys.cpu.0").unwrap().is_none());
-            assert_eq!(store.uids().table(UidKind::Metric).suggest("sys", 10), ["sys.cpu.zero"]);
+            assert_eq!(store.uids().suggest(UidKind::Metric, "sys", 10).unwrap(), ["sys.cpu.zero"]);
             store.delete_uid_meta(UidKind::Metric, &uid).unwrap();
             assert_eq!(store.uid_meta(UidKind::Metric, &uid).unwrap().unwrap().fields, UidMetaFields::default());
+        }
+
+        #[test]
+        fn suggest_reads_one_kind_in_byte_order_up_to_max() {
+            // spec: query §6.4 (byte-wise prefix, ascending UTF-8 byte order, at most `max`, per kind)
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), &[]);
+            let uids = store.uids();
+            for name in ["sys.b", "sys.a", "sys", "sysz", "Sys.c", "sys.é", "sy"] {
+                uids.assign_new(UidKind::Metric, name).unwrap();
+            }
+            uids.assign_new(UidKind::TagKey, "sys.k").unwrap();
+            uids.assign_new(UidKind::TagValue, "sys.v").unwrap();
+            assert_eq!(uids.suggest(UidKind::Metric, "sys", 25).unwrap(), ["sys", "sys.a", "sys.b", "sys.é", "sysz"]);
+            assert_eq!(uids.suggest(UidKind::Metric, "sys.", 2).unwrap(), ["sys.a", "sys.b"]);
+            assert_eq!(uids.suggest(UidKind::Metric, "", 3).unwrap(), ["Sys.c", "sy", "sys"]);
+            assert_eq!(uids.suggest(UidKind::Metric, "sys.é", 25).unwrap(), ["sys.é"]);
+            assert_eq!(uids.suggest(UidKind::Metric, "x", 25).unwrap(), Vec::<String>::new());
+            assert_eq!(uids.suggest(UidKind::TagKey, "", 25).unwrap(), ["sys.k"]);
+            assert_eq!(uids.suggest(UidKind::TagValue, "sys", 25).unwrap(), ["sys.v"]);
+            // A kind's id counter shares the forward map's key space; it is never a name.
+            assert_eq!(uids.suggest(UidKind::TagKey, "\0", 25).unwrap(), Vec::<String>::new());
         }
 
         #[test]
@@ -1059,7 +1081,7 @@ mod tests {
             assert_eq!(store.uids().get(UidKind::Metric, "c").unwrap().unwrap().as_bytes(), [0, 0, 1]);
             assert!(store.uids().get(UidKind::Metric, "a").unwrap().is_none());
             assert_eq!(store.uids().name_of(UidKind::Metric, &[0, 0, 1]).unwrap().as_deref(), Some("c"));
-            assert_eq!(store.uids().table(UidKind::Metric).suggest("", 10), ["b", "c"]);
+            assert_eq!(store.uids().suggest(UidKind::Metric, "", 10).unwrap(), ["b", "c"]);
         }
     }
 }

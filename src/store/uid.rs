@@ -3,9 +3,8 @@
 //! Each kind keeps its max-id counter, forward map (name -> id) and reverse map (id -> name) in RocksDB, written
 //! together in one atomic batch, so a crash can never leave an id handed out twice or a name half-mapped. Hot
 //! names are answered from bounded in-memory caches and never touch RocksDB.
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use quick_cache::sync::Cache;
 use rocksdb::{WriteBatch, DB};
@@ -97,8 +96,6 @@ pub struct UidTable {
     max_id: AtomicU64,
     /// Serialises assignment (rare) so two connections naming a new metric at once get the same id.
     assign: Mutex<()>,
-    /// Every assigned name in byte order: `/api/suggest` answers from here, never from a disk scan.
-    names: RwLock<BTreeSet<String>>,
 }
 
 impl UidTable {
@@ -115,7 +112,6 @@ impl UidTable {
             by_id: Cache::new(capacity),
             max_id: AtomicU64::new(max_id),
             assign: Mutex::new(()),
-            names: RwLock::new(load_names(db, kind)?),
         })
     }
 
@@ -210,7 +206,6 @@ impl UidTable {
         cells::put(db, &mut batch, CF_UID_NAME, meta_qualifier, uid.as_bytes(), uid_meta.as_bytes())?;
         db.write(batch).map_err(StoreError::from)?;
         self.max_id.store(id, Ordering::Release);
-        self.names.write().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
         metrics.uid_assigned(self.kind);
         tracing::info!(kind = %self.kind, name, uid = %codec::uid_to_string(uid.as_bytes()), "assigned UID");
         self.remember(name, uid);
@@ -243,9 +238,6 @@ impl UidTable {
         db.write(batch).map_err(StoreError::from)?;
         self.by_name.remove(old);
         self.remember(new, uid);
-        let mut names = self.names.write().unwrap_or_else(|p| p.into_inner());
-        names.remove(old);
-        names.insert(new.to_string());
         tracing::info!(kind = %self.kind, old, new, uid = %codec::uid_to_string(uid.as_bytes()), "renamed UID");
         Ok(uid)
     }
@@ -266,15 +258,29 @@ impl UidTable {
         Ok(Some(name))
     }
 
-    /// Up to `max` assigned names starting with `prefix`, in byte order (OpenTSDB's `suggest`).
-    pub fn suggest(&self, prefix: &str, max: usize) -> Vec<String> {
-        let names = self.names.read().unwrap_or_else(|p| p.into_inner());
-        names
-            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
-            .take_while(|n| n.starts_with(prefix))
-            .take(max)
-            .cloned()
-            .collect()
+    /// Up to `max` assigned names starting with `prefix`, in byte order (OpenTSDB's `suggest`), read from the
+    /// forward map: its keys are `kind 0x00 name`, so one kind's names lie together in byte order and a seek to
+    /// the prefix reads exactly the names returned. No copy of every name is kept in memory: with millions of
+    /// tag values that copy would be most of the daemon's memory, and the map's recent blocks sit in the block
+    /// cache anyway.
+    fn suggest(&self, db: &DB, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
+        let handle = db.cf_handle(CF_UID_ID).expect("column family created at open");
+        let start = cells::key(self.kind.as_str().as_bytes(), prefix.as_bytes());
+        let names_at = start.len() - prefix.len();
+        let mut names = Vec::new();
+        let mut iter = db.raw_iterator_cf(handle);
+        iter.seek(&start);
+        while names.len() < max {
+            let Some(key) = iter.key().filter(|k| k.starts_with(&start)) else { break };
+            let name = &key[names_at..];
+            // `kind 0x00 0x00` is the kind's id counter, not a name.
+            if name != [0] {
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+            iter.next();
+        }
+        iter.status()?;
+        Ok(names)
     }
 
     fn remember(&self, name: &str, uid: Uid) {
@@ -286,26 +292,6 @@ impl UidTable {
         self.by_name.clear();
         self.by_id.clear();
     }
-}
-
-/// Reads every name of a kind from the forward map (`kind 0x00 name` keys; `kind 0x00 0x00` is the counter).
-fn load_names(db: &DB, kind: UidKind) -> Result<BTreeSet<String>, StoreError> {
-    let handle = db.cf_handle(CF_UID_ID).expect("column family created at open");
-    let prefix = cells::key(kind.as_str().as_bytes(), &[]);
-    let mut names = BTreeSet::new();
-    let mut iter = db.raw_iterator_cf(handle);
-    iter.seek(&prefix);
-    while let Some(key) = iter.key() {
-        let Some(name) = key.strip_prefix(prefix.as_slice()) else {
-            break;
-        };
-        if name != [0] {
-            names.insert(String::from_utf8_lossy(name).into_owned());
-        }
-        iter.next();
-    }
-    iter.status()?;
-    Ok(names)
 }
 
 /// The three UID tables of one store.
@@ -332,6 +318,11 @@ impl Uids {
 
     pub fn table(&self, kind: UidKind) -> &UidTable {
         &self.tables[kind.index()]
+    }
+
+    /// Up to `max` names of `kind` starting with `prefix`, in byte order (`/api/suggest`).
+    pub fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
+        self.table(kind).suggest(&self.db, prefix, max)
     }
 
     /// The UID of a name, assigned if `create`.
