@@ -62,6 +62,8 @@ pub struct Metrics {
     /// ([`crate::server::Tsd::refresh_store_gauges`]).
     pub series: Gauge,
     pub disk_bytes: Gauge,
+    /// RocksDB compactions and flushes running or pending, set when `/metrics` is read.
+    pub rocksdb_background_work: Gauge,
     pub connections: Family<TypeLabel, Counter>,
     pub connection_exceptions: Family<TypeLabel, Counter>,
     pub rpcs_received: Family<TypeLabel, Counter>,
@@ -111,6 +113,7 @@ impl Metrics {
             connections_open: Gauge::default(),
             series: Gauge::default(),
             disk_bytes: Gauge::default(),
+            rocksdb_background_work: Gauge::default(),
             connections: Family::default(),
             connection_exceptions: Family::default(),
             rpcs_received: Family::default(),
@@ -154,6 +157,11 @@ impl Metrics {
         registry.register("connections_open", "Client connections open now", m.connections_open.clone());
         registry.register("series", "Series in the series index (within retention)", m.series.clone());
         registry.register("disk_bytes", "Bytes of the files in the data directory", m.disk_bytes.clone());
+        registry.register(
+            "rocksdb_background_work",
+            "RocksDB compactions and flushes running, and column families with one pending",
+            m.rocksdb_background_work.clone(),
+        );
         registry.register(
             "connections",
             "Client connections accepted (telnet, http) or rejected",

@@ -200,10 +200,10 @@ impl Server {
     }
 
     /// VictoriaMetrics: `/internal/force_flush`, then `/internal/force_merge` of each month prefix, then waits
-    /// (at most `limit`) until no forced merge is active. rtsd has no such endpoints: it flushes at shutdown.
+    /// (at most `limit`) until no forced merge is active; rtsd: waits until RocksDB has settled ([`Server::settle`]).
     pub fn flush_and_merge(&self, months: &[String], limit: Duration) -> Result<(), String> {
-        if self.kind != Kind::Vm {
-            return Ok(());
+        if self.kind == Kind::Rtsd {
+            return self.settle(limit);
         }
         let t = Duration::from_secs(120);
         let r = http::get(self.api, "/internal/force_flush", t).map_err(|e| format!("force_flush: {e}"))?;
@@ -236,6 +236,24 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// rtsd's counterpart of VictoriaMetrics' forced merge: waits until RocksDB has no compaction or flush running
+    /// or pending (`rtsd_rocksdb_background_work` 0 on two reads 0.5 s apart), so reads are timed on a settled
+    /// store, as VictoriaMetrics' are on merged parts.
+    fn settle(&self, limit: Duration) -> Result<(), String> {
+        let until = Instant::now() + limit;
+        let mut quiet = 0;
+        while quiet < 2 {
+            let work = metric_value(&self.metrics()?, "rtsd_rocksdb_background_work")
+                .ok_or("rtsd_rocksdb_background_work missing from /metrics")?;
+            quiet = if work == 0.0 { quiet + 1 } else { 0 };
+            if Instant::now() > until {
+                return Err(format!("RocksDB background work still going after {limit:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Ok(())
     }
 
     /// Stops the server with SIGTERM (both flush their data on it) and waits at most `limit`, then SIGKILL.

@@ -860,15 +860,34 @@ impl Store {
         Some(RowRef { key, metric, base_time, tags, value })
     }
 
-    /// RocksDB's memory by use (`/api/stats/jvm`'s pools): memtables and table readers' indexes and filters
-    /// summed over the tables, and the one block cache they share.
-    pub fn memory_usage(&self) -> Vec<(&'static str, u64)> {
-        let families: Vec<&str> = COLUMN_FAMILIES
+    /// Every column family this store opened (its own tables, the configured rollup tables, the rollup marks).
+    fn family_names(&self) -> Vec<&str> {
+        COLUMN_FAMILIES
             .iter()
             .copied()
             .chain(self.rollups.families.iter().map(String::as_str))
             .chain([rollup::CF_ROLLUP_DIRTY])
-            .collect();
+            .collect()
+    }
+
+    /// RocksDB's background work in progress or owed: running compactions and flushes, and column families whose
+    /// compaction or memtable flush is pending. 0 once the store has settled after a burst of writes (what a
+    /// benchmark waits for before timing reads, as it waits for VictoriaMetrics' forced merge).
+    pub fn background_work(&self) -> u64 {
+        let db_int = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let mut work = db_int("rocksdb.num-running-compactions") + db_int("rocksdb.num-running-flushes");
+        for cf in self.family_names().into_iter().filter_map(|f| self.db.cf_handle(f)) {
+            for property in ["rocksdb.compaction-pending", "rocksdb.mem-table-flush-pending"] {
+                work += self.db.property_int_value_cf(cf, property).ok().flatten().unwrap_or(0);
+            }
+        }
+        work
+    }
+
+    /// RocksDB's memory by use (`/api/stats/jvm`'s pools): memtables and table readers' indexes and filters
+    /// summed over the tables, and the one block cache they share.
+    pub fn memory_usage(&self) -> Vec<(&'static str, u64)> {
+        let families = self.family_names();
         let sum = |property: &str| -> u64 {
             families
                 .iter()
