@@ -268,6 +268,7 @@ fn execute_sub(
             scan_start,
             scan_end,
             budget,
+            keyed.is_empty() && tsuid_filter.is_none() && !sub.explicit_tags,
             &mut select,
         )?
     };

@@ -58,7 +58,8 @@ pub struct RollupAnswer {
 
 /// Reads the sub-query from a rollup table when it can and should; `None` means "read raw data". On `Some`,
 /// `engine`'s downsample function is adjusted to pass the per-bucket values through. `targeted` lists the
-/// series when the index already selected them; otherwise `keep` selects while scanning.
+/// series when the index already selected them; otherwise `keep` selects while scanning (`keep_all`: it keeps
+/// every series).
 #[allow(clippy::too_many_arguments)]
 pub fn read(
     store: &Store,
@@ -69,6 +70,7 @@ pub fn read(
     scan_start: i64,
     scan_end: i64,
     budget: &mut ReadBudget,
+    keep_all: bool,
     mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
 ) -> Result<Option<RollupAnswer>, StoreError> {
     let settings = store.rollup_settings();
@@ -108,6 +110,10 @@ pub fn read(
             let found = match targeted {
                 Some(tsuids) => {
                     store.read_rollup_series(&family, interval, &ids, tsuids, scan_start, scan_end, budget)?
+                }
+                // Nothing to select: read in two halves side by side.
+                None if keep_all => {
+                    store.read_rollup_all(&family, interval, &ids, metric, scan_start, scan_end, budget)?
                 }
                 None => store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?,
             };

@@ -113,11 +113,34 @@ impl std::fmt::Display for BudgetExceeded {
 }
 
 impl ReadBudget {
+    /// A budget for a reader running beside this one (another thread): the same deadline and cancellation, the
+    /// same limits on its own reads; [`ReadBudget::join`] adds its reads back.
+    pub fn fork(&self) -> ReadBudget {
+        ReadBudget {
+            deadline: self.deadline,
+            cancelled: self.cancelled.clone(),
+            max_points: self.max_points,
+            max_bytes: self.max_bytes,
+            ..ReadBudget::default()
+        }
+    }
+
+    /// Adds a forked budget's reads; fails if together they passed a limit.
+    pub fn join(&mut self, other: ReadBudget) -> Result<(), StoreError> {
+        self.rows += other.rows;
+        self.rows_skipped += other.rows_skipped;
+        self.account(other.points, other.bytes)
+    }
+
     /// Accounts for one row read; fails once a limit is passed.
     fn charge(&mut self, points: usize, bytes: usize) -> Result<(), StoreError> {
-        self.points += points as u64;
-        self.bytes += bytes as u64;
         self.rows += 1;
+        self.account(points as u64, bytes as u64)
+    }
+
+    fn account(&mut self, points: u64, bytes: u64) -> Result<(), StoreError> {
+        self.points += points;
+        self.bytes += bytes;
         if self.max_points > 0 && self.points > self.max_points {
             return Err(StoreError::Budget(BudgetExceeded::Points(self.max_points)));
         }

@@ -800,17 +800,116 @@ impl Store {
         budget: &mut super::ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<RollupSeries>, StoreError> {
+        let Some((start_ms, bases)) = self.rollup_range(family, interval, start_ms, end_ms) else {
+            return Ok(Vec::new());
+        };
+        let out = self.rollup_rows(family, interval, ids, metric, bases, (start_ms, end_ms), budget, &mut keep)?;
+        Ok(finish_rollup_series(out))
+    }
+
+    /// [`Store::read_rollup`] of every series of the metric, with the rows read in two halves side by side
+    /// (decoding cells is most of a wide query's time; with every series kept, the halves need no shared
+    /// selection).
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_rollup_all(
+        &self,
+        family: &str,
+        interval: &RollupInterval,
+        ids: &[u8],
+        metric: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut super::ReadBudget,
+    ) -> Result<Vec<RollupSeries>, StoreError> {
+        let Some((start_ms, (first_base, last_base))) = self.rollup_range(family, interval, start_ms, end_ms) else {
+            return Ok(Vec::new());
+        };
+        let middle = interval.base_time((i64::from(first_base) + i64::from(last_base)) / 2 + 1);
+        if middle <= first_base || middle > last_base {
+            let out = self.rollup_rows(
+                family,
+                interval,
+                ids,
+                metric,
+                (first_base, last_base),
+                (start_ms, end_ms),
+                budget,
+                &mut |_| Ok(true),
+            )?;
+            return Ok(finish_rollup_series(out));
+        }
+        let range = (start_ms, end_ms);
+        let (earlier, later) = std::thread::scope(|scope| {
+            let mut forked = budget.fork();
+            let later = scope.spawn(move || {
+                self.rollup_rows(family, interval, ids, metric, (middle, last_base), range, &mut forked, &mut |_| {
+                    Ok(true)
+                })
+                .map(|r| (r, forked))
+            });
+            let earlier =
+                self.rollup_rows(family, interval, ids, metric, (first_base, middle - 1), range, budget, &mut |_| {
+                    Ok(true)
+                });
+            (earlier, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        let mut out = earlier?;
+        let (later, forked) = later?;
+        budget.join(forked)?;
+        let mut at: HashMap<Vec<u8>, usize> =
+            out.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
+        for s in later {
+            match at.get(&s.series.tsuid) {
+                Some(&i) => {
+                    for (into, more) in out[i].values.iter_mut().zip(s.values) {
+                        into.extend(more);
+                    }
+                }
+                None => {
+                    at.insert(s.series.tsuid.clone(), out.len());
+                    out.push(s);
+                }
+            }
+        }
+        Ok(finish_rollup_series(out))
+    }
+
+    /// The start (ms, moved up to the table's retention) and the first and last row base times of a rollup
+    /// read; `None` when nothing can be read.
+    fn rollup_range(
+        &self,
+        family: &str,
+        interval: &RollupInterval,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Option<(i64, (u32, u32))> {
         let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms {
-            return Ok(Vec::new());
+            return None;
         }
         let start_s = start_ms.div_euclid(1000).max(0);
         let end_s = (end_ms - 1).div_euclid(1000).clamp(0, codec::MAX_SECONDS);
+        Some((start_ms, (interval.base_time(start_s), interval.base_time(end_s))))
+    }
+
+    /// The rollup series of the rows with base times in `bases` (inclusive), in the order first met, their cells
+    /// in `[start_ms, end_ms)`; `keep` decides on each series once.
+    #[allow(clippy::too_many_arguments)]
+    fn rollup_rows(
+        &self,
+        family: &str,
+        interval: &RollupInterval,
+        ids: &[u8],
+        metric: &[u8],
+        (first_base, last_base): (u32, u32),
+        (start_ms, end_ms): (i64, i64),
+        budget: &mut super::ReadBudget,
+        keep: &mut dyn FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+    ) -> Result<Vec<RollupSeries>, StoreError> {
         let tags_offset = self.layout.tags_offset();
         let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
         let mut out: Vec<RollupSeries> = Vec::new();
         let expected = expected_buckets(interval, start_ms, end_ms);
-        let (first_base, last_base) = (interval.base_time(start_s), interval.base_time(end_s));
         self.for_each_row_in(family, metric, first_base, last_base, |row| {
             let tags_bytes = &row.key[tags_offset..];
             let slot = match index.get(tags_bytes) {
@@ -853,16 +952,6 @@ impl Store {
             }
             Ok(true)
         })?;
-        out.retain(|s| s.values.iter().any(|v| !v.is_empty()));
-        for s in &mut out {
-            for v in &mut s.values {
-                // Rows come in time order and cells by offset, so this is nearly always sorted already.
-                if !v.is_sorted_by_key(|(ts, _)| *ts) {
-                    v.sort_by_key(|(ts, _)| *ts);
-                }
-            }
-        }
-        out.sort_by(|a, b| a.series.tsuid.cmp(&b.series.tsuid));
         Ok(out)
     }
 }
@@ -940,6 +1029,21 @@ impl Store {
 /// Decodes the cells of aggregators `ids` in one rollup row into `values` (one list per ID), keeping buckets
 /// with `start_ms <= t < end_ms`; returns how many.
 #[allow(clippy::too_many_arguments)]
+/// Rollup series as a read returns them: those with cells, each list in time order, in TSUID order.
+fn finish_rollup_series(mut out: Vec<RollupSeries>) -> Vec<RollupSeries> {
+    out.retain(|s| s.values.iter().any(|v| !v.is_empty()));
+    for s in &mut out {
+        for v in &mut s.values {
+            // Rows come in time order and cells by offset, so this is nearly always sorted already.
+            if !v.is_sorted_by_key(|(ts, _)| *ts) {
+                v.sort_by_key(|(ts, _)| *ts);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.series.tsuid.cmp(&b.series.tsuid));
+    out
+}
+
 /// How many buckets of `interval` a series can have in `[start_ms, end_ms)`: the capacity its cell lists start
 /// with (bounded, so a long range costs no more than growing would).
 fn expected_buckets(interval: &RollupInterval, start_ms: i64, end_ms: i64) -> usize {
