@@ -904,7 +904,7 @@ impl Store {
         (first_base, last_base): (u32, u32),
         (start_ms, end_ms): (i64, i64),
         budget: &mut super::ReadBudget,
-        keep: &mut dyn FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+        keep: &mut Keep<'_>,
     ) -> Result<Vec<RollupSeries>, StoreError> {
         let tags_offset = self.layout.tags_offset();
         let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
@@ -1029,6 +1029,9 @@ impl Store {
 /// Decodes the cells of aggregators `ids` in one rollup row into `values` (one list per ID), keeping buckets
 /// with `start_ms <= t < end_ms`; returns how many.
 #[allow(clippy::too_many_arguments)]
+/// Decides from a series' (tag key UID, tag value UID) pairs whether a read keeps it.
+type Keep<'a> = dyn FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError> + 'a;
+
 /// Rollup series as a read returns them: those with cells, each list in time order, in TSUID order.
 fn finish_rollup_series(mut out: Vec<RollupSeries>) -> Vec<RollupSeries> {
     out.retain(|s| s.values.iter().any(|v| !v.is_empty()));
