@@ -27,6 +27,7 @@
 
 mod downsample;
 mod filter;
+pub mod gexp;
 mod javautil;
 mod json;
 mod last;
