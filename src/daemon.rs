@@ -90,6 +90,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     tracing::info!(%addr, data_dir, "rtsd ready: telnet put and HTTP on one port");
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
     let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
+    tokio::spawn(flush_series_table(tsd.clone()));
     Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task, rollup_task })
 }
 
@@ -114,6 +115,29 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
         }
     }
 }
+
+/// Writes the in-memory series table's points into their rows every two seconds (see `store::pending`), so
+/// rows hold many points per merge operand and `rtsd scan` beside the daemon lags by at most that. Shutdown
+/// flushes what is left (`Store::flush`).
+async fn flush_series_table(tsd: Arc<Tsd>) {
+    let every = std::time::Duration::from_millis(FLUSH_INTERVAL_MS);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = tsd.shutdown.cancelled() => return,
+        }
+        let worker = tsd.clone();
+        match tokio::task::spawn_blocking(move || worker.store.flush_pending()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "writing the series table into its rows failed; will retry"),
+            Err(e) => tracing::error!(error = %e, "series table flush task failed"),
+        }
+    }
+}
+
+/// How often the series table is written into rows: longer gathers more points per row fragment (fewer, larger
+/// merge operands), shorter keeps less in memory.
+const FLUSH_INTERVAL_MS: u64 = 2000;
 
 /// Runs until SIGINT, SIGTERM or `diediedie`.
 pub async fn run(config: Config) -> Result<(), StartError> {

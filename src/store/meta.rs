@@ -585,6 +585,7 @@ impl Store {
     }
 
     fn ts_state(&self, tsuid: &[u8]) -> Result<TsState, StoreError> {
+        self.settle()?;
         let stored = cells::get(&self.db, CF_TSDB_META, TS_META, tsuid)?;
         let first_seen =
             || -> Result<i64, StoreError> { Ok(series::first_seen(&self.db, tsuid)?.map_or(0, i64::from)) };
@@ -734,6 +735,7 @@ impl Store {
     /// rows between the metric's oldest hour and the series' newest indexed hour. Few series of a metric are read
     /// row by row (one multi-get per series); many are counted in one scan of the metric's rows.
     pub fn count_points(&self, tsuids: &[Vec<u8>]) -> Result<Vec<(u64, i64)>, StoreError> {
+        self.settle()?;
         let mw = self.layout.uid_widths[0];
         let mut out = vec![(0u64, 0i64); tsuids.len()];
         let mut by_metric: BTreeMap<&[u8], Vec<usize>> = BTreeMap::new();

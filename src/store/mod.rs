@@ -15,6 +15,7 @@
 //!   refused at start-up.
 pub mod admin;
 pub mod meta;
+pub mod pending;
 pub mod retention;
 pub mod rollup;
 pub mod series;
@@ -36,6 +37,9 @@ use crate::metrics::Metrics;
 use uid::{Uid, UidError, Uids};
 
 pub const CF_DATA: &str = "tsdb:t";
+/// Past this many points in the series table a committing writer flushes it itself (back-pressure that bounds
+/// its memory: some 40 MB).
+const MAX_PENDING_POINTS: u64 = 3_000_000;
 pub const CF_UID_ID: &str = "tsdb-uid:id";
 pub const CF_UID_NAME: &str = "tsdb-uid:name";
 pub const CF_META: &str = "rtsd:meta";
@@ -230,17 +234,29 @@ pub struct Store {
     retention: retention::Retention,
     /// The one block cache every table reads through (its usage is reported once, not per table).
     block_cache: rocksdb::Cache,
+    /// Acknowledged points not yet in their rows (see [`pending`]).
+    pending: pending::PendingTable,
+    read_only: bool,
+    /// A read-only open's view of the points in the series table's log (acknowledged by a running daemon, or
+    /// left by a crash, but not yet in their rows): row key -> columns. Readers of data rows merge them in, so
+    /// `rtsd scan` beside a daemon sees every acknowledged point. Empty for the daemon (it settles instead).
+    overlay: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    fix_duplicates: bool,
 }
 
 /// Points on their way into one atomic RocksDB write.
 pub struct PointBatch {
+    /// Everything but raw data points (rollup points, Chukwa rows, series postings of rollup points).
     batch: WriteBatch,
+    /// The raw data points, logged as one record and then added to the in-memory series table.
+    log: pending::PointLog,
+    /// Scratch space of the series table's insert.
+    order: Vec<(u32, u32)>,
     points: u64,
     /// Rollup and pre-aggregate points (not data points: OpenTSDB counts them apart).
     rollup_points: u64,
-    column: Vec<u8>,
-    tsuid: Vec<u8>,
-    /// The raw rows changed, for automatic rollups (see [`rollup`]).
+    /// The raw rows changed, for automatic rollups (see [`rollup`]); empty for points of the series table,
+    /// whose marks are written when the table is flushed.
     marks: rollup::Marks,
 }
 
@@ -405,6 +421,13 @@ impl Store {
             retention.install(&name, &mut opts, &layout, metrics.clone());
             ColumnFamilyDescriptor::new(name, opts)
         });
+        // A read-only open reads the series log before the database: a segment a running daemon deletes meanwhile
+        // has its points in RocksDB by then, so they are seen either way (twice at worst: merged as identical).
+        let mut unflushed = Vec::new();
+        if read_only {
+            pending::read_log(path, |record| unflushed.push(record.to_vec()))
+                .map_err(|e| StoreError::Corrupt(format!("reading the series log: {e}")))?;
+        }
         let db = if read_only {
             let mut opts = db_opts;
             opts.create_if_missing(false);
@@ -417,7 +440,14 @@ impl Store {
         let uids = Uids::open(db.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
         rollups.resume(&db, read_only)?;
-        Ok(Store {
+        let (log, replay) = if read_only {
+            (None, Vec::new())
+        } else {
+            let (log, old) = pending::SeriesLog::open(path)
+                .map_err(|e| StoreError::Corrupt(format!("opening the series log: {e}")))?;
+            (Some(log), old)
+        };
+        let mut store = Store {
             db,
             layout,
             auto_create,
@@ -428,7 +458,114 @@ impl Store {
             rollups,
             retention,
             block_cache,
+            pending: pending::PendingTable::new(log),
+            read_only,
+            overlay: Default::default(),
+            fix_duplicates,
+        };
+        if read_only {
+            store.load_overlay(&unflushed)?;
+        } else {
+            store.replay_pending(path, &replay)?;
+        }
+        Ok(store)
+    }
+
+    /// Puts the series log's records (read before the database was opened) into [`Store::overlay`] (read-only
+    /// opens).
+    fn load_overlay(&mut self, records: &[Vec<u8>]) -> Result<(), StoreError> {
+        let mut order = Vec::new();
+        for record in records {
+            self.pending.replay(record, &mut order);
+        }
+        let (_, rows, _) = self.pending.take().map_err(log_error)?;
+        self.overlay = rows.into_iter().map(|(key, fragment)| (key, fragment.columns)).collect();
+        Ok(())
+    }
+
+    /// Puts the points a crash left in the series log's `segments` into their rows.
+    fn replay_pending(&self, data_dir: &Path, segments: &[u64]) -> Result<(), StoreError> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let mut order = Vec::new();
+        let mut records = 0u64;
+        pending::read_log(data_dir, |record| {
+            self.pending.replay(record, &mut order);
+            records += 1;
         })
+        .map_err(log_error)?;
+        tracing::info!(records, points = self.pending.points(), "replaying acknowledged points into their rows");
+        // Even with nothing to replay, the old segments are deleted by the flush.
+        self.flush_pending_always()?;
+        Ok(())
+    }
+
+    /// Writes the series table's points into their rows: one merge operand per row, with the rows' rollup marks
+    /// and series-index notes, and the log records they came from deleted, all in one atomic write. Returns the
+    /// points written. The daemon calls it about every second; readers call it through [`Store::settle`].
+    pub fn flush_pending(&self) -> Result<u64, StoreError> {
+        if self.pending.points() == 0 {
+            // Nothing acknowledged is waiting (a commit not yet in the table stays in the current segment).
+            return Ok(0);
+        }
+        self.flush_pending_always()
+    }
+
+    fn flush_pending_always(&self) -> Result<u64, StoreError> {
+        let _one_at_a_time = self.pending.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (cut, rows, points) = self.pending.take().map_err(log_error)?;
+        if rows.is_empty() {
+            self.pending.release(cut).map_err(log_error)?;
+            return Ok(0);
+        }
+        let (data, series_cf) = (self.cf(CF_DATA), self.cf(CF_SERIES));
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let mut batch = WriteBatch::default();
+        let mut marks = rollup::Marks::default();
+        let mut tsuid = Vec::with_capacity(64);
+        for (key, fragment) in &rows {
+            batch.merge_cf(data, key, &fragment.columns);
+            let hour = codec::row_base_time(key, sw, mw);
+            if self.rollups.auto() {
+                for column in codec::columns(&fragment.columns).flatten() {
+                    if let Ok(ms) = codec::qualifier_timestamp_ms(hour, column.qualifier, 0) {
+                        marks.add(key, ms);
+                    }
+                }
+            }
+            // The TSUID is the row key without salt and base time.
+            tsuid.clear();
+            tsuid.extend_from_slice(&key[sw..sw + mw]);
+            tsuid.extend_from_slice(&key[sw + mw + 4..]);
+            self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour);
+        }
+        let started = Instant::now();
+        // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
+        // segments (fsynced, for points a client asked to `sync`).
+        let result =
+            self.write_marked(batch, &mut marks, &WriteOptions::default()).and_then(|()| self.db.flush_wal(true));
+        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => {
+                self.pending.flushed(points);
+                self.pending.release(cut).map_err(log_error)?;
+                Ok(points)
+            }
+            Err(e) => {
+                self.pending.restore(rows);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Makes every acknowledged point readable in RocksDB: what each read of data rows or of the series index
+    /// does first (see [`pending`]). Costs one atomic load when nothing is pending.
+    pub fn settle(&self) -> Result<(), StoreError> {
+        if !self.read_only {
+            self.flush_pending()?;
+        }
+        Ok(())
     }
 
     pub fn layout(&self) -> &Layout {
@@ -457,6 +594,7 @@ impl Store {
         metric: Option<&[u8]>,
         mut f: impl FnMut(&[u8], u32) -> bool,
     ) -> Result<(), StoreError> {
+        self.settle()?;
         let cut = self.retention.index_cut_ms();
         let f = move |tsuid: &[u8], hour: u32| (i64::from(hour) + 3600) * 1000 <= cut || f(tsuid, hour);
         match metric {
@@ -467,11 +605,13 @@ impl Store {
 
     /// The series of a metric that carry one tag pair (from the postings).
     pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.settle()?;
         series::series_with_tag(&self.db, metric, tagk, tagv)
     }
 
     /// The newest hour with data of a series, if indexed.
     pub fn last_hour(&self, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.settle()?;
         series::last_hour(&self.db, tsuid)
     }
 
@@ -490,10 +630,10 @@ impl Store {
     pub fn new_batch(&self) -> PointBatch {
         PointBatch {
             batch: WriteBatch::default(),
+            log: Default::default(),
+            order: Vec::new(),
             points: 0,
             rollup_points: 0,
-            column: Vec::with_capacity(16),
-            tsuid: Vec::with_capacity(32),
             marks: Default::default(),
         }
     }
@@ -530,19 +670,8 @@ impl Store {
         let mut key: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::from_slice(&series.template);
         key[metric_end..metric_end + 4].copy_from_slice(&hour.to_be_bytes());
         let qualifier = codec::build_qualifier(timestamp, value.flags());
-        batch.column.clear();
-        codec::push_column(&mut batch.column, &qualifier, &value.encode());
-        batch.batch.merge_cf(self.cf(CF_DATA), &key, &batch.column);
-        if self.rollups.auto() {
-            // Seconds up to MAX_SECONDS, milliseconds beyond (spec: ingest §2.2).
-            let ms = if timestamp > codec::MAX_SECONDS { timestamp } else { timestamp * 1000 };
-            batch.marks.add(&key, ms);
-        }
-        // The TSUID is the row key without salt and base time.
-        batch.tsuid.clear();
-        batch.tsuid.extend_from_slice(&key[self.layout.salt.width..metric_end]);
-        batch.tsuid.extend_from_slice(&key[metric_end + 4..]);
-        self.series.note(&mut batch.batch, self.cf(CF_SERIES), &self.layout, &batch.tsuid, hour);
+        // Rollup marks and series-index notes are written per row when the series table is flushed.
+        batch.log.push(&key, &qualifier, &value.encode());
         batch.points += 1;
     }
 
@@ -557,10 +686,29 @@ impl Store {
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
         let started = Instant::now();
-        let result = self.write_marked(std::mem::take(&mut batch.batch), &mut batch.marks, &opts);
+        let write = std::mem::take(&mut batch.batch);
+        let result = if batch.log.bytes.is_empty() {
+            self.write_marked(write, &mut batch.marks, &opts).map_err(StoreError::from)
+        } else {
+            // One series-log record for all the batch's points; they join the series table once it and the rest of
+            // the batch are written (see [`pending`]).
+            let (log, order, marks) = (&batch.log, &mut batch.order, &mut batch.marks);
+            self.pending.commit(log, points, order, sync, || {
+                if write.is_empty() {
+                    return Ok(());
+                }
+                self.write_marked(write, marks, &opts).map_err(StoreError::from)
+            })
+        };
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         batch.points = 0;
+        batch.log.bytes.clear();
         result?;
+        if self.pending.points() > MAX_PENDING_POINTS {
+            // Writers outrun the background flush: the writer that finds the table full flushes it (back-pressure
+            // that bounds the table's memory).
+            self.flush_pending()?;
+        }
         Ok(points)
     }
 
@@ -586,6 +734,7 @@ impl Store {
         end_hour: u32,
         mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
+        self.settle()?;
         let Some(cf) = self.db.cf_handle(family) else { return Ok(()) };
         // Rows wholly past the family's retention are never read, even before a compaction removed them.
         let start_hour = start_hour.max(self.retention.first_kept_base(family));
@@ -599,32 +748,72 @@ impl Store {
             start.extend_from_slice(metric);
             let prefix_len = start.len();
             start.extend_from_slice(&start_hour.to_be_bytes());
+            let in_range = |key: &[u8]| {
+                key.len() >= prefix_len + 4
+                    && key[..prefix_len] == start[..prefix_len]
+                    && u32::from_be_bytes([
+                        key[prefix_len],
+                        key[prefix_len + 1],
+                        key[prefix_len + 2],
+                        key[prefix_len + 3],
+                    ]) <= end_hour
+            };
+            // A read-only open's unflushed points (see `overlay`), joined in key order with the stored rows.
+            let mut unflushed = match family {
+                CF_DATA => self.overlay.range(start.clone()..),
+                _ => std::collections::btree_map::Range::default(),
+            }
+            .take_while(|(k, _)| in_range(k))
+            .peekable();
+            let mut emit = |key: &[u8], stored: Option<&[u8]>, extra: Option<&Vec<u8>>| {
+                let merged;
+                let value = match (stored, extra) {
+                    (_, Some(extra)) => {
+                        merged = self.merge_unflushed(stored, extra);
+                        merged.as_slice()
+                    }
+                    (Some(v), None) => v,
+                    (None, None) => return Ok(true),
+                };
+                match self.decode_row(key, value) {
+                    Some(row) => f(row),
+                    None => Ok(true),
+                }
+            };
             let mut iter = self.db.raw_iterator_cf(cf);
             iter.seek(&start);
             while iter.valid() {
                 let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
-                if key.len() < prefix_len + 4 || key[..prefix_len] != start[..prefix_len] {
+                if !in_range(key) {
                     break;
                 }
-                let base = u32::from_be_bytes([
-                    key[prefix_len],
-                    key[prefix_len + 1],
-                    key[prefix_len + 2],
-                    key[prefix_len + 3],
-                ]);
-                if base > end_hour {
-                    break;
-                }
-                if let Some(row) = self.decode_row(key, value) {
-                    if !f(row)? {
+                while let Some((k, extra)) = unflushed.next_if(|(k, _)| k.as_slice() < key) {
+                    if !emit(k, None, Some(extra))? {
                         return Ok(());
                     }
+                }
+                let extra = unflushed.next_if(|(k, _)| k.as_slice() == key).map(|(_, v)| v);
+                if !emit(key, Some(value), extra)? {
+                    return Ok(());
                 }
                 iter.next();
             }
             iter.status()?;
+            for (k, extra) in unflushed {
+                if !emit(k, None, Some(extra))? {
+                    return Ok(());
+                }
+            }
         }
         Ok(())
+    }
+
+    /// A row as a read-only open sees it: the stored value with the unflushed points merged in.
+    fn merge_unflushed(&self, stored: Option<&[u8]>, unflushed: &[u8]) -> Vec<u8> {
+        match codec::merge_row(stored, &[unflushed], self.fix_duplicates) {
+            Ok(merged) => merged.row,
+            Err(_) => [stored.unwrap_or_default(), unflushed].concat(),
+        }
     }
 
     /// Reads the points of `metric` with `start_ms <= ts < end_ms`, one [`StoredSeries`] per series (TSUID order),
@@ -651,6 +840,7 @@ impl Store {
         budget: &mut ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<StoredSeries>, StoreError> {
+        self.settle()?;
         let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms {
             return Ok(Vec::new());
@@ -714,6 +904,7 @@ impl Store {
         budget: &mut ReadBudget,
     ) -> Result<Vec<StoredSeries>, StoreError> {
         let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
+        self.settle()?;
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
         }
@@ -745,7 +936,16 @@ impl Store {
             let mut found = false;
             // Keys ascend by hour; pinned values are read in place, not copied out.
             for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
-                let Some(value) = value? else { continue };
+                let stored = value?;
+                let merged;
+                let value: &[u8] = match (stored.as_deref(), self.overlay.get(key)) {
+                    (stored, Some(extra)) => {
+                        merged = self.merge_unflushed(stored, extra);
+                        &merged
+                    }
+                    (Some(stored), None) => stored,
+                    (None, None) => continue,
+                };
                 found = true;
                 let base = codec::row_base_time(key, self.layout.salt.width, mw);
                 let points = codec::row_points(base, &value)
@@ -844,6 +1044,7 @@ impl Store {
 
     /// The stored JSON of one annotation column, if present and not deleted.
     pub fn get_annotation(&self, key: &[u8], qualifier: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.settle()?;
         let Some(row) = self.db.get_cf(self.cf(CF_DATA), key)? else { return Ok(None) };
         let found = codec::columns(&row)
             .filter_map(Result::ok)
@@ -935,6 +1136,7 @@ impl Store {
     /// are first merged into one value and filtered when compacted again, hence the forced bottommost pass.
     /// Returns the rows removed.
     pub fn compact_expired(&self) -> Result<u64, StoreError> {
+        self.settle()?;
         let before = self.metrics.rows_expired.get();
         let mut opts = rocksdb::CompactOptions::default();
         opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
@@ -949,6 +1151,7 @@ impl Store {
 
     /// Makes everything written so far durable on disk (graceful shutdown).
     pub fn flush(&self) -> Result<(), StoreError> {
+        self.settle()?;
         self.db.flush_wal(true)?;
         let rollup_families = self.rollups.families.iter().map(String::as_str).chain([rollup::CF_ROLLUP_DIRTY]);
         for name in COLUMN_FAMILIES.iter().copied().chain(rollup_families) {
@@ -1036,6 +1239,16 @@ fn concat_operands(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperand
         out.extend_from_slice(op);
     }
     Some(out)
+}
+
+fn log_error(e: std::io::Error) -> StoreError {
+    StoreError::Corrupt(format!("series log: {e}"))
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        log_error(e)
+    }
 }
 
 fn check_layout(db: &DB, layout: &Layout, read_only: bool) -> Result<(), StoreError> {
@@ -1169,6 +1382,65 @@ mod tests {
         write(&store, &[p(1356998403, 6)]); // same qualifier: overwrites (W8)
         let r = rows(&store, "m");
         assert_eq!(r[0].1, vec![(vec![0x00, 0x10, 0x00, 0x30], vec![5, 6, 0])]);
+    }
+
+    #[test]
+    fn acknowledged_points_survive_a_store_dropped_before_its_table_was_flushed() {
+        // What kill -9 leaves: points in the series table's log, not in their rows. The next open replays them,
+        // in order (the overwrite of W8 holds across records), and the log is empty afterwards.
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path(), &[]);
+            let p = |ts, v| point("m", ts, Value::Int(v), &[("host", "a")]);
+            write(&store, &[p(1356998403, 4), p(1356998401, 5)]);
+            write(&store, &[p(1356998403, 6)]);
+            assert_eq!(store.pending.points(), 3, "nothing flushed yet");
+        }
+        let store = open(dir.path(), &[]);
+        assert_eq!(store.pending.points(), 0, "replayed at open");
+        let r = rows(&store, "m");
+        assert_eq!(r[0].1, vec![(vec![0x00, 0x10, 0x00, 0x30], vec![5, 6, 0])]);
+        let mut log = 0;
+        pending::read_log(dir.path(), |_| log += 1).unwrap();
+        assert_eq!(log, 0, "the replayed records are deleted");
+        assert_eq!(store.last_hour(&[0, 0, 1, 0, 0, 1, 0, 0, 1]).unwrap(), Some(1356998400), "series indexed");
+    }
+
+    #[test]
+    fn a_read_only_open_beside_the_writer_sees_unflushed_points() {
+        // `rtsd scan` beside a running daemon: points acknowledged but still in the series table are merged into
+        // the stored rows they belong to, and rows that exist only there are read too.
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let p = |ts, v, host| point("m", ts, Value::Int(v), &[("host", host)]);
+        write(&store, &[p(1356998401, 5, "a")]);
+        store.flush_pending().unwrap();
+        write(&store, &[p(1356998403, 6, "a"), p(1356998400, 7, "b"), p(1357002000, 8, "a")]);
+        let config = Config::for_data_dir(dir.path(), &[]).unwrap();
+        let reader = Store::open_read_only(&config, Arc::new(Metrics::new())).unwrap();
+        assert_eq!(
+            rows(&reader, "m").into_iter().map(|(_, cols)| cols).collect::<Vec<_>>(),
+            vec![
+                vec![(vec![0x00, 0x10, 0x00, 0x30], vec![5, 6, 0])],
+                vec![(vec![0x00, 0x00], vec![7])],
+                vec![(vec![0x00, 0x00], vec![8])],
+            ]
+        );
+        let a =
+            reader.read_series(&[vec![0, 0, 1, 0, 0, 1, 0, 0, 1]], 0, i64::MAX, &mut ReadBudget::default()).unwrap();
+        let values: Vec<_> = a[0].points.iter().map(|p| p.timestamp_ms).collect();
+        assert_eq!(values, [1356998401000, 1356998403000, 1357002000000]);
+        assert_eq!(store.pending.points(), 3, "the writer's table is untouched");
+    }
+
+    #[test]
+    fn a_read_sees_points_still_in_the_series_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        write(&store, &[point("m", 1356998403, Value::Int(4), &[("host", "a")])]);
+        assert_eq!(store.pending.points(), 1);
+        assert_eq!(rows(&store, "m").len(), 1);
+        assert_eq!(store.pending.points(), 0, "the read settled the table");
     }
 
     #[test]

@@ -597,6 +597,8 @@ impl Store {
         if !self.rollups.auto() || self.rollups.read_only {
             return Ok(0);
         }
+        // Raw points still in the series table have no marks yet: write them (with their marks) first.
+        self.settle()?;
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
         let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
