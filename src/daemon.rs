@@ -91,6 +91,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
     let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
     tokio::spawn(flush_series_table(tsd.clone()));
+    tokio::spawn(write_counters(tsd.clone()));
     Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task, rollup_task })
 }
 
@@ -131,6 +132,23 @@ async fn flush_series_table(tsd: Arc<Tsd>) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "writing the series table into its rows failed; will retry"),
             Err(e) => tracing::error!(error = %e, "series table flush task failed"),
+        }
+    }
+}
+
+/// Writes the series' point counters (TSMeta `totalDatapoints`, `lastReceived`) counted in memory on ingest
+/// (see `store::series`); shutdown's flush writes the rest.
+async fn write_counters(tsd: Arc<Tsd>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(crate::store::series::COUNTER_WRITE_SECS)) => {}
+            _ = tsd.shutdown.cancelled() => return,
+        }
+        let worker = tsd.clone();
+        match tokio::task::spawn_blocking(move || worker.store.flush_counters()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "writing the series' point counters failed; will retry"),
+            Err(e) => tracing::error!(error = %e, "series counter task failed"),
         }
     }
 }

@@ -301,12 +301,14 @@ impl Store {
     }
 
     /// Re-creates the series index entries of every decodable data row (OpenTSDB's `uid metasync` creates
-    /// missing TSMeta the same way, from a full data scan). Index writes are idempotent; returns (rows, series).
+    /// missing TSMeta the same way, from a full data scan), and sets each series' point counter to its stored
+    /// points, last received at its newest point. Idempotent; returns (rows, series).
     pub fn rebuild_series_index(&self, mut progress: impl FnMut(u64)) -> Result<(u64, u64), StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut batch = WriteBatch::default();
         let mut rows = 0u64;
-        let mut series = std::collections::HashSet::new();
+        // Per series: stored points and the newest one's second.
+        let mut series: std::collections::HashMap<Vec<u8>, (u64, i64)> = std::collections::HashMap::new();
         let cf_series = self.cf(CF_SERIES);
         let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
         iter.seek_to_first();
@@ -314,8 +316,12 @@ impl Store {
             if let Some(row) = self.decode_row(key, value) {
                 if row.metric.iter().any(|&b| b != 0) {
                     let tsuid = codec::tsuid_from_row_key(key, sw, mw);
-                    self.series.note(&mut batch, cf_series, &self.layout, &tsuid, row.base_time);
-                    series.insert(tsuid);
+                    // Points of stored rows, not received ones: the counter is set below, not counted.
+                    self.series.note(&mut batch, cf_series, &self.layout, &tsuid, row.base_time, 0);
+                    let points = codec::row_points(row.base_time, value).unwrap_or_default();
+                    let newest = points.iter().map(|p| p.timestamp_ms.div_euclid(1000)).max().unwrap_or(0);
+                    let tally = series.entry(tsuid).or_default();
+                    *tally = (tally.0 + points.len() as u64, tally.1.max(newest));
                 }
             }
             rows += 1;
@@ -326,6 +332,10 @@ impl Store {
             iter.next();
         }
         iter.status()?;
+        for (tsuid, (points, newest)) in &series {
+            let seconds = u32::try_from(*newest).unwrap_or(0);
+            batch.put_cf(cf_series, super::series::counter_key(tsuid), super::series::counter_value(*points, seconds));
+        }
         self.db.write(batch)?;
         progress(rows);
         Ok((rows, series.len() as u64))
@@ -406,7 +416,8 @@ impl Store {
                 bulk.tsuid.clear();
                 bulk.tsuid.extend_from_slice(&key[self.layout.salt.width..metric_end]);
                 bulk.tsuid.extend_from_slice(&key[metric_end + 4..]);
-                self.series.note(&mut bulk.index, self.cf(CF_SERIES), &self.layout, &bulk.tsuid, hour);
+                // Counted when the rows are written (`bulk_prepare`).
+                self.series.note(&mut bulk.index, self.cf(CF_SERIES), &self.layout, &bulk.tsuid, hour, 0);
                 slot.noted = Some(hour);
             }
             bulk.rows.push((key, Vec::with_capacity(64)));
@@ -442,11 +453,15 @@ impl Store {
         let mut batch = std::mem::take(&mut bulk.index);
         let cf = self.cf(CF_DATA);
         let mut marks = super::rollup::Marks::default();
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        self.series.tick();
         for (key, columns) in &rows {
             batch.merge_cf(cf, key, columns);
+            let points = codec::columns(columns).count();
             if self.rollups.auto() {
-                marks.add_row(key, codec::columns(columns).count() as i64);
+                marks.add_row(key, points as i64);
             }
+            self.series.count(&codec::tsuid_from_row_key(key, sw, mw), points as u64);
         }
         self.stamp_bulk_marks(&mut batch, &mut marks);
         (batch, points)
@@ -455,6 +470,7 @@ impl Store {
     /// Makes every write so far durable by syncing the write-ahead log, without flushing memtables (the end of a
     /// bulk load: what is still in memtables is replayed from the log at the next open).
     pub fn sync_wal(&self) -> Result<(), StoreError> {
+        self.flush_counters()?;
         Ok(self.db.flush_wal(true)?)
     }
 

@@ -8,14 +8,15 @@
 //! * TSMeta lives in `tsdb-meta:name`, row = TSUID, qualifier `ts_meta`, value = OpenTSDB's storage JSON; an
 //!   empty value marks a deleted TSMeta (it stays deleted until re-created with `create=true`).
 //! * Every series of the series index has a TSMeta, stored or not, as with OpenTSDB's real-time TS meta tracking
-//!   but without its writes per data point (spec: ingest §4.11, §7 item 12): `created` is when the index first saw
-//!   the series (`F` records of [`super::series`]), and `totalDatapoints` / `lastReceived` are counted from the
-//!   stored points when a TSMeta is asked for ([`Store::count_points`]). The put path does no work for meta.
-//!
-//! Counting on request, not per put: `totalDatapoints` is the number of points stored now (an overwritten
-//! timestamp counts once; OpenTSDB's `ts_ctr` counts put calls), and `lastReceived` is the timestamp, in seconds,
-//! of the newest stored point (OpenTSDB gives the wall-clock time of the last counter increment). A request costs
-//! one pass over the series' rows.
+//!   (`tsd.core.meta.enable_tsuid_tracking`, `enable_realtime_ts`, `enable_tsuid_incrementing` all on) but
+//!   without its writes per data point (spec: ingest §4.11, §7 item 12), whatever those settings say: `created`
+//!   is when the index first saw the series (`F` records of [`super::series`]), `totalDatapoints` the points
+//!   received for it (an overwrite counts again, as OpenTSDB's `ts_ctr` increments per put) and `lastReceived`
+//!   the wall-clock second they were last received (`C` records, counted on ingest in memory and written about
+//!   every second).
+//! * A series without a counter record (data written before rtsd kept them) shows the points stored now and
+//!   the newest one's time instead, counted when asked for ([`Store::count_points`]); `rtsd uid metasync` sets
+//!   its counter from the stored points.
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
@@ -613,8 +614,34 @@ impl Store {
     /// The TSMeta of a series with its UIDMetas and point counts; None if it has none.
     pub fn ts_meta(&self, tsuid: &[u8]) -> Result<Option<TsMeta>, StoreError> {
         let TsState::Present(fields) = self.ts_state(tsuid)? else { return Ok(None) };
-        let counts = self.count_points(&[tsuid.to_vec()])?;
+        let counts = self.ts_counters(&[tsuid.to_vec()])?;
         Ok(Some(self.assemble_ts_meta(tsuid, fields, counts[0])?))
+    }
+
+    /// For each TSUID: `totalDatapoints` and `lastReceived` (seconds) from its counter, or for a series without
+    /// one, from its stored points (see the module docs).
+    fn ts_counters(&self, tsuids: &[Vec<u8>]) -> Result<Vec<(u64, i64)>, StoreError> {
+        // Points still in the series table are counted when it is flushed into rows.
+        self.settle()?;
+        self.flush_counters()?;
+        let mut out = Vec::with_capacity(tsuids.len());
+        let mut uncounted = Vec::new();
+        for (i, tsuid) in tsuids.iter().enumerate() {
+            match series::counter(&self.db, tsuid)? {
+                Some((points, seconds)) => out.push((points, i64::from(seconds))),
+                None => {
+                    out.push((0, 0));
+                    uncounted.push(i);
+                }
+            }
+        }
+        if !uncounted.is_empty() {
+            let wanted: Vec<Vec<u8>> = uncounted.iter().map(|&i| tsuids[i].clone()).collect();
+            for (i, (points, newest_ms)) in uncounted.into_iter().zip(self.count_points(&wanted)?) {
+                out[i] = (points, if points > 0 { newest_ms.div_euclid(1000) } else { 0 });
+            }
+        }
+        Ok(out)
     }
 
     fn assemble_ts_meta(&self, tsuid: &[u8], fields: TsMetaFields, counts: (u64, i64)) -> Result<TsMeta, StoreError> {
@@ -633,13 +660,13 @@ impl Store {
             tags.push(uid_meta(UidKind::TagKey, k)?);
             tags.push(uid_meta(UidKind::TagValue, v)?);
         }
-        let (total, newest_ms) = counts;
+        let (total, last_received) = counts;
         Ok(TsMeta {
             tsuid: tsuid.to_vec(),
             metric: uid_meta(UidKind::Metric, metric)?,
             tags,
             fields,
-            last_received: if total > 0 { newest_ms.div_euclid(1000) } else { 0 },
+            last_received,
             total_datapoints: total,
         })
     }
@@ -682,7 +709,7 @@ impl Store {
             }
         }
         let tsuids: Vec<Vec<u8>> = present.iter().map(|(t, _)| t.clone()).collect();
-        let counts = self.count_points(&tsuids)?;
+        let counts = self.ts_counters(&tsuids)?;
         present.into_iter().zip(counts).map(|((tsuid, fields), c)| self.assemble_ts_meta(&tsuid, fields, c)).collect()
     }
 
@@ -971,18 +998,35 @@ mod tests {
                 put(&store, &[("m", 1356998400, 1, "a"), ("m", 1356998460, 2, "a"), ("m", 1357005600, 3, "a")]);
                 put(&store, &[("m", 1356998460, 5, "a"), ("m", 1356990000, 4, "a"), ("m", 1356998400, 9, "b")]);
                 let m = store.ts_meta(&S1).unwrap().expect("a TSMeta for an indexed series");
-                // An overwritten timestamp counts once; the late point (an earlier hour) is counted too.
-                assert_eq!((m.total_datapoints, m.last_received), (4, 1357005600), "salt {salt}");
+                // Every point received counts, an overwrite too (OpenTSDB's ts_ctr counts puts), and
+                // lastReceived is the wall-clock second they arrived.
+                assert_eq!(m.total_datapoints, 5, "salt {salt}");
+                assert!(m.last_received >= before && m.last_received <= now_seconds(), "salt {salt}");
                 assert!(m.fields.created >= before && m.fields.created <= now_seconds() + 1);
                 assert_eq!(m.metric.name, "m");
                 assert_eq!(m.tags.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["host", "a"]);
                 assert!(m.metric.fields.created >= before, "UIDMeta written at assignment");
                 assert!(store.ts_meta(&[0, 0, 1, 0, 0, 1, 0, 0, 9]).unwrap().is_none());
                 let all = store.ts_metas_of_metric(&[0, 0, 1], &[]).unwrap();
-                assert_eq!(all.iter().map(|m| m.total_datapoints).collect::<Vec<_>>(), [4, 1]);
+                assert_eq!(all.iter().map(|m| m.total_datapoints).collect::<Vec<_>>(), [5, 1]);
+                // Counters survive a reopen and keep adding.
+                drop(store);
+                let store = open(dir.path(), &[("tsd.storage.salt.width", salt)]);
+                put(&store, &[("m", 1356998461, 1, "a")]);
+                assert_eq!(store.ts_meta(&S1).unwrap().unwrap().total_datapoints, 6);
+                // Stored points, counted on request (a series written before counters existed), and what
+                // `uid metasync` sets the counter to: an overwritten timestamp counts once.
+                assert_eq!(store.count_points(&[S1.to_vec()]).unwrap(), [(5, 1_357_005_600_000)]);
+                let mut batch = WriteBatch::default();
+                batch.delete_cf(store.cf(series::CF_SERIES), series::counter_key(&S1));
+                store.db.write(batch).unwrap();
+                let m = store.ts_meta(&S1).unwrap().unwrap();
+                assert_eq!((m.total_datapoints, m.last_received), (5, 1357005600), "salt {salt}");
+                store.rebuild_series_index(|_| {}).unwrap();
+                assert_eq!(series::counter(&store.db, &S1).unwrap(), Some((5, 1357005600)));
                 // The scan path (many series) counts as the per-series path does.
                 let many: Vec<Vec<u8>> = (0..=SCAN_THRESHOLD as u8).map(|_| S1.to_vec()).collect();
-                assert!(store.count_points(&many).unwrap().iter().all(|c| *c == (4, 1_357_005_600_000)));
+                assert!(store.count_points(&many).unwrap().iter().all(|c| *c == (5, 1_357_005_600_000)));
             }
         }
 

@@ -538,7 +538,9 @@ impl Store {
             tsuid.clear();
             tsuid.extend_from_slice(&key[sw..sw + mw]);
             tsuid.extend_from_slice(&key[sw + mw + 4..]);
-            self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour);
+            // Counted here, once per row fragment: the put path adds nothing per point for the counters.
+            let received = codec::columns(&fragment.columns).count() as u64;
+            self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour, received);
         }
         let started = Instant::now();
         // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
@@ -670,7 +672,11 @@ impl Store {
         let mut key: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::from_slice(&series.template);
         key[metric_end..metric_end + 4].copy_from_slice(&hour.to_be_bytes());
         let qualifier = codec::build_qualifier(timestamp, value.flags());
-        // Rollup marks and series-index notes are written per row when the series table is flushed.
+        if batch.points == 0 {
+            // A batch's points are received when it starts: one clock read per batch, not per point.
+            self.series.tick();
+        }
+        // Rollup marks, series-index notes and point counts are written per row when the series table is flushed.
         batch.log.push(&key, &qualifier, &value.encode());
         batch.points += 1;
     }
@@ -1149,9 +1155,23 @@ impl Store {
         Ok(self.metrics.rows_expired.get() - before)
     }
 
+    /// Writes the series' point counters counted in memory since the last call (see [`series`]): the daemon
+    /// does it about every second, [`Store::flush`] at the end, and TSMeta reads first, so they see every
+    /// point received. Cheap when nothing was counted.
+    pub fn flush_counters(&self) -> Result<(), StoreError> {
+        if !self.series.has_counts() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        self.series.drain_counts(&mut batch, self.cf(CF_SERIES));
+        self.db.write(batch)?;
+        Ok(())
+    }
+
     /// Makes everything written so far durable on disk (graceful shutdown).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.settle()?;
+        self.flush_counters()?;
         self.db.flush_wal(true)?;
         let rollup_families = self.rollups.families.iter().map(String::as_str).chain([rollup::CF_ROLLUP_DIRTY]);
         for name in COLUMN_FAMILIES.iter().copied().chain(rollup_families) {

@@ -30,7 +30,7 @@ use rocksdb::Options;
 use rtsd_protocol::point::UidKind;
 
 use super::meta::TS_META;
-use super::series::{FIRST_SEEN, POSTING, SERIES};
+use super::series::{COUNTER, FIRST_SEEN, POSTING, SERIES};
 use super::{cells, Layout, StoreError, CF_DATA, CF_SERIES, CF_TSDB_META, CF_UID_ID, CF_UID_NAME};
 use crate::config::ConfigError;
 use crate::metrics::Metrics;
@@ -369,7 +369,7 @@ impl super::Store {
             true
         })?;
         for tsuid in &stale {
-            for tag in [SERIES, FIRST_SEEN] {
+            for tag in [SERIES, FIRST_SEEN, COUNTER] {
                 let mut key = vec![tag];
                 key.extend_from_slice(tsuid);
                 batch.delete_cf(series_cf, key);

@@ -11,6 +11,17 @@
 //! * `F tsuid` -> when the series was first indexed (u32 big-endian Unix seconds, wall clock; merged with `min`,
 //!   so re-noting a series after a restart never moves it forward): the `created` of its TSMeta (spec: ingest
 //!   §4.11). Written with the postings, i.e. once per series per process lifetime, never per point.
+//! * `C tsuid` -> the series' point counter, OpenTSDB's `ts_ctr` (spec: ingest §4.11): u64 big-endian points
+//!   received ‖ u32 big-endian Unix seconds when points were last received (merged: counts add, the later time
+//!   wins). Its TSMeta's `totalDatapoints` and `lastReceived`. Points are counted in memory on ingest
+//!   (two atomic operations per point on a counter hanging off the series' index cache entry, no write; the
+//!   time is the second its batch started) and written as one merge per active series every [`COUNTER_WRITE_SECS`]
+//!   ([`SeriesIndex::drain_counts`]), so the put path gains no write. Reads of a TSMeta and shutdown write what
+//!   is pending first; a crash loses at most the counts of the last interval, as OpenTSDB's fire-and-forget
+//!   increments can be lost.
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
 use quick_cache::sync::Cache;
 use rocksdb::{MergeOperands, WriteBatch, DB};
 
@@ -20,23 +31,116 @@ pub const CF_SERIES: &str = "rtsd:series";
 pub(super) const SERIES: u8 = b'S';
 pub(super) const POSTING: u8 = b'T';
 pub(super) const FIRST_SEEN: u8 = b'F';
+pub(super) const COUNTER: u8 = b'C';
 
-/// The write side's memory of which series it has indexed, and up to which hour.
+/// How often the daemon writes the counters: each write costs one merge per series that received points, so
+/// with many series a longer interval keeps that small beside the points themselves (bench/RESULTS.md).
+pub const COUNTER_WRITE_SECS: u64 = 30;
+
+/// A series' points counted since the counters were last written, and the last second points arrived. It
+/// hangs off the series' entry in the index cache, which the put path probes for every point anyway, so
+/// counting costs two atomic operations and no extra lookup.
+#[derive(Debug, Default)]
+struct Counter {
+    points: AtomicU64,
+    seconds: AtomicU32,
+}
+
+impl Counter {
+    fn add(&self, points: u64, now: u32) {
+        if points == 0 {
+            return;
+        }
+        self.points.fetch_add(points, Ordering::Relaxed);
+        if self.seconds.load(Ordering::Relaxed) < now {
+            self.seconds.store(now, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The write side's memory of which series it has indexed, and up to which hour, with each series' counter.
 pub struct SeriesIndex {
-    known: Cache<Vec<u8>, u32>,
+    known: Cache<Vec<u8>, (u32, Arc<Counter>)>,
+    /// Every counter that may hold counts: those of the cached series, and of series evicted from the cache
+    /// since the counters were last written.
+    counters: Mutex<Vec<(Vec<u8>, Arc<Counter>)>>,
+    /// The second the current batch started: the receive time of the points counted (set once per batch, so
+    /// the put path does not read the clock per point).
+    clock: AtomicU32,
 }
 
 impl SeriesIndex {
     pub fn new(capacity: usize) -> SeriesIndex {
-        SeriesIndex { known: Cache::new(capacity) }
+        SeriesIndex { known: Cache::new(capacity), counters: Mutex::default(), clock: AtomicU32::new(now_seconds()) }
     }
 
-    /// Adds index writes for a point of series `tsuid` (metric UID + tag UID pairs) in hour `hour` to `batch`,
-    /// unless the index already has this series at this hour or later.
-    pub fn note(&self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8], hour: u32) {
+    /// Sets the receive time of the points counted from now on (each batch calls it as it starts).
+    pub fn tick(&self) {
+        self.clock.store(now_seconds(), Ordering::Relaxed);
+    }
+
+    fn new_counter(&self, tsuid: &[u8], points: u64) -> Arc<Counter> {
+        let counter = Arc::new(Counter::default());
+        counter.add(points, self.clock.load(Ordering::Relaxed));
+        self.counters.lock().unwrap_or_else(|e| e.into_inner()).push((tsuid.to_vec(), counter.clone()));
+        counter
+    }
+
+    /// Counts `points` points received for series `tsuid` without indexing them (the bulk import path, which
+    /// indexes a series once per row it writes).
+    pub fn count(&self, tsuid: &[u8], points: u64) {
         match self.known.get(tsuid) {
-            Some(h) if h >= hour => return,
-            Some(_) => {}
+            Some((_, counter)) => counter.add(points, self.clock.load(Ordering::Relaxed)),
+            None => {
+                self.new_counter(tsuid, points);
+            }
+        }
+    }
+
+    /// Whether points were counted since the counters were last written.
+    pub fn has_counts(&self) -> bool {
+        let counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        counters.iter().any(|(_, c)| c.points.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Adds one counter merge per series counted since the last call to `batch`, and zeroes the counts; counters
+    /// of series no longer cached (nobody can count into them any more) are forgotten. Returns the series
+    /// written.
+    pub fn drain_counts(&self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily) -> usize {
+        let mut series = 0;
+        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        counters.retain(|(tsuid, counter)| {
+            // Checked before taking the count: a counter only this list holds gets no more points.
+            let orphan = Arc::strong_count(counter) == 1;
+            let points = counter.points.swap(0, Ordering::Relaxed);
+            if points > 0 {
+                batch.merge_cf(cf, counter_key(tsuid), counter_value(points, counter.seconds.load(Ordering::Relaxed)));
+                series += 1;
+            }
+            !orphan
+        });
+        series
+    }
+
+    /// Counts `points` points of series `tsuid` (metric UID + tag UID pairs) received in hour `hour`, and adds
+    /// index writes for them to `batch` unless the index already has this series at this hour or later.
+    pub fn note(
+        &self,
+        batch: &mut WriteBatch,
+        cf: &rocksdb::ColumnFamily,
+        layout: &Layout,
+        tsuid: &[u8],
+        hour: u32,
+        points: u64,
+    ) {
+        let counter = match self.known.get(tsuid) {
+            Some((h, counter)) => {
+                counter.add(points, self.clock.load(Ordering::Relaxed));
+                if h >= hour {
+                    return;
+                }
+                counter
+            }
             None => {
                 // New to this process (or evicted from the cache): (re)write the postings; they are idempotent.
                 write_postings(batch, cf, layout, tsuid);
@@ -44,13 +148,14 @@ impl SeriesIndex {
                 key.push(FIRST_SEEN);
                 key.extend_from_slice(tsuid);
                 batch.merge_cf(cf, key, now_seconds().to_be_bytes());
+                self.new_counter(tsuid, points)
             }
-        }
+        };
         let mut key = Vec::with_capacity(1 + tsuid.len());
         key.push(SERIES);
         key.extend_from_slice(tsuid);
         batch.merge_cf(cf, key, hour.to_be_bytes());
-        self.known.insert(tsuid.to_vec(), hour);
+        self.known.insert(tsuid.to_vec(), (hour, counter));
     }
 
     /// Adds only the postings of series `tsuid` to `batch` (not its `S` entry: it has no raw data): rollup points,
@@ -62,7 +167,7 @@ impl SeriesIndex {
         }
         write_postings(batch, cf, layout, tsuid);
         // Hour 0: a raw point of the series still writes its `S` entry (any hour is later).
-        self.known.insert(tsuid.to_vec(), 0);
+        self.known.insert(tsuid.to_vec(), (0, self.new_counter(tsuid, 0)));
     }
 
     /// Forgets what was indexed (e.g. `dropcaches`); the next points re-write their entries.
@@ -147,6 +252,34 @@ pub fn last_hour(db: &DB, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
     Ok(db.get_cf(cf, key)?.and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
 }
 
+/// `C tsuid`.
+pub(super) fn counter_key(tsuid: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + tsuid.len());
+    key.push(COUNTER);
+    key.extend_from_slice(tsuid);
+    key
+}
+
+/// A counter record: points ‖ seconds.
+pub(super) fn counter_value(points: u64, seconds: u32) -> [u8; 12] {
+    let mut v = [0u8; 12];
+    v[..8].copy_from_slice(&points.to_be_bytes());
+    v[8..].copy_from_slice(&seconds.to_be_bytes());
+    v
+}
+
+fn parse_counter(v: &[u8]) -> Option<(u64, u32)> {
+    let points = u64::from_be_bytes(v.get(..8)?.try_into().ok()?);
+    let seconds = u32::from_be_bytes(v.get(8..12)?.try_into().ok()?);
+    Some((points, seconds))
+}
+
+/// A series' written counter: points received and when (Unix seconds) points were last received.
+pub fn counter(db: &DB, tsuid: &[u8]) -> Result<Option<(u64, u32)>, StoreError> {
+    let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
+    Ok(db.get_cf(cf, counter_key(tsuid))?.as_deref().and_then(parse_counter))
+}
+
 /// When a series was first indexed (Unix seconds), if the index knows it.
 pub fn first_seen(db: &DB, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
     let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
@@ -174,10 +307,51 @@ fn scan_prefix(db: &DB, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) 
 }
 
 /// Merge for `S` keys: the largest hour wins, whatever order the operands arrive in; for `F` keys the earliest
-/// time wins. `T` keys are plain puts.
+/// time wins; `C` counters add their points and keep the latest time. `T` keys are plain puts.
 pub fn merge_max_hour(key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    if key.first() == Some(&COUNTER) {
+        let (points, seconds) = existing
+            .into_iter()
+            .chain(operands.iter())
+            .filter_map(parse_counter)
+            .fold((0u64, 0u32), |(p, s), (op, os)| (p.saturating_add(op), s.max(os)));
+        return Some(counter_value(points, seconds).to_vec());
+    }
     let hour = |b: &[u8]| b.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     let values = existing.into_iter().chain(operands.iter()).filter_map(hour);
     let merged = if key.first() == Some(&FIRST_SEEN) { values.min() } else { values.max() };
     Some(merged.map(|h| h.to_be_bytes().to_vec()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_count_in_memory_whether_the_series_is_cached_or_not() {
+        let index = SeriesIndex::new(100);
+        let (a, b) = (vec![0, 0, 1, 0, 0, 1, 0, 0, 1], vec![0, 0, 1, 0, 0, 1, 0, 0, 2]);
+        let pending = |index: &SeriesIndex| -> u64 {
+            let counters = index.counters.lock().unwrap();
+            counters.iter().map(|(_, c)| c.points.load(Ordering::Relaxed)).sum()
+        };
+        // Not indexed yet (the bulk path counts rows of series it noted; an evicted one gets a fresh counter).
+        index.count(&a, 2);
+        index.count(&b, 1);
+        assert!(index.has_counts());
+        assert_eq!(pending(&index), 3);
+        // Cached: counts go to the entry's counter, no new one.
+        index.known.insert(a.clone(), (0, index.new_counter(&a, 0)));
+        let before = index.counters.lock().unwrap().len();
+        index.count(&a, 4);
+        let after = index.counters.lock().unwrap().len();
+        assert_eq!((after, pending(&index)), (before, 7));
+    }
+
+    #[test]
+    fn counter_records_add_and_keep_the_latest_time() {
+        assert_eq!(parse_counter(&counter_value(5, 1700000000)), Some((5, 1700000000)));
+        assert_eq!(parse_counter(&[1, 2]), None);
+        assert_eq!(counter_key(&[0, 0, 1]), vec![COUNTER, 0, 0, 1]);
+    }
 }
