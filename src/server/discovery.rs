@@ -219,7 +219,7 @@ fn run_lookup(
     let limit = if limit > 0 { usize::try_from(limit).unwrap_or(usize::MAX) } else { usize::MAX };
     let mut matches: Vec<Vec<u8>> = Vec::new();
     let mut visit = |tsuid: &[u8]| -> bool {
-        if tsuid.len() < mw || (tsuid.len() - mw) % (kw + vw) != 0 {
+        if tsuid.len() < mw || !(tsuid.len() - mw).is_multiple_of(kw + vw) {
             return true;
         }
         let pairs: Vec<(&[u8], &[u8])> = tsuid[mw..].chunks_exact(kw + vw).map(|c| c.split_at(kw)).collect();

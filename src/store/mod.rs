@@ -306,7 +306,7 @@ pub struct RowRef<'a> {
 impl Store {
     /// Opens (or creates) the data directory. Fails if it was created with another layout.
     pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
-        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt.clone() };
+        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt };
         Store::open_path(
             &config.data_dir,
             layout,
@@ -323,7 +323,7 @@ impl Store {
 
     /// Opens a data directory for reading while a daemon may be writing to it (`rtsd scan`).
     pub fn open_read_only(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
-        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt.clone() };
+        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt };
         Store::open_path(
             &config.data_dir,
             layout,
@@ -954,13 +954,13 @@ impl Store {
                 };
                 found = true;
                 let base = codec::row_base_time(key, self.layout.salt.width, mw);
-                let points = codec::row_points(base, &value)
+                let points = codec::row_points(base, value)
                     .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
                 budget.charge(points.len(), value.len())?;
                 series
                     .points
                     .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
-                series.annotations.extend(annotation_values(&value));
+                series.annotations.extend(annotation_values(value));
             }
             if found {
                 out.push(series);
@@ -1081,7 +1081,7 @@ impl Store {
         let l = &self.layout;
         let offset = l.tags_offset();
         let pair = l.uid_widths[1] + l.uid_widths[2];
-        if key.len() < offset || (key.len() - offset) % pair != 0 {
+        if key.len() < offset || !(key.len() - offset).is_multiple_of(pair) {
             return None;
         }
         let metric = &key[l.salt.width..l.salt.width + l.uid_widths[0]];
