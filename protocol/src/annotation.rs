@@ -3,7 +3,7 @@
 use serde_json::{Map, Value as Json};
 
 use crate::codec::MAX_SECONDS;
-use crate::http_json::json_string;
+use crate::http_json::{json_kind, json_string};
 
 /// First byte of an annotation column's qualifier.
 pub const PREFIX: u8 = 0x01;
@@ -257,17 +257,6 @@ impl BulkDelete {
             r#"{{"tsuids":{tsuids},"global":{},"startTime":{start_ms},"endTime":{end_ms},"totalDeleted":{total_deleted}}}"#,
             self.global
         )
-    }
-}
-
-fn json_kind(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "an array",
-        Json::Object(_) => "an object",
     }
 }
 

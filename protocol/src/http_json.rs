@@ -5,6 +5,19 @@
 //! helpers make sure every hand-written body escapes strings the same way (Jackson's default escaping) and uses
 //! the same error envelope.
 
+/// The kind of a JSON value as request-body error texts name it ("a string", "an object", ...).
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Hex digits Jackson uses for `\u00XX` escapes (upper case).
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 

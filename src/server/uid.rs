@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use hyper::{Method, StatusCode};
 use rtsd_protocol::codec;
-use rtsd_protocol::http_json::json_string;
+use rtsd_protocol::http_json::{json_kind, json_string};
 use rtsd_protocol::javafmt;
 use rtsd_protocol::number::parse_java_double;
 use rtsd_protocol::point::{self, UidKind};
@@ -71,24 +71,13 @@ fn body_object(req: &ApiRequest) -> Result<Map<String, Json>, Reply> {
     }
     match serde_json::from_slice::<Json>(&req.body) {
         Ok(Json::Object(obj)) => Ok(obj),
-        Ok(other) => Err(unparsable(&format!("expected a JSON object, got {}", token_name(&other)))),
+        Ok(other) => Err(unparsable(&format!("expected a JSON object, got {}", json_kind(&other)))),
         Err(e) => Err(unparsable(&e.to_string())),
     }
 }
 
 fn unparsable(details: &str) -> Reply {
     Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(details))
-}
-
-fn token_name(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "an array",
-        Json::Object(_) => "an object",
-    }
 }
 
 // Jackson's default coercions for the fields OpenTSDB's objects declare (spec: query §0.3).
@@ -99,7 +88,7 @@ fn json_text(v: &Json) -> Result<Option<String>, String> {
         Json::Number(n) => Ok(Some(n.to_string())),
         Json::Bool(b) => Ok(Some(b.to_string())),
         Json::Null => Ok(None),
-        other => Err(format!("Cannot deserialize a String out of {} token", token_name(other))),
+        other => Err(format!("Cannot deserialize a String out of {} token", json_kind(other))),
     }
 }
 
@@ -110,7 +99,7 @@ fn json_long(v: &Json) -> Result<i64, String> {
         }
         Json::String(s) => s.trim().parse::<i64>().map_err(|_| format!("not a valid long value: {s}")),
         Json::Null => Ok(0),
-        other => Err(format!("Cannot deserialize a long out of {} token", token_name(other))),
+        other => Err(format!("Cannot deserialize a long out of {} token", json_kind(other))),
     }
 }
 
@@ -124,7 +113,7 @@ fn json_double(v: &Json) -> Result<f64, String> {
         Json::Number(n) => n.as_f64().ok_or_else(|| format!("not a double: {n}")),
         Json::String(s) => parse_java_double(s).map_err(|_| format!("not a valid double value: {s}")),
         Json::Null => Ok(0.0),
-        other => Err(format!("Cannot deserialize a double out of {} token", token_name(other))),
+        other => Err(format!("Cannot deserialize a double out of {} token", json_kind(other))),
     }
 }
 
@@ -138,7 +127,7 @@ fn json_custom(v: &Json) -> Result<Custom, String> {
             }
             Ok(Some(pairs))
         }
-        other => Err(format!("Cannot deserialize a Map out of {} token", token_name(other))),
+        other => Err(format!("Cannot deserialize a Map out of {} token", json_kind(other))),
     }
 }
 
@@ -224,7 +213,7 @@ fn assign(req: &ApiRequest, tsd: &Tsd) -> Answer {
         Method::POST => {
             for (t, v) in body_object(req)? {
                 let Json::Array(items) = v else {
-                    return Err(unparsable(&format!("Cannot deserialize a List out of {} token", token_name(&v))));
+                    return Err(unparsable(&format!("Cannot deserialize a List out of {} token", json_kind(&v))));
                 };
                 let names = items.iter().map(json_text).collect::<Result<Vec<_>, _>>().map_err(|e| unparsable(&e))?;
                 source.push((t, names));
