@@ -127,8 +127,11 @@ fn stats_sub_routes_answer_from_the_process() {
     assert!(jvm["pools"]["rocksdbMemtables"]["usage"].as_u64().is_some());
     assert!(jvm["os"]["systemLoadAverage"].as_f64().is_some());
 
-    // The old /stats: text lines, or with `json` those lines as strings.
-    let text = d.http("GET", "/stats", &[], b"").text();
+    // The old /stats: text lines, or with `json` those lines as strings; typed by 2.4's content sniffing
+    // (spec: query §0.3, §6.18): `text/plain`, no charset.
+    let r = d.http("GET", "/stats", &[], b"");
+    assert_eq!((r.status, r.header("content-type")), (200, Some("text/plain")));
+    let text = r.text();
     let r = d.http("GET", "/stats?json", &[], b"");
     assert_eq!(r.header("content-type"), Some("application/json"));
     let lines: Vec<String> = serde_json::from_value(r.json()).unwrap();

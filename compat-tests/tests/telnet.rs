@@ -46,6 +46,11 @@ fn version_reply_has_opentsdb_shape() {
     assert!(second.ends_with('\n') && second.contains('@'), "{second:?}");
     // Nothing else follows.
     assert!(read_available(&mut s, Duration::from_millis(200)).is_empty());
+    // The old HTTP route answers the same two lines, typed `text/plain` by 2.4's content sniffing (spec: query
+    // §0.3, §6.18).
+    let r = d.http("GET", "/version", &[], b"");
+    assert_eq!((r.status, r.header("content-type")), (200, Some("text/plain")));
+    assert_eq!(r.text(), format!("{first}{second}"));
 }
 
 // spec: opentsdb-ingest-storage.md §1.4, §1.5 (`help`: registration order, trailing space before `\n`).

@@ -104,7 +104,7 @@ pub fn q(req: &ApiRequest, tsd: &Tsd, raw_query: &str) -> Reply {
     let max_age = max_age(req, start_s, end_s, now.div_euclid(1000));
     let cache = |reply: Reply| reply.with_header("Cache-Control", format!("max-age={max_age}"));
     match output {
-        Output::Ascii => cache(Reply::new(StatusCode::OK, "text/plain", ascii(&groups))),
+        Output::Ascii => cache(Reply::text(StatusCode::OK, ascii(&groups))),
         Output::Json => Reply::json(StatusCode::OK, summary_json(&groups, query.queries.len(), began)),
         Output::Png => {
             let series: Vec<PlotSeries> = groups

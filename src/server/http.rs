@@ -101,8 +101,11 @@ impl Reply {
         Reply::new(status, JSON, body)
     }
 
+    /// A plain-text reply typed as 2.4 types it: its old routes (`/version`, `/stats`, `/logs`, `/q?ascii`) send
+    /// through content sniffing, which answers a body not starting with `<`, `{` or `[` with `text/plain` and no
+    /// charset (spec: query §0.3, HttpQuery.guessMimeTypeFromContents).
     pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Reply {
-        Reply::new(status, "text/plain; charset=UTF-8", body)
+        Reply::new(status, "text/plain", body)
     }
 
     pub fn with_header(mut self, name: &'static str, value: String) -> Reply {

@@ -53,7 +53,7 @@ pub fn logs(req: &ApiRequest) -> Reply {
     }
     if let Some(level) = req.param("level") {
         return match crate::logs::set_level(level, req.param("logger")) {
-            Ok(reply) => Reply::new(StatusCode::OK, "text/plain", reply),
+            Ok(reply) => Reply::text(StatusCode::OK, reply),
             Err(message) => Reply::page_error(StatusCode::BAD_REQUEST, &message, false),
         };
     }
@@ -62,7 +62,7 @@ pub fn logs(req: &ApiRequest) -> Reply {
         body.push_str(line);
         body.push('\n');
     }
-    Reply::new(StatusCode::OK, "text/plain", body)
+    Reply::text(StatusCode::OK, body)
 }
 
 /// A JSON object whose keys come in the order a Java `HashMap` holding them iterates (2.4 builds these replies
