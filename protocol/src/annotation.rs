@@ -3,7 +3,7 @@
 use serde_json::{Map, Value as Json};
 
 use crate::codec::MAX_SECONDS;
-use crate::http_json::{json_kind, json_string};
+use crate::http_json::{jackson_long, jackson_string, jackson_string_map, json_kind, json_string};
 
 /// First byte of an annotation column's qualifier.
 pub const PREFIX: u8 = 0x01;
@@ -60,41 +60,17 @@ impl Annotation {
     }
 
     /// Reads the fields present in a JSON object; absent fields stay as they are in `self` (so a POST can merge
-    /// into a stored annotation). Numbers are accepted as numbers or numeric strings.
+    /// into a stored annotation). Fields take values as Jackson coerces them
+    /// ([`jackson_string`], [`jackson_long`]).
     pub fn apply_json(&mut self, obj: &Map<String, Json>) -> Result<(), String> {
-        let text = |v: &Json| match v {
-            Json::String(s) => Ok(Some(s.clone())),
-            Json::Null => Ok(None),
-            Json::Number(n) => Ok(Some(n.to_string())),
-            Json::Bool(b) => Ok(Some(b.to_string())),
-            _ => Err("expected a string".to_string()),
-        };
-        let number = |v: &Json| match v {
-            Json::Number(n) => n.as_i64().ok_or_else(|| format!("not an integer: {n}")),
-            Json::String(s) => s.trim().parse::<i64>().map_err(|_| format!("not an integer: {s}")),
-            Json::Null => Ok(0),
-            other => Err(format!("not an integer: {other}")),
-        };
         for (k, v) in obj {
             match k.as_str() {
-                "tsuid" => self.tsuid = text(v)?.filter(|t| !t.is_empty()).map(|t| t.to_ascii_uppercase()),
-                "description" => self.description = text(v)?,
-                "notes" => self.notes = text(v)?,
-                "startTime" => self.start_time = number(v)?,
-                "endTime" => self.end_time = number(v)?,
-                "custom" => {
-                    self.custom = match v {
-                        Json::Null => None,
-                        Json::Object(m) => {
-                            let mut pairs = Vec::with_capacity(m.len());
-                            for (ck, cv) in m {
-                                pairs.push((ck.clone(), text(cv)?.unwrap_or_default()));
-                            }
-                            Some(pairs)
-                        }
-                        _ => return Err("custom must be an object of strings".to_string()),
-                    }
-                }
+                "tsuid" => self.tsuid = jackson_string(v)?.filter(|t| !t.is_empty()).map(|t| t.to_ascii_uppercase()),
+                "description" => self.description = jackson_string(v)?,
+                "notes" => self.notes = jackson_string(v)?,
+                "startTime" => self.start_time = jackson_long(v)?,
+                "endTime" => self.end_time = jackson_long(v)?,
+                "custom" => self.custom = jackson_string_map(v)?,
                 _ => {}
             }
         }

@@ -18,6 +18,70 @@ pub fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
+// Jackson's default coercions for the scalar fields OpenTSDB's request objects declare (UIDMeta, TSMeta,
+// Annotation; spec: query §0.3): a String field takes any scalar's text, a number field takes a number or a
+// numeric string, `null` gives the Java default. The texts are the details of 2.4's "Unable to parse the given
+// JSON" errors.
+
+/// A `String` field: any scalar's text, `None` for null.
+pub fn jackson_string(v: &serde_json::Value) -> Result<Option<String>, String> {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        Value::Bool(b) => Ok(Some(b.to_string())),
+        Value::Null => Ok(None),
+        other => Err(format!("Cannot deserialize a String out of {} token", json_kind(other))),
+    }
+}
+
+/// A `long` field: a number (a fraction truncated, as Jackson's ACCEPT_FLOAT_AS_INT does) or a numeric string.
+pub fn jackson_long(v: &serde_json::Value) -> Result<i64, String> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).ok_or_else(|| format!("not a long: {n}"))
+        }
+        Value::String(s) => s.trim().parse::<i64>().map_err(|_| format!("not a valid long value: {s}")),
+        Value::Null => Ok(0),
+        other => Err(format!("Cannot deserialize a long out of {} token", json_kind(other))),
+    }
+}
+
+/// An `int` field: as [`jackson_long`], then range-checked.
+pub fn jackson_int(v: &serde_json::Value) -> Result<i32, String> {
+    let n = jackson_long(v)?;
+    i32::try_from(n).map_err(|_| format!("value {n} is out of range of int"))
+}
+
+/// A `double` field: a number or a string Java's `Double.parseDouble` reads.
+pub fn jackson_double(v: &serde_json::Value) -> Result<f64, String> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => n.as_f64().ok_or_else(|| format!("not a double: {n}")),
+        Value::String(s) => crate::number::parse_java_double(s).map_err(|_| format!("not a valid double value: {s}")),
+        Value::Null => Ok(0.0),
+        other => Err(format!("Cannot deserialize a double out of {} token", json_kind(other))),
+    }
+}
+
+/// A `Map<String, String>` field (`custom`): the object's pairs in key order, each value as a String field
+/// (null becomes ""); `None` for null.
+pub fn jackson_string_map(v: &serde_json::Value) -> Result<Option<Vec<(String, String)>>, String> {
+    use serde_json::Value;
+    match v {
+        Value::Null => Ok(None),
+        Value::Object(m) => {
+            let mut pairs = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                pairs.push((k.clone(), jackson_string(v)?.unwrap_or_default()));
+            }
+            Ok(Some(pairs))
+        }
+        other => Err(format!("Cannot deserialize a Map out of {} token", json_kind(other))),
+    }
+}
+
 /// Hex digits Jackson uses for `\u00XX` escapes (upper case).
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
@@ -105,6 +169,29 @@ pub fn jsonp(callback: &str, body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    // spec: query §0.3 (Jackson's coercions of request fields)
+    #[test]
+    fn request_fields_coerce_like_jackson() {
+        assert_eq!(jackson_string(&json!(12.5)).unwrap(), Some("12.5".to_string()));
+        assert_eq!(jackson_string(&json!(true)).unwrap(), Some("true".to_string()));
+        assert_eq!(jackson_string(&json!(null)).unwrap(), None);
+        assert_eq!(jackson_string(&json!([1])).unwrap_err(), "Cannot deserialize a String out of an array token");
+        assert_eq!(jackson_long(&json!(" 42 ")).unwrap(), 42);
+        assert_eq!(jackson_long(&json!(7.9)).unwrap(), 7);
+        assert_eq!(jackson_long(&json!(null)).unwrap(), 0);
+        assert_eq!(jackson_long(&json!("x")).unwrap_err(), "not a valid long value: x");
+        assert_eq!(jackson_long(&json!({})).unwrap_err(), "Cannot deserialize a long out of an object token");
+        assert_eq!(jackson_int(&json!(3_000_000_000_i64)).unwrap_err(), "value 3000000000 is out of range of int");
+        assert_eq!(jackson_double(&json!("1e3")).unwrap(), 1000.0);
+        assert_eq!(jackson_double(&json!(false)).unwrap_err(), "Cannot deserialize a double out of a boolean token");
+        assert_eq!(
+            jackson_string_map(&json!({"b": 1, "a": null})).unwrap(),
+            Some(vec![("a".to_string(), String::new()), ("b".to_string(), "1".to_string())])
+        );
+        assert_eq!(jackson_string_map(&json!("x")).unwrap_err(), "Cannot deserialize a Map out of a string token");
+    }
 
     #[test]
     fn escapes_like_jackson() {

@@ -8,15 +8,18 @@ use std::cmp::Ordering;
 
 use hyper::{Method, StatusCode};
 use rtsd_protocol::codec;
-use rtsd_protocol::http_json::{json_kind, json_string};
+use rtsd_protocol::http_json::{
+    jackson_double, jackson_int, jackson_long, jackson_string, jackson_string_map, json_kind, json_string,
+};
 use rtsd_protocol::javafmt;
 use rtsd_protocol::number::parse_java_double;
 use rtsd_protocol::point::{self, UidKind};
+use rtsd_protocol::query::parse_with_metric;
 use serde_json::{Map, Value as Json};
 
 use super::http::{ApiRequest, Reply};
 use super::Tsd;
-use crate::store::meta::{self, Custom, TsMetaEdit, UidMetaEdit};
+use crate::store::meta::{self, TsMetaEdit, UidMetaEdit};
 use crate::store::uid::{AssignError, RenameError, UidError};
 use crate::store::StoreError;
 
@@ -78,57 +81,6 @@ fn body_object(req: &ApiRequest) -> Result<Map<String, Json>, Reply> {
 
 fn unparsable(details: &str) -> Reply {
     Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(details))
-}
-
-// Jackson's default coercions for the fields OpenTSDB's objects declare (spec: query §0.3).
-
-fn json_text(v: &Json) -> Result<Option<String>, String> {
-    match v {
-        Json::String(s) => Ok(Some(s.clone())),
-        Json::Number(n) => Ok(Some(n.to_string())),
-        Json::Bool(b) => Ok(Some(b.to_string())),
-        Json::Null => Ok(None),
-        other => Err(format!("Cannot deserialize a String out of {} token", json_kind(other))),
-    }
-}
-
-fn json_long(v: &Json) -> Result<i64, String> {
-    match v {
-        Json::Number(n) => {
-            n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).ok_or_else(|| format!("not a long: {n}"))
-        }
-        Json::String(s) => s.trim().parse::<i64>().map_err(|_| format!("not a valid long value: {s}")),
-        Json::Null => Ok(0),
-        other => Err(format!("Cannot deserialize a long out of {} token", json_kind(other))),
-    }
-}
-
-fn json_int(v: &Json) -> Result<i32, String> {
-    let n = json_long(v)?;
-    i32::try_from(n).map_err(|_| format!("value {n} is out of range of int"))
-}
-
-fn json_double(v: &Json) -> Result<f64, String> {
-    match v {
-        Json::Number(n) => n.as_f64().ok_or_else(|| format!("not a double: {n}")),
-        Json::String(s) => parse_java_double(s).map_err(|_| format!("not a valid double value: {s}")),
-        Json::Null => Ok(0.0),
-        other => Err(format!("Cannot deserialize a double out of {} token", json_kind(other))),
-    }
-}
-
-fn json_custom(v: &Json) -> Result<Custom, String> {
-    match v {
-        Json::Null => Ok(None),
-        Json::Object(m) => {
-            let mut pairs = Vec::with_capacity(m.len());
-            for (k, v) in m {
-                pairs.push((k.clone(), json_text(v)?.unwrap_or_default()));
-            }
-            Ok(Some(pairs))
-        }
-        other => Err(format!("Cannot deserialize a Map out of {} token", json_kind(other))),
-    }
 }
 
 /// Java's `String.compareTo`: UTF-16 code units, which is how OpenTSDB's `TreeMap`s order names.
@@ -215,7 +167,8 @@ fn assign(req: &ApiRequest, tsd: &Tsd) -> Answer {
                 let Json::Array(items) = v else {
                     return Err(unparsable(&format!("Cannot deserialize a List out of {} token", json_kind(&v))));
                 };
-                let names = items.iter().map(json_text).collect::<Result<Vec<_>, _>>().map_err(|e| unparsable(&e))?;
+                let names =
+                    items.iter().map(jackson_string).collect::<Result<Vec<_>, _>>().map_err(|e| unparsable(&e))?;
                 source.push((t, names));
             }
         }
@@ -275,7 +228,7 @@ fn rename(req: &ApiRequest, tsd: &Tsd) -> Answer {
         }
         Method::POST => {
             for (k, v) in body_object(req)? {
-                source.push((k, json_text(&v).map_err(|e| unparsable(&e))?));
+                source.push((k, jackson_string(&v).map_err(|e| unparsable(&e))?));
             }
         }
         _ => {
@@ -338,18 +291,18 @@ fn uid_meta_request(req: &ApiRequest) -> Result<UidMetaRequest, Reply> {
         for (k, v) in body_object(req)? {
             let set = |r: &mut UidMetaRequest| -> Result<(), String> {
                 match k.as_str() {
-                    "uid" => r.uid = json_text(&v)?.unwrap_or_default(),
+                    "uid" => r.uid = jackson_string(&v)?.unwrap_or_default(),
                     "type" => {
-                        r.kind = match json_text(&v)? {
+                        r.kind = match jackson_string(&v)? {
                             Some(t) => Some(meta::parse_type(&t)?),
                             None => None,
                         }
                     }
-                    "displayName" => r.edit.display_name.set(json_text(&v)?.unwrap_or_default()),
-                    "description" => r.edit.description.set(json_text(&v)?.unwrap_or_default()),
-                    "notes" => r.edit.notes.set(json_text(&v)?.unwrap_or_default()),
-                    "created" => r.edit.created.set(json_long(&v)?),
-                    "custom" => r.edit.custom.set_custom(json_custom(&v)?),
+                    "displayName" => r.edit.display_name.set(jackson_string(&v)?.unwrap_or_default()),
+                    "description" => r.edit.description.set(jackson_string(&v)?.unwrap_or_default()),
+                    "notes" => r.edit.notes.set(jackson_string(&v)?.unwrap_or_default()),
+                    "created" => r.edit.created.set(jackson_long(&v)?),
+                    "custom" => r.edit.custom.set_custom(jackson_string_map(&v)?),
                     _ => {}
                 }
                 Ok(())
@@ -427,19 +380,19 @@ fn ts_meta_request(req: &ApiRequest) -> Result<TsMetaEdit, Reply> {
     if !req.body.is_empty() {
         for (k, v) in body_object(req)? {
             let set = |e: &mut TsMetaEdit| -> Result<(), String> {
-                let text = |v: &Json| json_text(v).map(Option::unwrap_or_default);
+                let text = |v: &Json| jackson_string(v).map(Option::unwrap_or_default);
                 match k.as_str() {
                     "tsuid" => e.tsuid = text(&v)?,
                     "displayName" => e.display_name.set(text(&v)?),
                     "description" => e.description.set(text(&v)?),
                     "notes" => e.notes.set(text(&v)?),
-                    "created" => e.created.set(json_long(&v)?),
-                    "custom" => e.custom.set_custom(json_custom(&v)?),
+                    "created" => e.created.set(jackson_long(&v)?),
+                    "custom" => e.custom.set_custom(jackson_string_map(&v)?),
                     "units" => e.units.set(text(&v)?),
                     "dataType" => e.data_type.set(text(&v)?),
-                    "retention" => e.retention.set(json_int(&v)?),
-                    "max" => e.max.set(json_double(&v)?),
-                    "min" => e.min.set(json_double(&v)?),
+                    "retention" => e.retention.set(jackson_int(&v)?),
+                    "max" => e.max.set(jackson_double(&v)?),
+                    "min" => e.min.set(jackson_double(&v)?),
                     _ => {}
                 }
                 Ok(())
@@ -482,36 +435,6 @@ fn ts_meta_request(req: &ApiRequest) -> Result<TsMetaEdit, Reply> {
         e.min.set(d);
     }
     Ok(e)
-}
-
-/// OpenTSDB's `Tags.parseWithMetric` into a map: `metric` or `metric{k=v,...}`; a key repeated with the same value
-/// is ignored, with another value it is an error.
-fn parse_with_metric(s: &str) -> Result<(String, Vec<(String, String)>), String> {
-    let Some(curly) = s.find('{') else { return Ok((s.to_string(), Vec::new())) };
-    let len = s.len();
-    if !s.ends_with('}') {
-        return Err(format!("Missing '}}' at the end of: {s}"));
-    }
-    if curly == len - 2 {
-        return Ok((s[..len - 2].to_string(), Vec::new()));
-    }
-    let mut tags: Vec<(String, String)> = Vec::new();
-    for tag in s[curly + 1..len - 1].split(',') {
-        let wrap = |m: String| format!("When parsing tag '{tag}': {m}");
-        let kv: Vec<&str> = tag.split('=').collect();
-        if kv.len() != 2 || kv[0].is_empty() || kv[1].is_empty() {
-            return Err(wrap(format!("invalid tag: {tag}")));
-        }
-        match tags.iter().find(|(k, _)| k == kv[0]) {
-            Some((_, v)) if v == kv[1] => {}
-            Some(_) => {
-                let pairs: Vec<(&str, &str)> = tags.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-                return Err(wrap(format!("duplicate tag: {tag}, tags={}", javafmt::format_map(&pairs))));
-            }
-            None => tags.push((kv[0].to_string(), kv[1].to_string())),
-        }
-    }
-    Ok((s[..curly].to_string(), tags))
 }
 
 /// Resolves names to UIDs: Ok(Err(text)) names the first that has none (OpenTSDB's `NoSuchUniqueName` text).
@@ -656,25 +579,6 @@ mod tests {
         );
         // UTF-16 order puts a supplementary character before U+FFFD; byte order would not.
         assert_eq!(java_cmp("\u{10000}", "\u{FFFD}"), Ordering::Less);
-    }
-
-    #[test]
-    fn parse_with_metric_as_opentsdb() {
-        assert_eq!(parse_with_metric("sys.cpu.0").unwrap(), ("sys.cpu.0".to_string(), vec![]));
-        assert_eq!(parse_with_metric("m{}").unwrap(), ("m".to_string(), vec![]));
-        assert_eq!(
-            parse_with_metric("m{host=a,dc=b,host=a}").unwrap(),
-            ("m".to_string(), vec![("host".into(), "a".into()), ("dc".into(), "b".into())])
-        );
-        assert_eq!(
-            parse_with_metric("sys.cpu.0{datacenter=dc").unwrap_err(),
-            "Missing '}' at the end of: sys.cpu.0{datacenter=dc"
-        );
-        assert_eq!(parse_with_metric("m{host}").unwrap_err(), "When parsing tag 'host': invalid tag: host");
-        assert_eq!(
-            parse_with_metric("m{host=a,host=b}").unwrap_err(),
-            "When parsing tag 'host=b': duplicate tag: host=b, tags={host=a}"
-        );
     }
 
     #[test]

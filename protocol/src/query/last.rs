@@ -1,8 +1,8 @@
 //! `/api/query/last` requests (spec: query §6.1).
 
-use super::javautil::{java_parse_int, java_split, split_string};
+use super::javautil::{java_parse_int, java_split};
 use super::json::{as_bool, as_int, as_string, JVal};
-use super::request::{param_all, param_has, param_last, parse_tag_pair, read_body, unable_to_parse};
+use super::request::{param_all, param_has, param_last, parse_with_metric, read_body, unable_to_parse};
 use super::QueryError;
 
 /// A `/api/query/last` request.
@@ -37,8 +37,7 @@ pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, Que
             .ok_or_else(|| QueryError::bad_request("Unable to parse back_scan parameter"))?;
     }
     for ts in param_all(params, "timeseries") {
-        let mut tags = Vec::new();
-        let metric = parse_with_metric(ts, &mut tags).map_err(QueryError::bad_request)?;
+        let (metric, tags) = parse_with_metric(ts).map_err(QueryError::bad_request)?;
         q.queries.push(LastPointSubQuery { metric: Some(metric), tags, tsuids: Vec::new() });
     }
     for t in param_all(params, "tsuids") {
@@ -122,34 +121,6 @@ fn last_sub_from_json(v: &JVal) -> Result<LastPointSubQuery, String> {
         }
     }
     Ok(sub)
-}
-
-/// OpenTSDB's `Tags.parseWithMetric`: `metric` or `metric{k=v,...}` with exact values; a key repeated with the
-/// same value is ignored, with another value it is an error (spec: query §6.1).
-fn parse_with_metric(s: &str, tags: &mut Vec<(String, String)>) -> Result<String, String> {
-    let Some(curly) = s.find('{') else {
-        return Ok(s.to_string());
-    };
-    let len = s.len();
-    if !s.ends_with('}') {
-        return Err(format!("Missing '}}' at the end of: {s}"));
-    }
-    if curly == len - 2 {
-        return Ok(s[..len - 2].to_string());
-    }
-    for tag in split_string(&s[curly + 1..len - 1], ',') {
-        let wrap = |m: String| format!("When parsing tag '{tag}': {m}");
-        let (k, v) = parse_tag_pair(tag).map_err(wrap)?;
-        match tags.iter().find(|(ek, _)| ek == k) {
-            Some((_, ev)) if ev == v => {}
-            Some(_) => {
-                let pairs: Vec<(&str, &str)> = tags.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-                return Err(wrap(format!("duplicate tag: {tag}, tags={}", crate::javafmt::format_map(&pairs))));
-            }
-            None => tags.push((k.to_string(), v.to_string())),
-        }
-    }
-    Ok(s[..curly].to_string())
 }
 
 #[cfg(test)]

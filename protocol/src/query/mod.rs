@@ -43,7 +43,8 @@ pub use filter::{config_filters_json, Filter, FilterKind};
 pub use last::{parse_last_get, parse_last_post, LastPointQuery, LastPointSubQuery};
 pub use rate::{parse_rate_spec, RateOptions};
 pub use request::{
-    check_tsuids_share_metric, parse_get, parse_graph_get, parse_post, tsquery_json, RollupUsage, SubQuery, TsQuery,
+    check_tsuids_share_metric, parse_get, parse_graph_get, parse_post, parse_with_metric, tsquery_json, RollupUsage,
+    SubQuery, TsQuery,
 };
 pub use time::{parse_duration, parse_time, resolve_timezone};
 

@@ -711,6 +711,36 @@ pub(crate) fn parse_tag_pair(tag: &str) -> Result<(&str, &str), String> {
     Ok((kv[0], kv[1]))
 }
 
+/// OpenTSDB's `Tags.parseWithMetric`: `metric` or `metric{k=v,...}` with exact values into the metric and its
+/// tags in order; a key repeated with the same value is ignored, with another value it is an error (spec: query
+/// §6.1, §6.8: `/api/query/last` and `/api/uid/tsmeta` name series this way).
+pub fn parse_with_metric(s: &str) -> Result<(String, Vec<(String, String)>), String> {
+    let Some(curly) = s.find('{') else {
+        return Ok((s.to_string(), Vec::new()));
+    };
+    let len = s.len();
+    if !s.ends_with('}') {
+        return Err(format!("Missing '}}' at the end of: {s}"));
+    }
+    if curly == len - 2 {
+        return Ok((s[..len - 2].to_string(), Vec::new()));
+    }
+    let mut tags: Vec<(String, String)> = Vec::new();
+    for tag in split_string(&s[curly + 1..len - 1], ',') {
+        let wrap = |m: String| format!("When parsing tag '{tag}': {m}");
+        let (k, v) = parse_tag_pair(tag).map_err(wrap)?;
+        match tags.iter().find(|(ek, _)| ek == k) {
+            Some((_, ev)) if ev == v => {}
+            Some(_) => {
+                let pairs: Vec<(&str, &str)> = tags.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+                return Err(wrap(format!("duplicate tag: {tag}, tags={}", crate::javafmt::format_map(&pairs))));
+            }
+            None => tags.push((k.to_string(), v.to_string())),
+        }
+    }
+    Ok((s[..curly].to_string(), tags))
+}
+
 /// Adds the legacy filter for `tagk=value` (OpenTSDB's `mapToFilters` for one entry): group-by filters equal to
 /// an existing filter only mark that one group-by.
 fn add_legacy_filter(filters: &mut Vec<Filter>, tagk: &str, value: &str, group_by: bool) -> Result<(), String> {

@@ -1131,3 +1131,23 @@ fn graph_queries_read_absolute_times_in_tz() {
     let p = params(&[("start", "1h-ago"), ("m", "sum:m"), ("tz", "Asia/Tokyo")]);
     assert_eq!(parse_graph_get(&p, NOW).unwrap().start_ms, NOW - 3_600_000);
 }
+
+// spec: query §6.1, §6.8 (`Tags.parseWithMetric`)
+#[test]
+fn parse_with_metric_as_opentsdb() {
+    assert_eq!(parse_with_metric("sys.cpu.0").unwrap(), ("sys.cpu.0".to_string(), vec![]));
+    assert_eq!(parse_with_metric("m{}").unwrap(), ("m".to_string(), vec![]));
+    assert_eq!(
+        parse_with_metric("m{host=a,dc=b,host=a}").unwrap(),
+        ("m".to_string(), vec![("host".into(), "a".into()), ("dc".into(), "b".into())])
+    );
+    assert_eq!(
+        parse_with_metric("sys.cpu.0{datacenter=dc").unwrap_err(),
+        "Missing '}' at the end of: sys.cpu.0{datacenter=dc"
+    );
+    assert_eq!(parse_with_metric("m{host}").unwrap_err(), "When parsing tag 'host': invalid tag: host");
+    assert_eq!(
+        parse_with_metric("m{host=a,host=b}").unwrap_err(),
+        "When parsing tag 'host=b': duplicate tag: host=b, tags={host=a}"
+    );
+}
