@@ -59,6 +59,27 @@ fn suggest_errors_are_opentsdbs() {
     }
     let r = d.http("PUT", "/api/suggest?type=metrics", &[], b"");
     assert_eq!(r.status, 405);
+    // The POST body as 2.4's `parseSuggestV1` reads it (spec: query §0.3): empty, not JSON, not an object.
+    let missing = r#"{"error":{"code":400,"message":"Missing message content","details":"Supply valid JSON formatted data in the body of your request"}}"#;
+    assert_eq!(d.post("/api/suggest", "").text(), missing);
+    let r = d.post("/api/suggest", "[1]");
+    assert_eq!(
+        (r.status, r.text()),
+        (
+            400,
+            r#"{"error":{"code":400,"message":"Unable to parse the given JSON","details":"expected a JSON object, got an array"}}"#
+                .to_string()
+        )
+    );
+    let r = d.post("/api/suggest", "{type");
+    assert_eq!((r.status, r.json()["error"]["message"].as_str()), (400, Some("Unable to parse the given JSON")));
+    // Scalars are taken as their text: a number for max, and an unparsable max.
+    write_lines(&d, "put s.a 1356998400 1 host=x\nput s.b 1356998400 1 host=x\n");
+    assert_eq!(d.post("/api/suggest", r#"{"type":"metrics","q":"s.","max":1}"#).text(), r#"["s.a"]"#);
+    assert_eq!(
+        d.post("/api/suggest", r#"{"type":"metrics","max":"one"}"#).text(),
+        r#"{"error":{"code":400,"message":"Unable to parse 'max' as a number"}}"#
+    );
 }
 
 #[test]
@@ -130,6 +151,15 @@ fn lookup_errors_are_opentsdbs() {
         (r.status, r.text()),
         (400, r#"{"error":{"code":400,"message":"Missing parameter <code>m</code>"}}"#.to_string())
     );
+    // The POST body (spec: query §0.3): empty, or a limit that is no number.
+    let r = d.post("/api/search/lookup", "");
+    assert_eq!((r.status, r.json()["error"]["message"].as_str()), (400, Some("Missing message content")));
+    let r = d.post("/api/search/lookup", r#"{"metric":"m","limit":"x"}"#);
+    assert_eq!(
+        r.text(),
+        r#"{"error":{"code":400,"message":"Unable to parse the given JSON","details":"not a valid long value: x"}}"#
+    );
+    assert_eq!(d.post("/api/search/lookup", r#"{"metric":"m","limit":"1"}"#).json()["limit"], 1);
     let r = d.http("GET", "/api/search/lookup?m=m&limit=x", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unable to convert 'limit' to a valid number"}}"#);
     let r = d.http("GET", "/api/search/lookup?m=%7B%7D", &[], b"");

@@ -28,16 +28,14 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
         match serde_json::from_slice::<serde_json::Value>(&req.body) {
             Ok(serde_json::Value::Object(obj)) => Some(obj),
             Ok(_) => return bad("Unable to parse the given JSON"),
-            Err(e) => {
-                return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e.to_string()))
-            }
+            Err(e) => return Reply::unparsable_json(&e.to_string()),
         }
     } else {
         None
     };
     if let Some(obj) = &body_obj {
         if let Err(e) = given.apply_json(obj) {
-            return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e));
+            return Reply::unparsable_json(&e);
         }
     } else {
         for (k, v) in &req.params {
@@ -143,21 +141,13 @@ pub fn bulk(req: &ApiRequest, tsd: &Tsd) -> Reply {
 /// Where an annotation is stored: its data row key and column qualifier.
 type Slot = (Vec<u8>, Vec<u8>);
 
-fn missing_content() -> Reply {
-    Reply::error(
-        StatusCode::BAD_REQUEST,
-        "Missing message content",
-        Some("Supply valid JSON formatted data in the body of your request"),
-    )
-}
-
 fn bulk_update(req: &ApiRequest, tsd: &Tsd) -> Reply {
     if req.body.is_empty() {
-        return missing_content();
+        return Reply::missing_content();
     }
     let list = match annotation::parse_list(&req.body) {
         Ok(list) => list,
-        Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e)),
+        Err(e) => return Reply::unparsable_json(&e),
     };
     let store = &tsd.store;
     // Later elements see earlier ones of the same request, as they would if written one by one.
@@ -215,7 +205,7 @@ fn bulk_delete(req: &ApiRequest, tsd: &Tsd) -> Reply {
     let request = if !req.body.is_empty() {
         match annotation::BulkDelete::from_json(&req.body) {
             Ok(r) => r,
-            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(&e)),
+            Err(e) => return Reply::unparsable_json(&e),
         }
     } else {
         let Some(start) = req.param("start_time") else { return bad("Missing parameter <code>start_time</code>") };

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use hyper::{Method, StatusCode};
 use rtsd_protocol::codec;
-use rtsd_protocol::http_json::json_string;
+use rtsd_protocol::http_json::{jackson_int, jackson_string, json_string};
 use rtsd_protocol::javafmt;
 use rtsd_protocol::point::UidKind;
 
@@ -31,33 +31,29 @@ pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
             (kind.to_string(), req.param("q").unwrap_or("").to_string(), max)
         }
         Method::POST => {
-            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Reply::error(
-                        StatusCode::BAD_REQUEST,
-                        "Unable to parse the given JSON",
-                        Some(&e.to_string()),
-                    )
-                }
+            // 2.4's `parseSuggestV1` reads a map of strings: any scalar is taken as its text.
+            let body = match req.json_object() {
+                Ok(body) => body,
+                Err(reply) => return reply,
             };
-            // Values are read as strings; numbers are accepted too.
-            let text = |key: &str| match body.get(key) {
-                Some(serde_json::Value::String(s)) => Some(s.clone()),
-                Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-                _ => None,
+            let text = |key: &str| -> Result<Option<String>, Reply> {
+                body.get(key).map_or(Ok(None), |v| jackson_string(v).map_err(|e| Reply::unparsable_json(&e)))
             };
-            let Some(kind) = text("type") else {
+            let (kind, q, max) = match (text("type"), text("q"), text("max")) {
+                (Ok(kind), Ok(q), Ok(max)) => (kind, q, max),
+                (Err(reply), ..) | (_, Err(reply), _) | (.., Err(reply)) => return reply,
+            };
+            let Some(kind) = kind.filter(|k| !k.is_empty()) else {
                 return bad("Missing 'type' parameter");
             };
-            let max = match text("max") {
+            let max = match max {
                 None => None,
                 Some(m) => match m.parse::<i64>() {
                     Ok(n) => Some(n),
                     Err(_) => return bad("Unable to parse 'max' as a number"),
                 },
             };
-            (kind, text("q").unwrap_or_default(), max)
+            (kind, q.unwrap_or_default(), max)
         }
         _ => return Reply::method_not_allowed(&req.method),
     };
@@ -106,15 +102,9 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
             }
         }
         Method::POST => {
-            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Reply::error(
-                        StatusCode::BAD_REQUEST,
-                        "Unable to parse the given JSON",
-                        Some(&e.to_string()),
-                    )
-                }
+            let body = match req.json_object() {
+                Ok(body) => body,
+                Err(reply) => return reply,
             };
             let metric = body.get("metric").and_then(|m| m.as_str()).filter(|m| !m.is_empty()).map(str::to_string);
             let star = |v: Option<&serde_json::Value>| match v.and_then(|v| v.as_str()) {
@@ -128,7 +118,11 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
                     pairs.iter().map(|p| Condition { key: star(p.get("key")), value: star(p.get("value")) }).collect()
                 })
                 .unwrap_or_default();
-            let limit = body.get("limit").and_then(|l| l.as_i64()).unwrap_or(25);
+            let limit = match body.get("limit").map(jackson_int) {
+                None => 25,
+                Some(Ok(n)) => i64::from(n),
+                Some(Err(e)) => return Reply::unparsable_json(&e),
+            };
             (metric, conditions, limit)
         }
         _ => return bad(&format!("Unsupported method: {}", req.method)),

@@ -166,6 +166,21 @@ impl Reply {
         Reply::error(StatusCode::NOT_FOUND, "Endpoint not found", None)
     }
 
+    /// 2.4's serializers (`HttpJsonSerializer.parse*V1`) refusing an empty body.
+    pub fn missing_content() -> Reply {
+        Reply::error(
+            StatusCode::BAD_REQUEST,
+            "Missing message content",
+            Some("Supply valid JSON formatted data in the body of your request"),
+        )
+    }
+
+    /// 2.4's serializers refusing a body Jackson cannot read into the endpoint's object; `details` is the
+    /// parser's complaint.
+    pub fn unparsable_json(details: &str) -> Reply {
+        Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(details))
+    }
+
     pub fn method_not_allowed(method: &Method) -> Reply {
         Reply::error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -197,6 +212,21 @@ impl ApiRequest {
     /// The last occurrence of a parameter (OpenTSDB's `getQueryStringParam`).
     pub fn param(&self, name: &str) -> Option<&str> {
         self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as the JSON object an endpoint's serializer reads (spec: query §0.3), or 2.4's reply for an
+    /// empty body or one that is not an object.
+    pub fn json_object(&self) -> Result<serde_json::Map<String, serde_json::Value>, Reply> {
+        if self.body.is_empty() {
+            return Err(Reply::missing_content());
+        }
+        match serde_json::from_slice::<serde_json::Value>(&self.body) {
+            Ok(serde_json::Value::Object(obj)) => Ok(obj),
+            Ok(other) => {
+                Err(Reply::unparsable_json(&format!("expected a JSON object, got {}", http_json::json_kind(&other))))
+            }
+            Err(e) => Err(Reply::unparsable_json(&e.to_string())),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use rtsd_protocol::javafmt;
 use rtsd_protocol::number::parse_java_double;
 use rtsd_protocol::point::{self, UidKind};
 use rtsd_protocol::query::parse_with_metric;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::http::{ApiRequest, Reply};
 use super::Tsd;
@@ -61,26 +61,6 @@ fn required<'a>(req: &'a ApiRequest, name: &str) -> Result<&'a str, Reply> {
         Some(v) if !v.is_empty() => Ok(v),
         _ => Err(bad(&format!("Missing parameter <code>{name}</code>"))),
     }
-}
-
-/// The JSON object of a request body (OpenTSDB's serializer `parse*V1`).
-fn body_object(req: &ApiRequest) -> Result<Map<String, Json>, Reply> {
-    if req.body.is_empty() {
-        return Err(Reply::error(
-            StatusCode::BAD_REQUEST,
-            "Missing message content",
-            Some("Supply valid JSON formatted data in the body of your request"),
-        ));
-    }
-    match serde_json::from_slice::<Json>(&req.body) {
-        Ok(Json::Object(obj)) => Ok(obj),
-        Ok(other) => Err(unparsable(&format!("expected a JSON object, got {}", json_kind(&other)))),
-        Err(e) => Err(unparsable(&e.to_string())),
-    }
-}
-
-fn unparsable(details: &str) -> Reply {
-    Reply::error(StatusCode::BAD_REQUEST, "Unable to parse the given JSON", Some(details))
 }
 
 /// Java's `String.compareTo`: UTF-16 code units, which is how OpenTSDB's `TreeMap`s order names.
@@ -163,12 +143,18 @@ fn assign(req: &ApiRequest, tsd: &Tsd) -> Answer {
             }
         }
         Method::POST => {
-            for (t, v) in body_object(req)? {
+            for (t, v) in req.json_object()? {
                 let Json::Array(items) = v else {
-                    return Err(unparsable(&format!("Cannot deserialize a List out of {} token", json_kind(&v))));
+                    return Err(Reply::unparsable_json(&format!(
+                        "Cannot deserialize a List out of {} token",
+                        json_kind(&v)
+                    )));
                 };
-                let names =
-                    items.iter().map(jackson_string).collect::<Result<Vec<_>, _>>().map_err(|e| unparsable(&e))?;
+                let names = items
+                    .iter()
+                    .map(jackson_string)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| Reply::unparsable_json(&e))?;
                 source.push((t, names));
             }
         }
@@ -227,8 +213,8 @@ fn rename(req: &ApiRequest, tsd: &Tsd) -> Answer {
             }
         }
         Method::POST => {
-            for (k, v) in body_object(req)? {
-                source.push((k, jackson_string(&v).map_err(|e| unparsable(&e))?));
+            for (k, v) in req.json_object()? {
+                source.push((k, jackson_string(&v).map_err(|e| Reply::unparsable_json(&e))?));
             }
         }
         _ => {
@@ -288,7 +274,7 @@ struct UidMetaRequest {
 fn uid_meta_request(req: &ApiRequest) -> Result<UidMetaRequest, Reply> {
     let mut r = UidMetaRequest { uid: String::new(), kind: None, edit: UidMetaEdit::default() };
     if !req.body.is_empty() {
-        for (k, v) in body_object(req)? {
+        for (k, v) in req.json_object()? {
             let set = |r: &mut UidMetaRequest| -> Result<(), String> {
                 match k.as_str() {
                     "uid" => r.uid = jackson_string(&v)?.unwrap_or_default(),
@@ -307,7 +293,7 @@ fn uid_meta_request(req: &ApiRequest) -> Result<UidMetaRequest, Reply> {
                 }
                 Ok(())
             };
-            set(&mut r).map_err(|e| unparsable(&e))?;
+            set(&mut r).map_err(|e| Reply::unparsable_json(&e))?;
         }
         return Ok(r);
     }
@@ -378,7 +364,7 @@ fn uidmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
 fn ts_meta_request(req: &ApiRequest) -> Result<TsMetaEdit, Reply> {
     let mut e = TsMetaEdit::default();
     if !req.body.is_empty() {
-        for (k, v) in body_object(req)? {
+        for (k, v) in req.json_object()? {
             let set = |e: &mut TsMetaEdit| -> Result<(), String> {
                 let text = |v: &Json| jackson_string(v).map(Option::unwrap_or_default);
                 match k.as_str() {
@@ -397,7 +383,7 @@ fn ts_meta_request(req: &ApiRequest) -> Result<TsMetaEdit, Reply> {
                 }
                 Ok(())
             };
-            set(&mut e).map_err(|m| unparsable(&m))?;
+            set(&mut e).map_err(|m| Reply::unparsable_json(&m))?;
         }
         return Ok(e);
     }
