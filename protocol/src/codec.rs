@@ -6,10 +6,13 @@
 //! Everything here is byte-exact with what OpenTSDB 2.4 writes to HBase, so that data can move between the two
 //! and so that the spec's test vectors (§5) can be asserted literally. The row encoding and [`merge_row`] are
 //! rtsd's: RocksDB has no columns, so one RocksDB value carries all columns of one HBase row, and the merge
-//! operator plays the part of both HBase's "same qualifier overwrites" and OpenTSDB's compaction queue.
+//! operator plays the part of both HBase's "same qualifier overwrites" and OpenTSDB's compaction queue. A closed
+//! hour's compacted column may be stored [`packed`] (rtsd's denser form); [`expand_row`] gives back OpenTSDB's.
 use std::borrow::Cow;
 
 use smallvec::SmallVec;
+
+pub mod packed;
 
 /// Flag bit: the value is a floating point number (spec: ingest §4.3).
 pub const FLAG_FLOAT: u8 = 0x08;
@@ -785,11 +788,22 @@ fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) 
 /// append column present (C9), or a data-point column that cannot be split (counted in `corrupt_columns`).
 /// Merging a result again changes nothing.
 ///
+/// A packed column ([`packed`], a closed hour merged before) takes part as the compacted column it was packed
+/// from, so late points merge into a packed row exactly as into the compacted one; the result is never packed
+/// (the store packs it, see [`pack_row`]).
+///
 /// Errors only when the row framing itself is broken ([`columns`]); the caller must then keep the inputs.
 pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bool) -> Result<MergedRow, CodecError> {
+    // A packed input (a closed hour merged before) takes part as the compacted column it stands for. One that
+    // cannot be unpacked stays as it is: its empty-qualifier column is then a corrupt data column (below).
+    let inputs: Vec<Cow<'_, [u8]>> = existing
+        .into_iter()
+        .chain(operands.iter().copied())
+        .map(|input| expand_row(input).unwrap_or(Cow::Borrowed(input)))
+        .collect();
     // Every column with its write order.
     let mut cells: Vec<(Column<'_>, usize)> = Vec::new();
-    for input in existing.into_iter().chain(operands.iter().copied()) {
+    for input in &inputs {
         for column in columns(input) {
             let seq = cells.len();
             cells.push((column?, seq));
@@ -890,9 +904,79 @@ pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bo
     Ok(merged)
 }
 
+/// Whether a row value holds a packed column ([`packed`]): it is always the row's first column (the empty
+/// qualifier sorts first), so the first byte, its qualifier's length, is 0.
+#[inline]
+pub fn is_packed(row: &[u8]) -> bool {
+    row.first() == Some(&0)
+}
+
+/// A row value in OpenTSDB's form: the packed column, if any, replaced by the compacted column it was packed
+/// from, in qualifier order. What every reader that shows cells uses (scan, export, fsck); rows without a packed
+/// column come back as they are, without a copy.
+pub fn expand_row(row: &[u8]) -> Result<Cow<'_, [u8]>, CodecError> {
+    if !is_packed(row) {
+        return Ok(Cow::Borrowed(row));
+    }
+    // (qualifier, value): borrowed from `row`, or unpacked.
+    type Expanded<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+    let mut cells: Vec<Expanded<'_>> = Vec::new();
+    for column in columns(row) {
+        let Column { qualifier, value } = column?;
+        if qualifier.is_empty() {
+            let (q, v) = packed::unpack(value)?;
+            cells.push((q.into(), v.into()));
+        } else {
+            cells.push((qualifier.into(), value.into()));
+        }
+    }
+    // Stable: columns with one qualifier (a row left uncompacted) keep their order.
+    cells.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::with_capacity(cells.iter().map(|(q, v)| q.len() + v.len() + 4).sum());
+    for (q, v) in &cells {
+        push_column(&mut out, q, v);
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// A compacted row (what [`merge_row`] makes of a row without variants, appends or corrupt columns) with its
+/// compacted column packed ([`packed`]); `None` when there is nothing to pack (one point, no compacted column,
+/// already packed, a row left uncompacted) or packing would not make it smaller. [`expand_row`] of the result
+/// is `row` again, byte for byte.
+pub fn pack_row(row: &[u8]) -> Option<Vec<u8>> {
+    if is_packed(row) {
+        return None;
+    }
+    let mut data: Option<Column<'_>> = None;
+    for column in columns(row) {
+        let column = column.ok()?;
+        if is_append(column.qualifier) {
+            return None;
+        }
+        if column.qualifier.len() % 2 == 0 {
+            if data.is_some() {
+                // Several data columns: a row left uncompacted, whose cells are kept as written.
+                return None;
+            }
+            data = Some(column);
+        }
+    }
+    let data = data.filter(|d| !is_single(d.qualifier))?;
+    let packed = packed::pack(data.qualifier, data.value)?;
+    let mut out = Vec::with_capacity(row.len());
+    push_column(&mut out, &[], &packed);
+    for column in columns(row).flatten() {
+        if column.qualifier.len() % 2 == 1 {
+            push_column(&mut out, column.qualifier, column.value);
+        }
+    }
+    (out.len() < row.len()).then_some(out)
+}
+
 /// Every data point of a row value, in time order, for queries and exports. Columns are read as OpenTSDB's
 /// readers do: single cells fixed, compacted columns split, append columns parsed (later record wins); other
-/// odd-length columns (annotations, histograms) are skipped. Duplicates a row still holds (see [`merge_row`])
+/// odd-length columns (annotations, histograms) are skipped; a packed column is read as the compacted column it
+/// was packed from. Duplicates a row still holds (see [`merge_row`])
 /// are all listed, in column order.
 pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecError> {
     let base_ms = i64::from(base_time) * 1000;
@@ -909,6 +993,13 @@ pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecErro
         if is_append(qualifier) {
             for (q, v) in split_append(value)? {
                 push(q, &v)?;
+            }
+        } else if qualifier.is_empty() {
+            let (q, v) = packed::unpack(value)?;
+            let mut pieces = Vec::new();
+            explode(&q, &v, 0, &mut pieces)?;
+            for piece in pieces {
+                push(piece.qualifier, piece.value)?;
             }
         } else if qualifier.len() % 2 == 0 {
             let mut pieces = Vec::new();
