@@ -29,6 +29,7 @@ pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 
 // The daemon side: running a parsed request against the store, and the response body.
 pub mod exec;
+pub mod expr;
 pub mod output;
 pub mod rollup;
 pub mod stats;

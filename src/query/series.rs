@@ -102,6 +102,18 @@ pub fn write_value(out: &mut String, v: &OutValue) {
     }
 }
 
+/// The value a rendered string stands for: the inverse of [`format_value`]. Expressions read the engine's
+/// rendered answers back (Java's `Double.toString` round-trips, so nothing is lost) rather than widen the
+/// result type every `/api/query` consumer shares.
+pub fn parse_rendered(s: &str) -> OutValue {
+    match s {
+        "null" => OutValue::Null,
+        "\"NaN\"" => OutValue::NaN,
+        _ if !s.contains(['.', 'E']) => s.parse().map_or(OutValue::NaN, OutValue::Int),
+        _ => s.parse().map_or(OutValue::NaN, OutValue::Double),
+    }
+}
+
 /// [`write_value`] into a fresh string.
 pub fn format_value(v: &OutValue) -> String {
     let mut s = String::new();
@@ -124,6 +136,22 @@ mod tests {
         assert_eq!(format_value(&OutValue::Double(-1.6666666666666667)), "-1.6666666666666667");
         assert_eq!(format_value(&OutValue::NaN), "\"NaN\"");
         assert_eq!(format_value(&OutValue::Null), "null");
+    }
+
+    #[test]
+    fn rendered_values_read_back() {
+        for v in [
+            OutValue::Int(40),
+            OutValue::Int(-13),
+            OutValue::Double(55.0),
+            OutValue::Double(934998690641.5408),
+            OutValue::Double(1.0e-4),
+            OutValue::Double(-1.6666666666666667),
+            OutValue::NaN,
+            OutValue::Null,
+        ] {
+            assert_eq!(parse_rendered(&format_value(&v)), v);
+        }
     }
 
     #[test]

@@ -445,11 +445,8 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some("suggest") if tsd.config.mode.reads() => discovery::suggest(req, tsd),
         Some("query") if tsd.config.mode.reads() => match segments.get(1).copied() {
             Some("last") => query::last(req, tsd),
-            Some("exp") | Some("gexp") => Reply::error(
-                StatusCode::NOT_IMPLEMENTED,
-                "Expression queries (/api/query/exp, /api/query/gexp) are not implemented in rtsd",
-                None,
-            ),
+            Some("exp") => query::exp(req, tsd),
+            Some("gexp") => query::gexp(req, tsd),
             _ => query::query(req, tsd),
         },
         // OpenTSDB's AnnotationRpc serves both routes and sends any second segment ending in `bulk` to the bulk

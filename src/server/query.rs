@@ -78,6 +78,83 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
     reply
 }
 
+/// Runs a parsed query for an expression endpoint, tracked in `/api/stats/query` like `/api/query`; the
+/// answer is each sub-query's series, ready for the join.
+fn run_for_expressions(
+    req: &ApiRequest,
+    tsd: &Tsd,
+    q: &request::TsQuery,
+) -> Result<Vec<crate::query::expr::SubAnswer>, Reply> {
+    let running = tsd.queries.start(request::tsquery_json(q), req.remote, &req.headers);
+    let answered = exec::execute_cancellable(&tsd.store, q, tsd.config.query_limits, Some(req.cancelled.clone()))
+        .and_then(|(groups, _)| crate::query::expr::load(&tsd.store, q, groups).map_err(QueryError::from));
+    let connected = !req.cancelled.load(std::sync::atomic::Ordering::Relaxed);
+    match answered {
+        Ok(answers) => {
+            running.finish(StatusCode::OK, None, connected);
+            Ok(answers)
+        }
+        Err(e) => {
+            if e.status == exec::CANCELLED_STATUS {
+                tsd.metrics.queries_cancelled.inc();
+            }
+            let reply = error(&e);
+            running.finish(reply.status, Some(e.message.clone()), connected);
+            Err(reply)
+        }
+    }
+}
+
+/// `GET /api/query/gexp`: Graphite-style functions over `m=`-style metric queries (spec: query §6.2). The
+/// answer is `/api/query`'s array, holding only the expressions' results, in `exp=` order.
+///
+/// 2.4 only reads expressions from a GET query string; a POST fails there with a null pointer (500). rtsd
+/// answers other verbs with 405.
+pub fn gexp(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    if req.method != Method::GET {
+        return Reply::method_not_allowed(&req.method);
+    }
+    let q = match request::gexp::parse_gexp_get(&req.params, now_ms()) {
+        Ok(q) => q,
+        Err(e) => return error(&e),
+    };
+    let answers = match run_for_expressions(req, tsd, &q.ts_query) {
+        Ok(a) => a,
+        Err(reply) => return reply,
+    };
+    let metric = |i: usize| answers[q.metric_subs[i]].series.clone();
+    let mut groups = Vec::new();
+    for call in &q.expressions {
+        match crate::query::expr::eval_gexp(call, &metric) {
+            Ok(series) => groups.extend(series.iter().map(crate::query::expr::to_group_output)),
+            // Evaluation runs in 2.4's query callback, whose error handler makes any exception a 400.
+            Err(message) => return error(&QueryError::bad_request_with(message.clone(), message)),
+        }
+    }
+    let format = DpsFormat { ms_resolution: q.ts_query.ms_resolution, arrays: q.ts_query.arrays };
+    Reply::json(StatusCode::OK, render_with_summary(&groups, format, || None))
+}
+
+/// `/api/query/exp`: a JSON body of metrics, filters, arithmetic expressions over them and outputs (spec:
+/// query §6.3). As in 2.4, the body is read whatever the verb; a validation failure is a 500 with OpenTSDB's
+/// message, an evaluation failure (cycles, no intersection) a 400, unknown names and storage errors keep
+/// `/api/query`'s statuses.
+pub fn exp(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    let q = match request::exp::parse_exp(&req.body, now_ms()) {
+        Ok(q) => q,
+        Err(e) => return error(&e),
+    };
+    let answers = match run_for_expressions(req, tsd, &q.ts_query) {
+        Ok(a) => a,
+        Err(reply) => return reply,
+    };
+    match crate::query::expr::run_exp(&q, &answers) {
+        Ok(body) => Reply::json(StatusCode::OK, body),
+        // Evaluation runs in 2.4's query callback, whose error handler makes any exception a 400.
+        Err(message) => error(&QueryError::bad_request_with(message.clone(), message)),
+    }
+}
+
 /// `/api/query/last`: the newest point of each addressed series, from the series index (spec: query §6.1).
 /// Unlike 2.4, `backScan` 0 needs no meta table: the index knows each series' newest hour.
 pub fn last(req: &ApiRequest, tsd: &Tsd) -> Reply {

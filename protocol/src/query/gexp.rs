@@ -17,7 +17,8 @@
 //! an ordinary sub-query. The function name is checked against 2.4's registry as soon as it is read, so an unknown
 //! function is reported before a later syntax error, as in 2.4.
 
-use super::QueryError;
+use super::request::{param_all, parse_get, parse_m_sub};
+use super::{QueryError, TsQuery};
 
 /// The functions 2.4.1 registers (src/query/expression/ExpressionFactory.java); names are case-sensitive and
 /// several are aliases of one another.
@@ -73,6 +74,42 @@ pub fn parse_gexp(exp: &str, metric_queries: &mut Vec<String>) -> Result<GexpCal
     let call = parser.expression()?;
     // 2.4's EXPRESSION() production returns once its closing parenthesis is read and ignores what follows.
     Ok(call)
+}
+
+/// A validated `GET /api/query/gexp` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GexpQuery {
+    /// The sub-queries to run: `tsuid=`, then `m=`, then every `exp=`'s metric queries, duplicates dropped, as
+    /// 2.4's `parseQuery` builds them.
+    pub ts_query: TsQuery,
+    /// One parsed call per `exp=`, in order.
+    pub expressions: Vec<GexpCall>,
+    /// For each metric query of the `exp=` values ([`GexpArg::Metric`] indexes this), the index of the
+    /// sub-query of [`GexpQuery::ts_query`] that answers it.
+    ///
+    /// 2.4 looks the answer up by the metric query's position in its own list, which is wrong as soon as `m=`
+    /// parameters come first or a metric query repeats (it then evaluates another series or fails); rtsd maps
+    /// each one to its own sub-query.
+    pub metric_subs: Vec<usize>,
+}
+
+/// Parses `GET /api/query/gexp` (spec: query §6.2): `/api/query`'s parameters plus one or more `exp=`.
+pub fn parse_gexp_get(params: &[(String, String)], now_ms: i64) -> Result<GexpQuery, QueryError> {
+    let mut metric_queries = Vec::new();
+    let mut expressions = Vec::new();
+    for exp in param_all(params, "exp") {
+        expressions.push(parse_gexp(exp, &mut metric_queries)?);
+    }
+    let mut all: Vec<(String, String)> = params.iter().filter(|(k, _)| k != "exp").cloned().collect();
+    all.extend(metric_queries.iter().map(|m| ("m".to_string(), m.clone())));
+    let ts_query = parse_get(&all, now_ms)?;
+    let mut metric_subs = Vec::with_capacity(metric_queries.len());
+    for m in &metric_queries {
+        let sub = parse_m_sub(m)?;
+        let index = ts_query.queries.iter().position(|q| q.same_query(&sub)).expect("every metric query was run");
+        metric_subs.push(index);
+    }
+    Ok(GexpQuery { ts_query, expressions, metric_subs })
 }
 
 fn failed(exp: &str) -> QueryError {
@@ -313,6 +350,44 @@ mod tests {
             assert_eq!((err.status, err.message.clone()), (500, format!("Failed to parse {exp}")), "{exp:?}");
             assert_eq!(err.details, None);
         }
+    }
+
+    fn p(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    // spec: query §6.2 — m= first, then the exp= metric queries, duplicates dropped, each metric query mapped to
+    // the sub-query that answers it.
+    #[test]
+    fn get_request_maps_metric_queries_to_sub_queries() {
+        let q = parse_gexp_get(
+            &p(&[
+                ("start", "1h-ago"),
+                ("m", "sum:b"),
+                ("exp", "sumSeries(sum:a,sum:b)"),
+                ("exp", "scale(sum:a{host=*},2)"),
+            ]),
+            1_000_000_000_000,
+        )
+        .unwrap();
+        let metrics: Vec<_> = q.ts_query.queries.iter().map(|s| s.metric.clone().unwrap()).collect();
+        assert_eq!(metrics, vec!["b", "a", "a"]);
+        assert_eq!(q.metric_subs, vec![1, 0, 2]);
+        assert_eq!(q.expressions.len(), 2);
+        assert_eq!(q.ts_query.start_ms, 1_000_000_000_000 - 3_600_000);
+    }
+
+    // spec: query §6.2, §1.4 — the usual /api/query errors, and no sub-query at all.
+    #[test]
+    fn get_request_errors() {
+        let e = parse_gexp_get(&p(&[("exp", "scale(sum:a,2)")]), 0).unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), (400, "Missing parameter <code>start</code>"));
+        let e = parse_gexp_get(&p(&[("start", "1h-ago")]), 1_000_000_000_000).unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), (400, "Missing sub queries"));
+        let e = parse_gexp_get(&p(&[("start", "1h-ago"), ("exp", "nope(sum:a)")]), 0).unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), (500, "Function nope has not been implemented"));
+        let e = parse_gexp_get(&p(&[("start", "1h-ago"), ("exp", "scale(nope:a,2)")]), 1_000_000_000_000).unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), (400, "No such aggregation function: nope"));
     }
 
     // spec: query §6.2 — 2.4 stops at the call's closing parenthesis.

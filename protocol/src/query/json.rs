@@ -398,7 +398,7 @@ pub(crate) fn as_f32(v: &JVal) -> Result<f32, String> {
 }
 
 /// The double value of a number token (including `NaN` and the infinities).
-fn float_value(n: &str) -> f64 {
+pub(crate) fn float_value(n: &str) -> f64 {
     match n {
         "NaN" => f64::NAN,
         "Infinity" | "+Infinity" => f64::INFINITY,

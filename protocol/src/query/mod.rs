@@ -26,6 +26,7 @@
 //! ```
 
 mod downsample;
+pub mod exp;
 mod filter;
 pub mod gexp;
 mod javautil;

@@ -451,7 +451,7 @@ pub struct TsQuery {
 impl TsQuery {
     /// OpenTSDB's `TSQuery.validateAndSetQuery` (spec: query §1.3, §1.4): times, sub-queries, time zone and
     /// calendar flags, indexes. Errors are 400 with the query dump as `details`.
-    fn validate(&mut self, now_ms: i64) -> Result<(), QueryError> {
+    pub(crate) fn validate(&mut self, now_ms: i64) -> Result<(), QueryError> {
         self.validate_msg(now_ms).map_err(|m| QueryError::bad_request_with(m, self.java_string()))
     }
 
@@ -626,7 +626,7 @@ fn apply_common_part(sub: &mut SubQuery, part: &str, lower: &str) -> Result<bool
 }
 
 /// `m=<agg>:[opts:]<metric>[{groupby filters}][{filters}]` (spec: query §1.1).
-fn parse_m_sub(value: &str) -> Result<SubQuery, QueryError> {
+pub(crate) fn parse_m_sub(value: &str) -> Result<SubQuery, QueryError> {
     if value.is_empty() {
         return Err(QueryError::bad_request("The query string was empty"));
     }
@@ -992,7 +992,7 @@ pub(crate) fn rate_options_from_json(v: &JVal) -> Result<Option<RateOptions>, St
 }
 
 /// A filter object `{"type":..,"tagk":..,"filter":..,"groupBy":..}` (`group_by` also accepted).
-fn filter_from_json(v: &JVal) -> Result<Filter, String> {
+pub(crate) fn filter_from_json(v: &JVal) -> Result<Filter, String> {
     let JVal::Obj(pairs) = v else {
         return Err("Cannot deserialize a filter from a value that is not an object".into());
     };
