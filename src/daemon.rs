@@ -106,7 +106,9 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
             _ = tsd.shutdown.cancelled() => true,
         };
         let worker = tsd.clone();
-        match tokio::task::spawn_blocking(move || worker.store.fold_rollups(None)).await {
+        // Periodic folds take what the series table's flushes wrote; the last one settles (see fold_flushed).
+        let fold = move || if stopping { worker.store.fold_rollups(None) } else { worker.store.fold_flushed(None) };
+        match tokio::task::spawn_blocking(fold).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "folding raw rows into rollups failed; will retry"),
             Err(e) => tracing::error!(error = %e, "rollup task failed"),
@@ -117,16 +119,29 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
     }
 }
 
-/// Writes the in-memory series table's points into their rows every two seconds (see `store::pending`), so
-/// rows hold many points per merge operand and `rtsd scan` beside the daemon lags by at most that. Shutdown
-/// flushes what is left (`Store::flush`).
+/// Writes the in-memory series table's points into their rows (see `store::pending`) once it holds
+/// [`FLUSH_POINTS`] points or its oldest points waited [`FLUSH_INTERVAL_MS`]. A flush costs a merge operand, a
+/// rollup mark and an index probe per row it writes, whatever that row's point count: flushing by points and not
+/// by the clock keeps that cost per point the same at any ingest rate (at 2 s, a slow machine paid it for every
+/// few points). Reads settle the table first, so queries never wait for this; shutdown flushes what is left
+/// (`Store::flush`).
 async fn flush_series_table(tsd: Arc<Tsd>) {
-    let every = std::time::Duration::from_millis(FLUSH_INTERVAL_MS);
+    let poll = std::time::Duration::from_millis(FLUSH_POLL_MS);
+    let mut last = std::time::Instant::now();
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(poll) => {}
             _ = tsd.shutdown.cancelled() => return,
         }
+        let points = tsd.store.pending_points();
+        if points == 0 {
+            last = std::time::Instant::now();
+            continue;
+        }
+        if points < FLUSH_POINTS && last.elapsed().as_millis() < u128::from(FLUSH_INTERVAL_MS) {
+            continue;
+        }
+        last = std::time::Instant::now();
         let worker = tsd.clone();
         match tokio::task::spawn_blocking(move || worker.store.flush_pending()).await {
             Ok(Ok(_)) => {}
@@ -153,9 +168,14 @@ async fn write_counters(tsd: Arc<Tsd>) {
     }
 }
 
-/// How often the series table is written into rows: longer gathers more points per row fragment (fewer, larger
-/// merge operands), shorter keeps less in memory.
-const FLUSH_INTERVAL_MS: u64 = 2000;
+/// The longest the series table keeps points before writing them into rows (at low ingest rates); longer
+/// gathers more points per row fragment, shorter keeps the series log (replayed after a crash) smaller.
+const FLUSH_INTERVAL_MS: u64 = 10_000;
+/// The series table's size that starts a flush: each row then gets some tens of points per merge operand under
+/// load, and the table stays far below the writers' own bound (`store::MAX_PENDING_POINTS`).
+const FLUSH_POINTS: u64 = 1_500_000;
+/// How often the flush task looks at the table's size.
+const FLUSH_POLL_MS: u64 = 100;
 
 /// Runs until SIGINT, SIGTERM or `diediedie`.
 pub async fn run(config: Config) -> Result<(), StartError> {

@@ -253,46 +253,27 @@ pub struct Marks {
     /// `u16 length ‖ row key ‖ i64 points ‖ i64 first ms ‖ i64 last ms`, flat so that marking costs no
     /// allocation per row.
     buf: Vec<u8>,
-    /// The row the last points went to, so a run of points of one row makes one entry.
-    row: Vec<u8>,
-    change: Option<Change>,
 }
 
 impl Marks {
-    pub(super) fn add(&mut self, row: &[u8], timestamp_ms: i64) {
-        let one = Change { points: 1, first_ms: timestamp_ms, last_ms: timestamp_ms, generation: 0 };
-        match &mut self.change {
-            Some(c) if self.row.as_slice() == row => c.merge(one),
-            _ => {
-                self.close_run();
-                self.row.extend_from_slice(row);
-                self.change = Some(one);
-            }
+    /// `points` points of one row whose timestamps span `[first_ms, last_ms]` (a series-table flush marks each row
+    /// once, not per point).
+    pub(super) fn add_span(&mut self, row: &[u8], points: i64, first_ms: i64, last_ms: i64) {
+        self.buf.extend_from_slice(&(row.len() as u16).to_be_bytes());
+        self.buf.extend_from_slice(row);
+        for v in [points, first_ms, last_ms] {
+            self.buf.extend_from_slice(&v.to_le_bytes());
         }
     }
 
     /// A row written without per-point detail: its whole hour is recomputed.
     pub(super) fn add_row(&mut self, row: &[u8], points: i64) {
-        self.close_run();
-        self.row.extend_from_slice(row);
-        self.change = Some(Change::whole_row(points));
-        self.close_run();
-    }
-
-    fn close_run(&mut self) {
-        if let Some(c) = self.change.take() {
-            self.buf.extend_from_slice(&(self.row.len() as u16).to_be_bytes());
-            self.buf.extend_from_slice(&self.row);
-            for v in [c.points, c.first_ms, c.last_ms] {
-                self.buf.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-        self.row.clear();
+        let whole = Change::whole_row(points);
+        self.add_span(row, whole.points, whole.first_ms, whole.last_ms);
     }
 
     /// The entries: (row, change).
     fn drain(&mut self) -> Vec<(Vec<u8>, Change)> {
-        self.close_run();
         let buf = std::mem::take(&mut self.buf);
         let mut out = Vec::new();
         let mut rest = buf.as_slice();
@@ -599,6 +580,16 @@ impl Store {
         }
         // Raw points still in the series table have no marks yet: write them (with their marks) first.
         self.settle()?;
+        self.fold_flushed(metric)
+    }
+
+    /// [`Store::fold_rollups`] of the rows written so far, leaving the points still in the series table to the
+    /// fold after their flush: what the daemon's periodic fold does, so that it never forces a flush (each flush
+    /// costs a merge per row, so fewer and larger flushes make ingest cheaper); a query's fold settles first.
+    pub fn fold_flushed(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
+        if !self.rollups.auto() || self.rollups.read_only {
+            return Ok(0);
+        }
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
         let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -654,11 +645,15 @@ impl Store {
             iter.status()?;
         }
         let rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
+        // The fold reads each changed row once: keeping those blocks would fill the block cache with what ingest
+        // wrote (RSS) and push out what queries read.
+        let mut no_fill = rocksdb::ReadOptions::default();
+        no_fill.fill_cache(false);
         for chunk in rows.chunks(256) {
             let mut batch = WriteBatch::default();
             let mut buckets_written = 0u64;
             let mut late = 0u64;
-            let raws = self.db.multi_get_cf(chunk.iter().map(|(k, _)| (data_cf, k)));
+            let raws = self.db.multi_get_cf_opt(chunk.iter().map(|(k, _)| (data_cf, k)), &no_fill);
             for ((key, change), raw) in chunk.iter().zip(raws) {
                 let raw = raw?.unwrap_or_default();
                 let hour = codec::row_base_time(key, sw, mw);
@@ -669,7 +664,7 @@ impl Store {
                         continue;
                     }
                 };
-                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change)?;
+                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, &no_fill)?;
                 buckets_written += written;
                 if was_rolled {
                     late += change.points.max(0) as u64;
@@ -711,6 +706,7 @@ impl Store {
         hour: u32,
         points: &[codec::RowPoint],
         change: &Change,
+        read: &rocksdb::ReadOptions,
     ) -> Result<(u64, bool), StoreError> {
         let at = self.layout.salt.width + self.layout.uid_widths[0];
         let mut written = 0u64;
@@ -728,7 +724,7 @@ impl Store {
             // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
             let mut counted: HashMap<i64, i64> = HashMap::new();
             if n == 0 || expired {
-                if let Some(row) = self.db.get_cf(cf, &key)? {
+                if let Some(row) = self.db.get_cf_opt(cf, &key, read)? {
                     let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
                     for c in codec::columns(&row).filter_map(Result::ok) {
                         let q = c.qualifier;
@@ -1207,6 +1203,49 @@ mod tests {
         assert_eq!(family_rows(&store, "tsdb-rollup-1h:t")[0].1, vec![(vec![0x00, 0x00, 0x50], vec![43])]);
         // Nothing was written to the raw table.
         assert!(family_rows(&store, CF_DATA).is_empty());
+    }
+
+    // The daemon's periodic fold (`fold_flushed`) takes only what the series table's flushes wrote, so it never
+    // forces a flush; points still in the table are folded after their flush, and `fold_rollups` (a query's)
+    // settles first.
+    #[test]
+    fn a_fold_of_flushed_rows_leaves_the_series_table_to_its_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let write = |points: &[(i64, i64)]| {
+            let mut batch = store.new_batch();
+            for &(ts, v) in points {
+                store.add_point(&mut batch, &point("m", ts, Value::Int(v), &[("host", "a")])).unwrap();
+            }
+            store.commit(&mut batch, false).unwrap();
+        };
+        write(&[(1356998400, 1), (1356998460, 2)]);
+        assert_eq!(store.fold_flushed(None).unwrap(), 0);
+        assert_eq!(store.pending_points(), 2);
+        assert_eq!(store.flush_pending().unwrap(), 2);
+        assert_eq!(store.fold_flushed(None).unwrap(), 1);
+        assert_eq!(store.fold_flushed(None).unwrap(), 0);
+        write(&[(1356998470, 3)]);
+        assert_eq!(store.fold_rollups(None).unwrap(), 1);
+        assert_eq!(store.pending_points(), 0);
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let config = store.rollup_settings().config.clone().unwrap();
+        let iv = config.interval("1m").unwrap();
+        let got = store
+            .read_rollup(
+                &RollupInterval::family(&iv.table),
+                iv,
+                &[0, 1],
+                metric.as_bytes(),
+                0,
+                i64::MAX / 2,
+                &mut Default::default(),
+                |_| Ok(true),
+            )
+            .unwrap();
+        let (sum, count) = (&got[0].values[0], &got[0].values[1]);
+        assert_eq!(sum, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(5))]);
+        assert_eq!(count, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(2))]);
     }
 
     // `fsck --fix` and `scan --delete` rewrite or delete raw rows: the rollups follow what is left.
