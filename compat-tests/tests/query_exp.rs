@@ -61,7 +61,7 @@ const ECHO_FILTERS: &str =
 fn echo_metric(metric: &str, id: &str, filter: &str) -> String {
     let filter = if filter.is_empty() { "null".to_string() } else { format!("\"{filter}\"") };
     format!(
-        r#"{{"metric":"{metric}","id":"{id}","filter":{filter},"timeOffset":null,"aggregator":null,"fillPolicy":null}}"#
+        r#"{{"metric":"{metric}","id":"{id}","filter":{filter},"aggregator":null,"timeOffset":null,"fillPolicy":null}}"#
     )
 }
 
@@ -444,7 +444,7 @@ fn validation_errors() {
         (
             format!(r#"{{{t},{m},"expressions":[{{"id":"e","expr":"a >"}}]}}"#),
             "Invalid expression at index 0",
-            Some("Failed to parse expression [a >]: unexpected '>' at position 2"),
+            Some("Failed to parse expression [a >]: unexpected end of expression"),
         ),
         (format!(r#"{{{t},"metrics":[{{"metric":"A","id":"a","filter":"nope"}}]}}"#), "No filter defined: nope", None),
     ];
@@ -502,6 +502,20 @@ fn union_join() {
         v["outputs"][0]["meta"][3],
         serde_json::json!({"index":3,"metrics":["A","B"],"commonTags":{},"aggregatedTags":[]})
     );
+}
+
+// spec: query §6.3 — TestExpressionIterator.aLessThanb: comparisons give 1.0 or 0.0; ids may have capitals
+// (2.4 looks variables up lower-cased and fails on them).
+#[test]
+fn comparisons_and_capitalised_ids() {
+    let d = one_extra_same_e();
+    let metrics = r#"[{"metric":"A","id":"A1","filter":"f1"},{"metric":"B","id":"b","filter":"f1"}]"#;
+    let exprs = r#"[{"id":"lt","expr":"A1 < b","join":{"operator":"intersection"}},
+        {"id":"Big","expr":"(A1 * 10 > b) && b != 12","join":{"operator":"intersection"}}]"#;
+    let v = exp_json(&d, &body(TIME, metrics, exprs, None));
+    let t1 = FIRST + 60_000;
+    assert_eq!(rows(&v["outputs"][0]["dps"]), format!("[[{FIRST},1.0,1.0],[{t1},1.0,1.0],[{LAST},1.0,1.0]]"));
+    assert_eq!(rows(&v["outputs"][1]["dps"]), format!("[[{FIRST},0.0,1.0],[{t1},0.0,1.0],[{LAST},1.0,1.0]]"));
 }
 
 // ------------------------------------------------------------------------------------------------------------

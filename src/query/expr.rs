@@ -248,10 +248,22 @@ impl Num {
     }
 }
 
-/// Evaluates `expr` with each variable's value from `var` (the index of the variable in `names`). Division and
-/// remainder by zero give 0, as 2.4's lenient JEXL engine does; integer literals combine as Java longs.
+/// Evaluates `expr` with the value of variable `names[i]` in `values[i]`, with JEXL 2's lenient arithmetic as 2.4
+/// runs it: division and remainder by zero give 0, integer literals combine as Java longs, comparisons and logic
+/// give 1 or 0 (a value is true when it is neither 0 nor NaN).
 pub fn eval(expr: &Expr, names: &[String], values: &[f64]) -> f64 {
     eval_num(expr, names, values).f()
+}
+
+fn truth(n: Num) -> bool {
+    match n {
+        Num::Int(i) => i != 0,
+        Num::Double(d) => d != 0.0 && !d.is_nan(),
+    }
+}
+
+fn flag(b: bool) -> Num {
+    Num::Int(i64::from(b))
 }
 
 fn eval_num(expr: &Expr, names: &[String], values: &[f64]) -> Num {
@@ -263,31 +275,40 @@ fn eval_num(expr: &Expr, names: &[String], values: &[f64]) -> Num {
             Num::Int(i) => Num::Int(i.wrapping_neg()),
             Num::Double(d) => Num::Double(-d),
         },
+        Expr::Not(e) => flag(!truth(eval_num(e, names, values))),
+        Expr::Bin(Op::And, l, r) => flag(truth(eval_num(l, names, values)) && truth(eval_num(r, names, values))),
+        Expr::Bin(Op::Or, l, r) => flag(truth(eval_num(l, names, values)) || truth(eval_num(r, names, values))),
         Expr::Bin(op, l, r) => {
             let (l, r) = (eval_num(l, names, values), eval_num(r, names, values));
-            match (l, r) {
-                (Num::Int(a), Num::Int(b)) => match op {
-                    Op::Add => a.checked_add(b).map_or(Num::Double(a as f64 + b as f64), Num::Int),
-                    Op::Sub => a.checked_sub(b).map_or(Num::Double(a as f64 - b as f64), Num::Int),
-                    Op::Mul => a.checked_mul(b).map_or(Num::Double(a as f64 * b as f64), Num::Int),
-                    Op::Div if b == 0 => Num::Double(0.0),
-                    Op::Div => Num::Int(a.wrapping_div(b)),
-                    Op::Mod if b == 0 => Num::Double(0.0),
-                    Op::Mod => Num::Int(a.wrapping_rem(b)),
-                },
-                _ => {
-                    let (a, b) = (l.f(), r.f());
-                    Num::Double(match op {
-                        Op::Add => a + b,
-                        Op::Sub => a - b,
-                        Op::Mul => a * b,
-                        Op::Div if b == 0.0 => 0.0,
-                        Op::Div => a / b,
-                        Op::Mod if b == 0.0 => 0.0,
-                        // Java's `%` on doubles is the truncated remainder, as Rust's.
-                        Op::Mod => a % b,
-                    })
+            if let (Num::Int(a), Num::Int(b)) = (l, r) {
+                match op {
+                    Op::Add => return a.checked_add(b).map_or(Num::Double(a as f64 + b as f64), Num::Int),
+                    Op::Sub => return a.checked_sub(b).map_or(Num::Double(a as f64 - b as f64), Num::Int),
+                    Op::Mul => return a.checked_mul(b).map_or(Num::Double(a as f64 * b as f64), Num::Int),
+                    Op::Div if b == 0 => return Num::Double(0.0),
+                    Op::Div => return Num::Int(a.wrapping_div(b)),
+                    Op::Mod if b == 0 => return Num::Double(0.0),
+                    Op::Mod => return Num::Int(a.wrapping_rem(b)),
+                    _ => {}
                 }
+            }
+            let (a, b) = (l.f(), r.f());
+            match op {
+                Op::Add => Num::Double(a + b),
+                Op::Sub => Num::Double(a - b),
+                Op::Mul => Num::Double(a * b),
+                Op::Div if b == 0.0 => Num::Double(0.0),
+                Op::Div => Num::Double(a / b),
+                Op::Mod if b == 0.0 => Num::Double(0.0),
+                // Java's `%` on doubles is the truncated remainder, as Rust's.
+                Op::Mod => Num::Double(a % b),
+                Op::Eq => flag(a == b),
+                Op::Ne => flag(a != b),
+                Op::Lt => flag(a < b),
+                Op::Gt => flag(a > b),
+                Op::Le => flag(a <= b),
+                Op::Ge => flag(a >= b),
+                Op::And | Op::Or => unreachable!("handled above"),
             }
         }
     }
@@ -948,6 +969,19 @@ mod tests {
         assert!(ev("a + b", f64::NAN, 1.0).is_nan());
         assert!(ev("a / b", 1.0, f64::NAN).is_nan());
         assert_eq!(ev("a / b", f64::NAN, 0.0), 0.0);
+        // 2.4's TestExpressionIterator.aGreaterThanb / aLessThanb: comparisons give 1 or 0.
+        assert_eq!(ev("a > b", 1.0, 11.0), 0.0);
+        assert_eq!(ev("a < b", 1.0, 11.0), 1.0);
+        assert_eq!(ev("a >= b", 2.0, 2.0), 1.0);
+        assert_eq!(ev("a <= b", 3.0, 2.0), 0.0);
+        assert_eq!(ev("a == b", 2.0, 2.0), 1.0);
+        assert_eq!(ev("a != b", 2.0, 2.0), 0.0);
+        assert_eq!(ev("a == b", f64::NAN, f64::NAN), 0.0);
+        assert_eq!(ev("(a > b) * 10 + 1", 3.0, 2.0), 11.0);
+        assert_eq!(ev("a && b", 1.0, 0.0), 0.0);
+        assert_eq!(ev("a || b", 1.0, 0.0), 1.0);
+        assert_eq!(ev("!a", f64::NAN, 0.0), 1.0);
+        assert_eq!(ev("not a or b", 5.0, 0.0), 0.0);
     }
 
     // spec: query §6.3 — TestQueryExecutor's threeSameEGaps fixture: sets by tag, a missing point reads the
@@ -1047,6 +1081,32 @@ mod tests {
         ];
         let spec = JoinSpec { use_query_tags: true, include_agg_tags: false, ..UNION };
         assert_eq!(join("e", &o, &spec).unwrap().len(), 1);
+    }
+
+    // spec: query §6.3 — the join key, case by case as 2.4's TestUnionIterator.flattenTags* check it: tags in
+    // key order, aggregated keys appended on request, only the query's keys with useQueryTags, and a series
+    // without tags keyed empty whatever its aggregated tags.
+    #[test]
+    fn join_key_cases() {
+        let s = Series {
+            tags: vec![tag(1, 1, "host", "web01"), tag(2, 2, "dc", "lga")],
+            aggregate_tags: vec![(vec![3], "rack".into())],
+            ..Series::default()
+        };
+        let q = vec![vec![1u8]];
+        let key = |s: &Series, use_query_tags, include_agg_tags, tagks: Option<&[Vec<u8>]>| {
+            join_key(s, &JoinSpec { operator: SetOperator::Union, use_query_tags, include_agg_tags }, tagks)
+        };
+        assert_eq!(key(&s, false, false, Some(&q)), vec![1, 1, 2, 2]);
+        assert_eq!(key(&s, false, true, Some(&q)), vec![1, 1, 2, 2, 3]);
+        assert_eq!(key(&s, true, false, Some(&q)), vec![1, 1]);
+        assert_eq!(key(&s, true, true, Some(&q)), vec![1, 1, 3]);
+        assert_eq!(key(&s, true, false, Some(&[])), Vec::<u8>::new());
+        assert_eq!(key(&s, true, true, None), vec![3]);
+        let untagged = Series { tags: vec![], ..s.clone() };
+        assert_eq!(key(&untagged, false, true, Some(&q)), Vec::<u8>::new());
+        let no_agg = Series { aggregate_tags: vec![], ..s };
+        assert_eq!(key(&no_agg, false, true, Some(&q)), vec![1, 1, 2, 2]);
     }
 
     fn call(text: &str, groups: Vec<Vec<Series>>) -> Result<Vec<Series>, String> {

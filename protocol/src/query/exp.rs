@@ -136,8 +136,9 @@ pub struct OutputSpec {
 }
 
 impl ExpBody {
-    /// The response's `query` echo: the bound body with every property (absent ones `null`) in the order of
-    /// 2.4's POJO fields, the default join filled in as 2.4's validation does.
+    /// The response's `query` echo: the bound body with every property (absent ones `null`) in the order
+    /// Jackson gives 2.4's POJOs (properties backed by a same-named field in field order, then getter-only ones),
+    /// the default join filled in as 2.4's validation does.
     pub fn to_json(&self) -> String {
         let mut o = String::from("{\"name\":");
         o.push_str(&opt_str(self.name.as_deref()));
@@ -175,13 +176,15 @@ impl ExpBody {
         });
         o.push_str(",\"metrics\":");
         push_list(&mut o, self.metrics.as_deref(), |m| {
+            // Jackson writes the properties backed by a same-named field first (field order), then the getter-only
+            // ones (`time_offset` and `fill_policy` are fields of other names).
             format!(
-                "{{\"metric\":{},\"id\":{},\"filter\":{},\"timeOffset\":{},\"aggregator\":{},\"fillPolicy\":{}}}",
+                "{{\"metric\":{},\"id\":{},\"filter\":{},\"aggregator\":{},\"timeOffset\":{},\"fillPolicy\":{}}}",
                 opt_str(m.metric.as_deref()),
                 opt_str(m.id.as_deref()),
                 opt_str(m.filter.as_deref()),
-                opt_str(m.time_offset.as_deref()),
                 opt_str(m.aggregator.as_deref()),
+                opt_str(m.time_offset.as_deref()),
                 fill_json(m.fill_policy)
             )
         });
@@ -635,7 +638,7 @@ fn output_from_json(v: &JVal) -> Result<OutputSpec, String> {
 // ---------------------------------------------------------------------------------------------------------------
 // The expression language.
 
-/// A parsed `expr`: the arithmetic subset of JEXL 2 that time-series expressions use.
+/// A parsed `expr`: the part of JEXL 2 that time-series expressions use.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     /// A number literal; `int` when written without a fraction or exponent (JEXL keeps those integers, so
@@ -648,12 +651,23 @@ pub enum Expr {
     Var(String),
     /// Unary minus.
     Neg(Box<Expr>),
+    /// Logical not (`!`, `not`).
+    Not(Box<Expr>),
     Bin(Op, Box<Expr>, Box<Expr>),
 }
 
-/// A binary operator; `*`, `/`, `%` bind tighter than `+`, `-`; all associate to the left.
+/// A binary operator, loosest first: `||`; `&&`; `==` `!=`; `<` `>` `<=` `>=`; `+` `-`; `*` `/` `%`. All
+/// associate to the left. Comparisons and logic give 1 or 0 (2.4 turns JEXL's booleans into 1 and 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Le,
+    Ge,
     Add,
     Sub,
     Mul,
@@ -677,7 +691,7 @@ impl Expr {
                     out.push(v.clone());
                 }
             }
-            Expr::Neg(e) => e.collect(out),
+            Expr::Neg(e) | Expr::Not(e) => e.collect(out),
             Expr::Bin(_, l, r) => {
                 l.collect(out);
                 r.collect(out);
@@ -686,14 +700,15 @@ impl Expr {
     }
 }
 
-/// Parses an `expr`: numbers, identifiers, `+ - * / %` (and JEXL's word forms `div`, `mod`), unary minus and
-/// parentheses. Anything else of JEXL (comparisons, functions, strings, ...) is refused with a message naming
+/// Parses an `expr`: numbers, identifiers, arithmetic (`+ - * / %`, `div`, `mod`), comparisons (`== != < > <=
+/// >=` and JEXL's `eq ne lt gt le ge`), logic (`&& || !`, `and or not`), unary minus and parentheses. The rest
+/// of JEXL (strings, functions, assignments, ternaries, bitwise operators, ...) is refused with a message naming
 /// the position, where 2.4 hands it to JEXL.
 pub fn parse_expression(text: &str) -> Result<Expr, String> {
     let fail = |m: String| format!("Failed to parse expression [{text}]: {m}");
     let tokens = lex(text).map_err(fail)?;
     let mut p = ExprParser { tokens: &tokens, pos: 0 };
-    let e = p.sum().map_err(fail)?;
+    let e = p.binary(0).map_err(fail)?;
     if let Some((at, _)) = p.tokens.get(p.pos) {
         return Err(fail(format!("unexpected input at position {at}")));
     }
@@ -708,10 +723,13 @@ pub fn parse_expression(text: &str) -> Result<Expr, String> {
 enum Tok {
     Num(f64, bool),
     Ident(String),
-    Op(char),
+    Op(&'static str),
     Open,
     Close,
 }
+
+/// Operators by spelling, longest first so `<=` is not read as `<`.
+const OPERATORS: &[&str] = &["&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "+", "-", "*", "/", "%"];
 
 fn lex(text: &str) -> Result<Vec<(usize, Tok)>, String> {
     let chars: Vec<char> = text.chars().collect();
@@ -751,14 +769,22 @@ fn lex(text: &str) -> Result<Vec<(usize, Tok)>, String> {
                 s.push(chars[i]);
                 i += 1;
             }
-            match s.as_str() {
-                "div" => out.push((at, Tok::Op('/'))),
-                "mod" => out.push((at, Tok::Op('%'))),
-                _ => out.push((at, Tok::Ident(s))),
-            }
-        } else if matches!(c, '+' | '-' | '*' | '/' | '%') {
-            out.push((at, Tok::Op(c)));
-            i += 1;
+            // JEXL's operator words.
+            let op = match s.as_str() {
+                "div" => Some("/"),
+                "mod" => Some("%"),
+                "eq" => Some("=="),
+                "ne" => Some("!="),
+                "lt" => Some("<"),
+                "gt" => Some(">"),
+                "le" => Some("<="),
+                "ge" => Some(">="),
+                "and" => Some("&&"),
+                "or" => Some("||"),
+                "not" => Some("!"),
+                _ => None,
+            };
+            out.push((at, op.map_or(Tok::Ident(s), Tok::Op)));
         } else if c == '(' {
             out.push((at, Tok::Open));
             i += 1;
@@ -766,11 +792,26 @@ fn lex(text: &str) -> Result<Vec<(usize, Tok)>, String> {
             out.push((at, Tok::Close));
             i += 1;
         } else {
-            return Err(format!("unexpected '{c}' at position {at}"));
+            let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
+            let Some(op) = OPERATORS.iter().find(|o| rest.starts_with(**o)) else {
+                return Err(format!("unexpected '{c}' at position {at}"));
+            };
+            out.push((at, Tok::Op(op)));
+            i += op.chars().count();
         }
     }
     Ok(out)
 }
+
+/// The binary operators of each precedence level, loosest first.
+const LEVELS: &[&[(&str, Op)]] = &[
+    &[("||", Op::Or)],
+    &[("&&", Op::And)],
+    &[("==", Op::Eq), ("!=", Op::Ne)],
+    &[("<", Op::Lt), (">", Op::Gt), ("<=", Op::Le), (">=", Op::Ge)],
+    &[("+", Op::Add), ("-", Op::Sub)],
+    &[("*", Op::Mul), ("/", Op::Div), ("%", Op::Mod)],
+];
 
 struct ExprParser<'a> {
     tokens: &'a [(usize, Tok)],
@@ -778,49 +819,41 @@ struct ExprParser<'a> {
 }
 
 impl ExprParser<'_> {
-    fn peek_op(&self) -> Option<char> {
+    fn peek_op(&self) -> Option<&'static str> {
         match self.tokens.get(self.pos) {
-            Some((_, Tok::Op(c))) => Some(*c),
+            Some((_, Tok::Op(o))) => Some(o),
             _ => None,
         }
     }
 
-    fn sum(&mut self) -> Result<Expr, String> {
-        let mut left = self.product()?;
-        while let Some(c @ ('+' | '-')) = self.peek_op() {
+    /// Operators of `LEVELS[level]` and tighter.
+    fn binary(&mut self, level: usize) -> Result<Expr, String> {
+        let Some(ops) = LEVELS.get(level) else { return self.unary() };
+        let mut left = self.binary(level + 1)?;
+        while let Some(op) = self.peek_op().and_then(|o| ops.iter().find(|(s, _)| *s == o)).map(|(_, op)| *op) {
             self.pos += 1;
-            let right = self.product()?;
-            let op = if c == '+' { Op::Add } else { Op::Sub };
-            left = Expr::Bin(op, Box::new(left), Box::new(right));
-        }
-        Ok(left)
-    }
-
-    fn product(&mut self) -> Result<Expr, String> {
-        let mut left = self.unary()?;
-        while let Some(c @ ('*' | '/' | '%')) = self.peek_op() {
-            self.pos += 1;
-            let right = self.unary()?;
-            let op = match c {
-                '*' => Op::Mul,
-                '/' => Op::Div,
-                _ => Op::Mod,
-            };
+            let right = self.binary(level + 1)?;
             left = Expr::Bin(op, Box::new(left), Box::new(right));
         }
         Ok(left)
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
-        if self.peek_op() == Some('-') {
-            self.pos += 1;
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        match self.peek_op() {
+            Some("-") => {
+                self.pos += 1;
+                Ok(Expr::Neg(Box::new(self.unary()?)))
+            }
+            Some("+") => {
+                self.pos += 1;
+                self.unary()
+            }
+            Some("!") => {
+                self.pos += 1;
+                Ok(Expr::Not(Box::new(self.unary()?)))
+            }
+            _ => self.primary(),
         }
-        if self.peek_op() == Some('+') {
-            self.pos += 1;
-            return self.unary();
-        }
-        self.primary()
     }
 
     fn primary(&mut self) -> Result<Expr, String> {
@@ -832,7 +865,7 @@ impl ExprParser<'_> {
             Tok::Num(value, int) => Ok(Expr::Num { value: *value, int: *int }),
             Tok::Ident(name) => Ok(Expr::Var(name.clone())),
             Tok::Open => {
-                let e = self.sum()?;
+                let e = self.binary(0)?;
                 match self.tokens.get(self.pos) {
                     Some((_, Tok::Close)) => {
                         self.pos += 1;
@@ -1056,6 +1089,23 @@ mod tests {
         assert_eq!(parse_expression("a div b").unwrap(), Expr::Bin(Op::Div, var("a"), var("b")));
         assert_eq!(parse_expression("a mod 1e3").unwrap(), Expr::Bin(Op::Mod, var("a"), num(1000.0, false)));
         assert_eq!(parse_expression("e2 + e2 * sum1").unwrap().variables(), vec!["e2", "sum1"]);
+        // Comparisons bind looser than arithmetic, logic looser still.
+        assert_eq!(
+            parse_expression("a + 1 > b || !c").unwrap(),
+            Expr::Bin(
+                Op::Or,
+                Box::new(Expr::Bin(Op::Gt, Box::new(Expr::Bin(Op::Add, var("a"), num(1.0, true))), var("b"))),
+                Box::new(Expr::Not(var("c")))
+            )
+        );
+        assert_eq!(
+            parse_expression("a le b and a != 2").unwrap(),
+            Expr::Bin(
+                Op::And,
+                Box::new(Expr::Bin(Op::Le, var("a"), var("b"))),
+                Box::new(Expr::Bin(Op::Ne, var("a"), num(2.0, true)))
+            )
+        );
     }
 
     #[test]
@@ -1064,7 +1114,9 @@ mod tests {
             ("a +", "Failed to parse expression [a +]: unexpected end of expression"),
             ("(a", "Failed to parse expression [(a]: expected ')' at the end"),
             ("a b", "Failed to parse expression [a b]: unexpected input at position 2"),
-            ("a > b", "Failed to parse expression [a > b]: unexpected '>' at position 2"),
+            ("a = b", "Failed to parse expression [a = b]: unexpected '=' at position 2"),
+            ("a & b", "Failed to parse expression [a & b]: unexpected '&' at position 2"),
+            ("a ? 1 : 2", "Failed to parse expression [a ? 1 : 2]: unexpected '?' at position 2"),
             ("f(a)", "Failed to parse expression [f(a)]: unexpected input at position 1"),
             ("1 + 2", "The expression didn't appear to have any variables"),
         ] {
