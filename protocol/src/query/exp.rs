@@ -700,10 +700,10 @@ impl Expr {
     }
 }
 
-/// Parses an `expr`: numbers, identifiers, arithmetic (`+ - * / %`, `div`, `mod`), comparisons (`== != < > <=
-/// >=` and JEXL's `eq ne lt gt le ge`), logic (`&& || !`, `and or not`), unary minus and parentheses. The rest
-/// of JEXL (strings, functions, assignments, ternaries, bitwise operators, ...) is refused with a message naming
-/// the position, where 2.4 hands it to JEXL.
+/// Parses an `expr`: numbers, identifiers, arithmetic (`+ - * / %`, `div`, `mod`), comparisons
+/// (`== != < > <= >=` and JEXL's `eq ne lt gt le ge`), logic (`&& || !`, `and or not`), unary minus and
+/// parentheses. The rest of JEXL (strings, functions, assignments, ternaries, bitwise operators, ...) is refused
+/// with a message naming the position, where 2.4 hands it to JEXL.
 pub fn parse_expression(text: &str) -> Result<Expr, String> {
     let fail = |m: String| format!("Failed to parse expression [{text}]: {m}");
     let tokens = lex(text).map_err(fail)?;
