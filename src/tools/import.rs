@@ -27,7 +27,7 @@ use crate::store::{AddError, SeriesKey, Store};
 
 /// Points per RocksDB write: rows collect many points each before they are written (see
 /// [`crate::store::admin::BulkBatch`]); the byte bound keeps memory in check for wide files.
-const BATCH_POINTS: u64 = 1_000_000;
+const BATCH_POINTS: u64 = 4_000_000;
 const BATCH_BYTES: usize = 64 << 20;
 /// Points per `/api/put` request when importing through a daemon.
 const HTTP_BATCH_POINTS: usize = 5_000;
@@ -408,14 +408,60 @@ struct Parsed {
     fatal: Option<String>,
 }
 
-/// What one parser thread remembers: its series by their words.
+/// What one parser thread remembers: its series by their words. A line names its series by a metric word and
+/// its tag words as written; both are numbered separately (few distinct of each, so those maps stay in cache),
+/// and each tag-words number keeps its series as a short list sorted by metric number. Lines sharing their tags
+/// come together in every file we know (a host's metrics in one round, or a whole series in an export sorted by
+/// series), so that list is in cache when the next line looks: one probe of a large map per line, which missed
+/// the cache on nearly every line, is what this replaces (`perf`: two thirds of the parsers' time).
 struct Parser<'a> {
     store: &'a Store,
     rules: &'a Rules,
     skip_errors: bool,
-    series: HashMap<Vec<u8>, u32, FastHash>,
+    metrics: Words2Id,
+    tags: Words2Id,
+    /// Per tag-words number: (metric number, the series' number in this parser), sorted by metric number.
+    series: Vec<Vec<(u32, u32)>>,
+    /// Series remembered (at most [`MAX_SERIES`]).
+    remembered: usize,
     numbered: u32,
-    key: Vec<u8>,
+}
+
+/// Numbers for the distinct words of one kind, with the last one looked up remembered.
+struct Words2Id {
+    ids: HashMap<Vec<u8>, u32, FastHash>,
+    last: Vec<u8>,
+    last_id: Option<u32>,
+}
+
+impl Words2Id {
+    fn new() -> Words2Id {
+        Words2Id { ids: HashMap::with_hasher(FastHash), last: Vec::new(), last_id: None }
+    }
+
+    fn get(&mut self, words: &[u8]) -> Option<u32> {
+        if self.last_id.is_some() && self.last.as_slice() == words {
+            return self.last_id;
+        }
+        let id = *self.ids.get(words)?;
+        self.last.clear();
+        self.last.extend_from_slice(words);
+        self.last_id = Some(id);
+        Some(id)
+    }
+
+    /// The words' number, numbering them if new; `None` once [`MAX_SERIES`] words are numbered.
+    fn get_or_insert(&mut self, words: &[u8]) -> Option<u32> {
+        if let Some(id) = self.get(words) {
+            return Some(id);
+        }
+        if self.ids.len() >= MAX_SERIES {
+            return None;
+        }
+        let id = self.ids.len() as u32;
+        self.ids.insert(words.to_vec(), id);
+        Some(id)
+    }
 }
 
 impl Parser<'_> {
@@ -452,8 +498,7 @@ impl Parser<'_> {
     fn parse_line(&mut self, text: &[u8], out: &mut Parsed) -> Result<(), String> {
         // A line of a known series: only its timestamp and value are parsed (no word splitting).
         if let Some((metric, timestamp, value, tags)) = split_head(text) {
-            series_key_of(metric, tags, &mut self.key);
-            if let Some(&i) = self.series.get(self.key.as_slice()) {
+            if let Some(i) = self.known(metric, tags) {
                 if let Some((timestamp, value)) =
                     telnet::parse_put_known_series(&[b"put", metric, timestamp, value, tags])
                 {
@@ -473,10 +518,7 @@ impl Parser<'_> {
                 out.new_series.push(series);
                 // A line that passed has at least four words, so it splits.
                 if let Some((metric, _, _, tags)) = split_head(text) {
-                    if self.series.len() < MAX_SERIES {
-                        series_key_of(metric, tags, &mut self.key);
-                        self.series.insert(self.key.clone(), i);
-                    }
+                    self.remember(metric, tags, i);
                 }
                 out.points.push((i, point.timestamp, point.value));
                 Ok(())
@@ -486,6 +528,31 @@ impl Parser<'_> {
                 out.fatal = Some(e.clone());
                 Err(format!("not written: {e}"))
             }
+        }
+    }
+
+    /// The number of the series a line's metric and tag words name, if this parser has seen them.
+    fn known(&mut self, metric: &[u8], tags: &[u8]) -> Option<u32> {
+        let t = self.tags.get(tags)?;
+        let m = self.metrics.get(metric)?;
+        let list = &self.series[t as usize];
+        list.binary_search_by_key(&m, |&(metric, _)| metric).ok().map(|i| list[i].1)
+    }
+
+    fn remember(&mut self, metric: &[u8], tags: &[u8], series: u32) {
+        if self.remembered >= MAX_SERIES {
+            return;
+        }
+        let (Some(m), Some(t)) = (self.metrics.get_or_insert(metric), self.tags.get_or_insert(tags)) else {
+            return;
+        };
+        if self.series.len() <= t as usize {
+            self.series.resize_with(t as usize + 1, Vec::new);
+        }
+        let list = &mut self.series[t as usize];
+        if let Err(i) = list.binary_search_by_key(&m, |&(metric, _)| metric) {
+            list.insert(i, (m, series));
+            self.remembered += 1;
         }
     }
 }
@@ -503,17 +570,7 @@ fn split_head(text: &[u8]) -> Option<Head<'_>> {
     Some((&text[..s1], &text[s1 + 1..s2], &text[s2 + 1..s3], &text[s3 + 1..]))
 }
 
-/// What names a series in a line: the metric word and the tag words exactly as written. A metric has no space,
-/// so `metric SP tags` is unambiguous; two lines with the same key have byte-for-byte the same metric and tag
-/// words, which is what lets [`telnet::parse_put_known_series`] skip their checks.
-fn series_key_of(metric: &[u8], tags: &[u8], key: &mut Vec<u8>) {
-    key.clear();
-    key.extend_from_slice(metric);
-    key.push(b' ');
-    key.extend_from_slice(tags);
-}
-
-/// A fast hash for the per-parser series map (keys come from the file being imported, not from a network peer).
+/// A fast hash for the per-parser maps (keys come from the file being imported, not from a network peer).
 #[derive(Clone, Copy, Default)]
 struct FastHash;
 
@@ -626,9 +683,11 @@ fn import_store(
                 store,
                 rules,
                 skip_errors: options.skip_errors,
-                series: HashMap::with_hasher(FastHash),
+                metrics: Words2Id::new(),
+                tags: Words2Id::new(),
+                series: Vec::new(),
+                remembered: 0,
                 numbered: 0,
-                key: Vec::new(),
             };
             scope.spawn(move || {
                 for block in block_rx {
@@ -815,5 +874,43 @@ mod tests {
             .collect();
         assert_eq!(cell.len(), 1, "{cell:?}");
         assert_eq!(cell[0].2, rtsd_protocol::codec::Value::Int(2));
+    }
+
+    #[test]
+    fn series_are_told_apart_by_metric_and_tags_and_found_again_in_any_tag_order() {
+        // The parser numbers metric words and tag words separately (Words2Id): metrics sharing tags, tags shared
+        // by metrics, the same series with its tags in another order, and a later line for the same cell.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("in.txt");
+        std::fs::write(
+            &file,
+            "a 1356998400 1 host=x dc=1\nb 1356998400 2 host=x dc=1\na 1356998401 3 dc=1 host=x\n\
+             b 1356998400 4 host=x dc=1\na 1356998402 5 host=y dc=1\nb 1356998403 6 host=y dc=1\n",
+        )
+        .unwrap();
+        let s = store(&dir.path().join("data"));
+        let (summary, errors) = run_import(&s, &file.display().to_string(), false);
+        assert_eq!((summary.points, errors.as_str()), (6, ""));
+        let uid = |kind, name: &str| s.uids().get(kind, name).unwrap().unwrap().as_bytes().to_vec();
+        let points = |metric: &str| {
+            let mut out = Vec::new();
+            s.for_each_row(&uid(rtsd_protocol::point::UidKind::Metric, metric), 0, u32::MAX, |row| {
+                let host = row.tags.iter().map(|(_, v)| v.to_vec()).find(|v| {
+                    *v == uid(rtsd_protocol::point::UidKind::TagValue, "x")
+                        || *v == uid(rtsd_protocol::point::UidKind::TagValue, "y")
+                });
+                let host = if host == Some(uid(rtsd_protocol::point::UidKind::TagValue, "x")) { "x" } else { "y" };
+                for p in rtsd_protocol::codec::row_points(row.base_time, row.value).unwrap() {
+                    out.push((host, p.timestamp_ms / 1000, p.value));
+                }
+                Ok(true)
+            })
+            .unwrap();
+            out.sort_by_key(|p| (p.0, p.1));
+            out
+        };
+        use rtsd_protocol::codec::Value::Int;
+        assert_eq!(points("a"), vec![("x", 1356998400, Int(1)), ("x", 1356998401, Int(3)), ("y", 1356998402, Int(5))]);
+        assert_eq!(points("b"), vec![("x", 1356998400, Int(4)), ("y", 1356998403, Int(6))]);
     }
 }
