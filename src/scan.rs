@@ -360,7 +360,10 @@ fn raw_row(
         tag_map(names, &row.tags)?
     );
     let mut points = 0u64;
-    for column in codec::columns(row.value) {
+    // OpenTSDB's cells: a packed column shows as the compacted column it stands for. One that cannot be unpacked
+    // is listed as it is stored (an unparseable column).
+    let cells = row.cells().unwrap_or(std::borrow::Cow::Borrowed(row.value));
+    for column in codec::columns(&cells) {
         let column = match column {
             Ok(c) => c,
             Err(e) => {

@@ -266,6 +266,67 @@ fn scan_prints_rows_and_cells_and_deletes() {
 }
 
 #[test]
+fn scan_and_fsck_show_a_packed_closed_hour_as_opentsdb_cells() {
+    // 30 points of a closed hour: rtsd stores the row packed (issue 7 item 4); the tools must still show and check
+    // OpenTSDB's compacted column, byte for byte.
+    let puts: String = (0..30).map(|i| format!("put pack.m {} {} host=web01\n", 1356998400 + i * 10, i * 3)).collect();
+    let d = stopped_daemon_with(&puts);
+    let dir = d.data_dir();
+    {
+        let s = open_store(dir);
+        let mut values = Vec::new();
+        s.scan_raw(rtsd::store::CF_DATA, &[], |_, v| {
+            values.push(v.to_vec());
+            true
+        })
+        .unwrap();
+        assert_eq!(values.len(), 1);
+        // A packed row's first column has the empty qualifier: its first byte (the qualifier's length) is 0.
+        assert_eq!(values[0].first(), Some(&0), "the closed hour is read packed");
+    }
+    let byte_list = |bytes: &[u8]| {
+        let parts: Vec<String> = bytes.iter().map(|&b| (b as i8).to_string()).collect();
+        format!("[{}]", parts.join(", "))
+    };
+    let (mut quals, mut vals) = (Vec::new(), Vec::new());
+    let mut cells = Vec::new();
+    for i in 0..30u16 {
+        let (q, v) = (((i * 10) << 4).to_be_bytes(), [(i * 3) as u8]);
+        quals.extend_from_slice(&q);
+        vals.extend_from_slice(&v);
+        let (o, ts) = (i * 10, 1356998400 + u32::from(i) * 10);
+        cells.push(format!(
+            "    {}\t{}\t{o}\tl\t{ts}\t(Tue Jan 01 00:{:02}:{:02} UTC 2013)",
+            byte_list(&q),
+            byte_list(&v),
+            o / 60,
+            o % 60
+        ));
+    }
+    vals.push(0);
+    let mut expected = vec![
+        "[0, 0, 1, 80, -30, 39, 0, 0, 0, 1, 0, 0, 1] pack.m 1356998400 (Tue Jan 01 00:00:00 UTC 2013) {host=web01}"
+            .to_string(),
+        format!("  {}\t{} = 30 values:", byte_list(&quals), byte_list(&vals)),
+    ];
+    expected.extend(cells);
+    let (code, out, err) = tool(dir, "scan", &[RANGE[0], RANGE[1], "sum", "pack.m"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), expected);
+    assert_eq!(
+        scan_import(dir, "pack.m"),
+        normalize((0..30).map(|i| format!("pack.m {} {} host=web01", 1356998400 + i * 10, i * 3)))
+    );
+    // fsck checks the cells the packed column stands for: no error, nothing to fix, nothing rewritten.
+    for flags in [&["--full-scan"][..], &["--full-scan", "--fix-all"]] {
+        let (code, out, err) = tool_with(dir, "fsck", flags, &[]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("Valid Datapoints: 30\n") && out.contains("Total Errors: 0\n"), "{out}");
+    }
+    assert_eq!(tool(dir, "scan", &[RANGE[0], RANGE[1], "sum", "pack.m"]).1, out);
+}
+
+#[test]
 fn mkmetric_and_uid_assign_grep_lookup_delete() {
     let d = stopped_daemon_with("put sys.cpu.user 1356998400 1 host=web01\n");
     let dir = d.data_dir();

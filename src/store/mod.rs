@@ -300,7 +300,18 @@ pub struct RowRef<'a> {
     pub base_time: u32,
     /// (tagk UID, tagv UID) pairs in row-key order.
     pub tags: Vec<(&'a [u8], &'a [u8])>,
+    /// The columns as stored: a closed hour's may be packed, which [`codec::row_points`] reads as it is; readers
+    /// that show cells use [`RowRef::cells`].
     pub value: &'a [u8],
+}
+
+impl RowRef<'_> {
+    /// The row's columns in OpenTSDB's form (a packed column expanded to its compacted column): what `rtsd scan`
+    /// prints and fsck checks.
+    pub fn cells(&self) -> Result<std::borrow::Cow<'_, [u8]>, StoreError> {
+        codec::expand_row(self.value)
+            .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(self.key))))
+    }
 }
 
 impl Store {
@@ -363,8 +374,10 @@ impl Store {
         db_opts.set_db_write_buffer_size(MEMTABLE_BUDGET_BYTES);
 
         let merge_metrics = metrics.clone();
-        let full_merge = move |_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| {
-            Some(merge_data_row(existing, operands, fix_duplicates, &merge_metrics))
+        let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
+        let full_merge = move |key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| {
+            let hour = codec::row_base_time(key, salt_width, metric_width);
+            Some(merge_data_row(existing, operands, fix_duplicates, hour_closed(hour, unix_now()), &merge_metrics))
         };
         let mut data_opts = Options::default();
         data_opts.set_merge_operator("opentsdb-row-v1", full_merge, concat_operands);
@@ -1241,19 +1254,45 @@ fn annotation_values(row: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
         .map(|c| c.value.to_vec())
 }
 
-/// The full merge of a data row. If the stored bytes can't be decoded, the columns are kept concatenated as they
-/// are rather than failing the read: nothing written is ever dropped by a merge.
+/// Seconds past the end of an hour after which its rows are written packed (see [`merge_data_row`]).
+///
+/// Packing happens in the merge operator's full merge, which RocksDB runs when a compaction reaches the bottom of
+/// a row's data (and on reads of rows with operands not yet merged): the row is then decoded and compacted
+/// anyway, so packing it costs one more pass over its points, and it lands on disk only in files that live long.
+/// A point arriving after that (a late point, a backfill) is one more operand: the next full merge unpacks the
+/// row, merges the point in as it would into the compacted column, and packs the result again. So the grace
+/// only saves that repacking for the stragglers of the hour just ended (the series table flushes about every
+/// second); it is not needed for correctness.
+const PACK_GRACE_SECS: i64 = 60;
+
+/// Whether the hour starting at `hour` (seconds) has ended at least [`PACK_GRACE_SECS`] before `now` (seconds).
+fn hour_closed(hour: u32, now: i64) -> bool {
+    i64::from(hour) + 3600 + PACK_GRACE_SECS <= now
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and for a closed hour the
+/// compacted column packed ([`codec::pack_row`]; readers that show cells expand it back). If the stored bytes
+/// can't be decoded, the columns are kept concatenated as they are rather than failing the read: nothing written
+/// is ever dropped by a merge.
 fn merge_data_row(
     existing: Option<&[u8]>,
     operands: &MergeOperands,
     fix_duplicates: bool,
+    closed: bool,
     metrics: &Metrics,
 ) -> Vec<u8> {
     let ops: Vec<&[u8]> = operands.iter().collect();
     match codec::merge_row(existing, &ops, fix_duplicates) {
         Ok(merged) => {
             metrics.compaction_duplicates(merged.identical_duplicates, merged.variant_duplicates);
-            merged.row
+            match closed.then(|| codec::pack_row(&merged.row)).flatten() {
+                Some(packed) => packed,
+                None => merged.row,
+            }
         }
         Err(e) => {
             tracing::warn!(error = %e, "row could not be compacted; keeping its columns as written");
@@ -1366,7 +1405,8 @@ mod tests {
         let mut out = Vec::new();
         store
             .for_each_row(uid.as_bytes(), 0, u32::MAX, |row| {
-                let cols = codec::columns(row.value).map(|c| c.map(|c| (c.qualifier.to_vec(), c.value.to_vec())));
+                let cells = row.cells().unwrap();
+                let cols = codec::columns(&cells).map(|c| c.map(|c| (c.qualifier.to_vec(), c.value.to_vec())));
                 out.push((row.key.to_vec(), cols.collect::<Result<Vec<_>, _>>().unwrap()));
                 Ok(true)
             })
@@ -1607,5 +1647,141 @@ mod tests {
         write(&store, &[point("sys.cpu.user", 1356998400, Value::Int(42), &[("host", "web01")])]);
         let r = rows(&store, "sys.cpu.user");
         assert_eq!(r[0].0, [8, 0, 0, 1, 0x50, 0xE2, 0x27, 0x00, 0, 0, 1, 0, 0, 1]);
+    }
+
+    // Packed closed hours (issue 7 item 4): what is stored, and that every reader still sees the cells written.
+
+    /// An hour of a gauge every 10 s from `hour`, as data set B sends it: doubles parsed from 2-decimal text.
+    fn gauge_hour(hour: i64, host: &str) -> Vec<DataPoint<'_>> {
+        let mut x: i64 = 5897;
+        (0..360)
+            .map(|i| {
+                x = (x + (i * 37 % 401) - 200).clamp(0, 10_000);
+                point("g", hour + i * 10, Value::Double(x as f64 / 100.0), &[("host", host)])
+            })
+            .collect()
+    }
+
+    /// The row of `points` as OpenTSDB compacts it (one merge operand per point, in write order).
+    fn compacted_row(points: &[DataPoint<'_>]) -> Vec<u8> {
+        let ops: Vec<Vec<u8>> = points
+            .iter()
+            .map(|p| {
+                let mut op = Vec::new();
+                codec::push_column(&mut op, &codec::build_qualifier(p.timestamp, p.value.flags()), &p.value.encode());
+                op
+            })
+            .collect();
+        let refs: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
+        codec::merge_row(None, &refs, false).unwrap().row
+    }
+
+    /// What RocksDB holds for a row once a compaction has merged its operands at the bottom of the tree.
+    fn compacted_value(store: &Store, key: &[u8]) -> Option<Vec<u8>> {
+        store.settle().unwrap();
+        let cf = store.cf(CF_DATA);
+        store.db.flush_cf(cf).unwrap();
+        let mut opts = rocksdb::CompactOptions::default();
+        opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+        store.db.compact_range_cf_opt(cf, None::<&[u8]>, None::<&[u8]>, &opts);
+        store.db.get_cf(cf, key).unwrap()
+    }
+
+    /// (timestamp ms, value) of every point of metric `g` read by a query.
+    fn queried(store: &Store) -> Vec<(i64, Value)> {
+        let metric = store.uids().get(UidKind::Metric, "g").unwrap().unwrap();
+        let series =
+            store.scan_series(metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |_| Ok(true)).unwrap();
+        series.iter().flat_map(|s| s.points.iter().map(|p| (p.timestamp_ms, p.value))).collect()
+    }
+
+    fn as_written(points: &[DataPoint<'_>]) -> Vec<(i64, Value)> {
+        points.iter().map(|p| (p.timestamp * 1000, p.value)).collect()
+    }
+
+    const G_ROW: [u8; 13] = [0, 0, 1, 0x50, 0xE2, 0x27, 0x00, 0, 0, 1, 0, 0, 1];
+
+    #[test]
+    fn closed_hours_are_packed_and_read_as_the_cells_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let points = gauge_hour(1356998400, "a");
+        write(&store, &points);
+        let stored = compacted_value(&store, &G_ROW).unwrap();
+        assert!(codec::is_packed(&stored), "a closed hour is stored packed");
+        let plain = compacted_row(&points);
+        assert_eq!(plain.len(), 2 + 720 + 2 + 360 * 8 + 1, "OpenTSDB's compacted column: 2 + 8 bytes a point");
+        assert!(stored.len() < 460, "packed: 9 bits a point and a header, not {} bytes", stored.len());
+        // Every reader that shows cells sees OpenTSDB's compacted column; queries read the points written.
+        let r = rows(&store, "g");
+        assert_eq!(r.len(), 1);
+        let mut shown = Vec::new();
+        for (q, v) in &r[0].1 {
+            codec::push_column(&mut shown, q, v);
+        }
+        assert_eq!(shown, plain);
+        assert_eq!(queried(&store), as_written(&points));
+    }
+
+    #[test]
+    fn a_late_point_merges_into_a_packed_hour_and_the_row_is_packed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let mut points = gauge_hour(1356998400, "a");
+        write(&store, &points);
+        assert!(codec::is_packed(&compacted_value(&store, &G_ROW).unwrap()));
+        // A point between two others (+5 s), written after the hour was packed: read at once, and packed with
+        // the others at the next compaction.
+        let late = point("g", 1356998405, Value::Int(7), &[("host", "a")]);
+        write(&store, std::slice::from_ref(&late));
+        points.insert(1, late);
+        assert_eq!(queried(&store), as_written(&points));
+        let stored = compacted_value(&store, &G_ROW).unwrap();
+        assert!(codec::is_packed(&stored));
+        assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), compacted_row(&points).as_slice());
+        assert_eq!(queried(&store), as_written(&points));
+        // Another value for an instant already packed is a variant duplicate, as against a compacted column:
+        // without tsd.storage.fix_duplicates the row is left uncompacted (both cells kept, as OpenTSDB leaves it),
+        // so it is no longer packed; reads list both points, as before.
+        write(&store, &[point("g", 1356998410, Value::Int(8), &[("host", "a")])]);
+        let stored = compacted_value(&store, &G_ROW).unwrap();
+        assert!(!codec::is_packed(&stored));
+        let r = rows(&store, "g");
+        assert_eq!(r[0].1.len(), 2, "the compacted column and the later cell");
+        assert_eq!(queried(&store).len(), points.len() + 1);
+    }
+
+    #[test]
+    fn open_hours_are_not_packed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let now = unix_now();
+        let hour = now - now % 3600;
+        let points: Vec<_> = (0..20).map(|i| point("g", hour + i, Value::Int(i), &[("host", "a")])).collect();
+        write(&store, &points);
+        let mut key = G_ROW;
+        key[3..7].copy_from_slice(&(hour as u32).to_be_bytes());
+        let stored = compacted_value(&store, &key).unwrap();
+        assert!(!codec::is_packed(&stored), "the current hour stays in OpenTSDB's form");
+        assert_eq!(stored, compacted_row(&points));
+        assert!(!hour_closed(hour as u32, hour + 3600 + PACK_GRACE_SECS - 1));
+        assert!(hour_closed(hour as u32, hour + 3600 + PACK_GRACE_SECS));
+    }
+
+    #[test]
+    fn packed_rows_survive_a_restart_and_are_deleted_like_any_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let points = [gauge_hour(1356998400, "a"), gauge_hour(1357002000, "a")].concat();
+        {
+            let store = open(dir.path(), &[]);
+            write(&store, &points);
+            assert!(codec::is_packed(&compacted_value(&store, &G_ROW).unwrap()));
+        }
+        let store = open(dir.path(), &[]);
+        assert_eq!(queried(&store), as_written(&points));
+        assert!(codec::is_packed(&store.db.get_cf(store.cf(CF_DATA), G_ROW).unwrap().unwrap()));
+        store.delete_rows(&[G_ROW.to_vec()]).unwrap();
+        assert_eq!(queried(&store), as_written(&points[360..]));
+        assert_eq!(compacted_value(&store, &G_ROW), None);
     }
 }
