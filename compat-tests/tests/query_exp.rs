@@ -626,6 +626,8 @@ fn gexp_series_functions() {
         &gexp(&d, &["diffSeries(sum:m,sum:n)"], ""),
         &answer(&[group("m", "", r#""host""#, &["6.0", "14.0", "36.0"])]),
     );
+    // m= alone runs, but only expressions are answered.
+    assert_ok(&gexp(&d, &[], "&m=sum:m"), "[]");
     // Nested, and two exp= in one request, answered in order; m= results are not part of the answer.
     assert_ok(
         &gexp(&d, &["scale(sumSeries(sum:m{host=*},sum:n{host=*}),2)", "absolute(sum:m{host=a})"], "&m=sum:n"),
@@ -663,7 +665,7 @@ fn gexp_errors() {
     for (e, m) in [
         ("scale(sum:m,x)", "Unparseable scale factor value: 0.0"),
         ("sumSeries(sum:m)", "Must have 2 to 26 series, got 1 instead"),
-        ("scale(2,sum:m)", "Unknown parameter type: null in tree: scale"),
+        ("scale(2,sum:m{host=a})", "Unknown parameter type: null in tree: scale(m)"),
         ("timeShift(sum:m,1min)", "Invalid timeshift parameter: eg '10min'"),
         ("movingAverage(sum:m,0)", "Moving average window must be an integer greater than zero"),
         ("highestMax(sum:m,x)", "Unparseable top n value: x"),

@@ -320,22 +320,27 @@ fn eval_num(expr: &Expr, names: &[String], values: &[f64]) -> Num {
 /// A gexp evaluation error: 2.4 answers them all with 500 (they are `IllegalArgumentException`s and the like).
 pub type GexpError = String;
 
-/// Evaluates one `exp=` call; `metric` gives the answer (its groups) of the `i`-th metric query.
-pub fn eval_gexp(call: &GexpCall, metric: &dyn Fn(usize) -> Vec<Series>) -> Result<Vec<Series>, GexpError> {
+/// Evaluates one `exp=` call; `metric` gives the answer (its groups) of the `i`-th metric query, whose text is
+/// `metric_queries[i]`.
+pub fn eval_gexp(
+    call: &GexpCall,
+    metric_queries: &[String],
+    metric: &dyn Fn(usize) -> Vec<Series>,
+) -> Result<Vec<Series>, GexpError> {
+    // 2.4 walks its series arguments by position and fails on a literal that comes before one, before
+    // evaluating any (ExpressionTree.evaluate).
+    let series_args = call.args.iter().filter(|a| !matches!(a, GexpArg::Literal(_))).count();
+    if call.args.iter().take(series_args).any(|a| matches!(a, GexpArg::Literal(_))) {
+        return Err(format!("Unknown parameter type: null in tree: {}", tree_string(call, metric_queries)));
+    }
     let mut inputs: Vec<Vec<Series>> = Vec::new();
     let mut params: Vec<&str> = Vec::new();
     for arg in &call.args {
         match arg {
-            GexpArg::Call(c) => inputs.push(eval_gexp(c, metric)?),
+            GexpArg::Call(c) => inputs.push(eval_gexp(c, metric_queries, metric)?),
             GexpArg::Metric(i) => inputs.push(metric(*i)),
             GexpArg::Literal(l) => params.push(l),
         }
-    }
-    // 2.4 walks its series arguments by position and fails on a literal that comes before one
-    // (ExpressionTree.evaluate).
-    let series_args = call.args.iter().filter(|a| !matches!(a, GexpArg::Literal(_))).count();
-    if call.args.iter().take(series_args).any(|a| matches!(a, GexpArg::Literal(_))) {
-        return Err(format!("Unknown parameter type: null in tree: {}", call.function));
     }
     if inputs.is_empty() {
         return Ok(Vec::new());
@@ -437,6 +442,48 @@ pub fn eval_gexp(call: &GexpCall, metric: &dyn Fn(usize) -> Vec<Series>) -> Resu
         }
         other => Err(format!("Function {other} has not been implemented")),
     }
+}
+
+/// 2.4's `ExpressionTree.toString()`: the function's name as its class writes it, with the nested calls and then
+/// the metric names (tags and everything before the last `:` dropped) inside; `alias` adds its parameters.
+fn tree_string(call: &GexpCall, metric_queries: &[String]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut params: Vec<&str> = Vec::new();
+    let mut metrics: Vec<&str> = Vec::new();
+    for arg in &call.args {
+        match arg {
+            GexpArg::Call(c) => parts.push(tree_string(c, metric_queries)),
+            GexpArg::Metric(i) => metrics.push(metric_queries.get(*i).map_or("", String::as_str)),
+            GexpArg::Literal(l) => params.push(l),
+        }
+    }
+    let cleaned: Vec<&str> = metrics
+        .iter()
+        .map(|m| {
+            // Java's replaceAll("\\{.*\\}", ""): from the first `{` to the last `}`.
+            let m = match (m.find('{'), m.rfind('}')) {
+                (Some(a), Some(b)) if a < b => &m[..a],
+                _ => m,
+            };
+            m.rsplit(':').next().unwrap_or(m)
+        })
+        .collect();
+    if !cleaned.is_empty() && !cleaned.join(",").is_empty() {
+        parts.push(cleaned.join(","));
+    }
+    let inner = parts.join(",");
+    let name = match call.function.as_str() {
+        "shift" | "timeShift" => "timeshift",
+        "divide" => "divideSeries",
+        "sum" => "sumSeries",
+        "difference" => "diffSeries",
+        "multiply" => "multiplySeries",
+        other => other,
+    };
+    if name == "alias" && !params.is_empty() {
+        return format!("alias({inner},{})", params.join(","));
+    }
+    format!("{name}({inner})")
 }
 
 /// `a <op> b <op> c ...` over the arguments, each argument one operand (`a`, `b`, ...): a union join on all tags
@@ -1112,7 +1159,7 @@ mod tests {
     fn call(text: &str, groups: Vec<Vec<Series>>) -> Result<Vec<Series>, String> {
         let mut mq = Vec::new();
         let c = rtsd_protocol::query::gexp::parse_gexp(text, &mut mq).unwrap();
-        eval_gexp(&c, &|i| groups[i].clone())
+        eval_gexp(&c, &mq, &|i| groups[i].clone())
     }
 
     // spec: query §6.2 — scale keeps integers integral for a whole factor; its errors.
@@ -1127,7 +1174,11 @@ mod tests {
         assert_eq!(call("scale(sum:m)", vec![vec![s.clone()]]).unwrap_err(), "Missing scaling factor");
         assert_eq!(
             call("scale(2,sum:m)", vec![vec![s.clone()]]).unwrap_err(),
-            "Unknown parameter type: null in tree: scale"
+            "Unknown parameter type: null in tree: scale(m)"
+        );
+        assert_eq!(
+            call("sum(2,sum:m{host=*},absolute(sum:x:y),sum:n)", vec![vec![], vec![], vec![]]).unwrap_err(),
+            "Unknown parameter type: null in tree: sumSeries(absolute(y),m,n)"
         );
         let nan = Series { points: vec![(1000, OutValue::NaN), (2000, OutValue::Null)], ..s };
         assert_eq!(

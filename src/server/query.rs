@@ -125,7 +125,7 @@ pub fn gexp(req: &ApiRequest, tsd: &Tsd) -> Reply {
     let metric = |i: usize| answers[q.metric_subs[i]].series.clone();
     let mut groups = Vec::new();
     for call in &q.expressions {
-        match crate::query::expr::eval_gexp(call, &metric) {
+        match crate::query::expr::eval_gexp(call, &q.metric_queries, &metric) {
             Ok(series) => groups.extend(series.iter().map(crate::query::expr::to_group_output)),
             // Evaluation runs in 2.4's query callback, whose error handler makes any exception a 400.
             Err(message) => return error(&QueryError::bad_request_with(message.clone(), message)),

@@ -91,6 +91,9 @@ pub struct GexpQuery {
     /// parameters come first or a metric query repeats (it then evaluates another series or fails); rtsd maps
     /// each one to its own sub-query.
     pub metric_subs: Vec<usize>,
+    /// The metric queries of the `exp=` values as 2.4 rebuilds them (`sum:m{host=a}`), indexed like
+    /// [`GexpQuery::metric_subs`].
+    pub metric_queries: Vec<String>,
 }
 
 /// Parses `GET /api/query/gexp` (spec: query §6.2): `/api/query`'s parameters plus one or more `exp=`.
@@ -109,7 +112,7 @@ pub fn parse_gexp_get(params: &[(String, String)], now_ms: i64) -> Result<GexpQu
         let index = ts_query.queries.iter().position(|q| q.same_query(&sub)).expect("every metric query was run");
         metric_subs.push(index);
     }
-    Ok(GexpQuery { ts_query, expressions, metric_subs })
+    Ok(GexpQuery { ts_query, expressions, metric_subs, metric_queries })
 }
 
 fn failed(exp: &str) -> QueryError {
@@ -373,6 +376,7 @@ mod tests {
         let metrics: Vec<_> = q.ts_query.queries.iter().map(|s| s.metric.clone().unwrap()).collect();
         assert_eq!(metrics, vec!["b", "a", "a"]);
         assert_eq!(q.metric_subs, vec![1, 0, 2]);
+        assert_eq!(q.metric_queries, vec!["sum:a", "sum:b", "sum:a{host=*}"]);
         assert_eq!(q.expressions.len(), 2);
         assert_eq!(q.ts_query.start_ms, 1_000_000_000_000 - 3_600_000);
     }
