@@ -433,7 +433,7 @@ fn validation_errors() {
         ),
         (
             format!(r#"{{{t},"metrics":[{{"metric":"A","id":"a-1"}}]}}"#),
-            "Invalid metric at index 0",
+            "Unable to parse the given JSON",
             Some("Invalid id (\"a-1\"): illegal character: -"),
         ),
         (

@@ -318,11 +318,7 @@ fn validate(q: &ExpBody) -> Result<Vec<Expr>, QueryError> {
             }
         }
     }
-    for (i, o) in q.outputs.iter().flatten().enumerate() {
-        if o.id.as_deref().is_none_or(str::is_empty) {
-            return Err(wrapped(format!("Invalid output at index {i}"), "missing or empty id".into()));
-        }
-    }
+    // Outputs are not validated: one without an id names nothing and is skipped when writing.
     Ok(parsed)
 }
 
@@ -432,6 +428,13 @@ fn build_ts_query(q: &ExpBody, now_ms: i64) -> Result<TsQuery, QueryError> {
     // TSQuery.validateAndSetQuery() throws IllegalArgumentExceptions too: 500, the bare message.
     ts.validate(now_ms).map_err(|e| QueryError { status: 500, details: None, ..e })?;
     Ok(ts)
+}
+
+/// An `id` as 2.4's builders bind it: `setId` runs `Query.validateId`, so a bad id fails the binding itself.
+fn bound_id(v: &JVal) -> Result<Option<String>, String> {
+    let id = as_string(v)?;
+    validate_id(id.as_deref().unwrap_or_default())?;
+    Ok(id)
 }
 
 fn cannot(what: &str, v: &JVal) -> String {
@@ -556,7 +559,7 @@ fn filter_set_from_json(v: &JVal) -> Result<FilterSet, String> {
     let mut f = FilterSet::default();
     for (k, v) in pairs {
         match k.as_str() {
-            "id" => f.id = as_string(v)?,
+            "id" => f.id = bound_id(v)?,
             "tags" => f.tags = list(v, filter_from_json)?.unwrap_or_default(),
             "explicitTags" => f.explicit_tags = as_bool(v)?,
             _ => {}
@@ -571,7 +574,7 @@ fn metric_from_json(v: &JVal) -> Result<MetricSpec, String> {
     for (k, v) in pairs {
         match k.as_str() {
             "metric" => m.metric = as_string(v)?,
-            "id" => m.id = as_string(v)?,
+            "id" => m.id = bound_id(v)?,
             "filter" => m.filter = as_string(v)?,
             "timeOffset" => m.time_offset = as_string(v)?,
             "aggregator" => m.aggregator = as_string(v)?,
@@ -587,7 +590,7 @@ fn expression_from_json(v: &JVal) -> Result<ExpressionSpec, String> {
     let mut e = ExpressionSpec::default();
     for (k, v) in pairs {
         match k.as_str() {
-            "id" => e.id = as_string(v)?,
+            "id" => e.id = bound_id(v)?,
             "expr" => e.expr = as_string(v)?,
             "fillPolicy" => e.fill_policy = fill_from_json(v)?,
             "join" => {
@@ -627,7 +630,7 @@ fn output_from_json(v: &JVal) -> Result<OutputSpec, String> {
     let mut o = OutputSpec::default();
     for (k, v) in pairs {
         match k.as_str() {
-            "id" => o.id = as_string(v)?,
+            "id" => o.id = bound_id(v)?,
             "alias" => o.alias = as_string(v)?,
             _ => {}
         }
@@ -983,13 +986,23 @@ mod tests {
             ),
             (
                 format!(r#"{{{TIME},"metrics":[{{"metric":"A","id":"a_b"}}]}}"#),
-                "Invalid metric at index 0",
+                "Unable to parse the given JSON",
                 Some("Invalid id (\"a_b\"): illegal character: _"),
             ),
             (
                 format!(r#"{{{TIME},"metrics":[{{"metric":"A","id":"7"}}]}}"#),
-                "Invalid metric at index 0",
+                "Unable to parse the given JSON",
                 Some("The ID cannot be an integer"),
+            ),
+            (
+                format!(r#"{{{TIME},{m},"outputs":[{{"id":""}}]}}"#),
+                "Unable to parse the given JSON",
+                Some("The ID cannot be null or empty"),
+            ),
+            (
+                format!(r#"{{{TIME},{m},"filters":[{{"id":"f.1"}}]}}"#),
+                "Unable to parse the given JSON",
+                Some("Invalid id (\"f.1\"): illegal character: ."),
             ),
             (
                 format!(r#"{{{TIME},"metrics":[{{"metric":"A","id":"a","aggregator":"x"}}]}}"#),
@@ -1027,7 +1040,6 @@ mod tests {
                 "Expression [a+c] was missing input c",
                 None,
             ),
-            (format!(r#"{{{TIME},{m},"outputs":[{{"alias":"x"}}]}}"#), "Invalid output at index 0", Some("missing or empty id")),
             (
                 r#"{"time":{"start":"1431561600","end":"1431561500","aggregator":"sum"},"metrics":[{"metric":"A","id":"a"}]}"#
                     .into(),
