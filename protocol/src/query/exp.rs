@@ -710,7 +710,10 @@ impl Expr {
 pub fn parse_expression(text: &str) -> Result<Expr, String> {
     let fail = |m: String| format!("Failed to parse expression [{text}]: {m}");
     let tokens = lex(text).map_err(fail)?;
-    let mut p = ExprParser { tokens: &tokens, pos: 0 };
+    if tokens.len() > MAX_TOKENS {
+        return Err(fail(format!("longer than {MAX_TOKENS} tokens")));
+    }
+    let mut p = ExprParser { tokens: &tokens, pos: 0, depth: 0 };
     let e = p.binary(0).map_err(fail)?;
     if let Some((at, _)) = p.tokens.get(p.pos) {
         return Err(fail(format!("unexpected input at position {at}")));
@@ -806,6 +809,11 @@ fn lex(text: &str) -> Result<Vec<(usize, Tok)>, String> {
     Ok(out)
 }
 
+/// Longest expression accepted, and deepest nesting of parentheses and unary operators: evaluation recurses
+/// over the tree, so its size is bounded instead of risking the stack.
+const MAX_TOKENS: usize = 1000;
+const MAX_NESTING: usize = 64;
+
 /// The binary operators of each precedence level, loosest first.
 const LEVELS: &[&[(&str, Op)]] = &[
     &[("||", Op::Or)],
@@ -819,6 +827,8 @@ const LEVELS: &[&[(&str, Op)]] = &[
 struct ExprParser<'a> {
     tokens: &'a [(usize, Tok)],
     pos: usize,
+    /// Parentheses and unary operators open around the current position.
+    depth: usize,
 }
 
 impl ExprParser<'_> {
@@ -842,6 +852,16 @@ impl ExprParser<'_> {
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(format!("nested deeper than {MAX_NESTING}"));
+        }
+        let e = self.unary_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr, String> {
         match self.peek_op() {
             Some("-") => {
                 self.pos += 1;
@@ -1118,6 +1138,24 @@ mod tests {
                 Box::new(Expr::Bin(Op::Ne, var("a"), num(2.0, true)))
             )
         );
+    }
+
+    // spec: query §6.3 — size and nesting are bounded, so a hostile expr cannot exhaust the stack.
+    #[test]
+    fn expression_size_is_bounded() {
+        let long = vec!["a"; 501].join("+");
+        assert!(parse_expression(&vec!["a"; 500].join("+")).is_ok());
+        assert_eq!(
+            parse_expression(&long).unwrap_err(),
+            format!("Failed to parse expression [{long}]: longer than 1000 tokens")
+        );
+        let deep = format!("{}a{}", "(".repeat(65), ")".repeat(65));
+        assert_eq!(
+            parse_expression(&deep).unwrap_err(),
+            format!("Failed to parse expression [{deep}]: nested deeper than 64")
+        );
+        assert!(parse_expression(&format!("{}a{}", "(".repeat(60), ")".repeat(60))).is_ok());
+        assert!(parse_expression(&format!("{}a", "-".repeat(65))).is_err());
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub enum GexpArg {
 /// catches, so the client gets no answer at all; we answer it like any other syntax error.)
 pub fn parse_gexp(exp: &str, metric_queries: &mut Vec<String>) -> Result<GexpCall, QueryError> {
     let tokens = tokenize(exp);
-    let mut parser = Parser { tokens: &tokens, pos: 0, exp, metric_queries };
+    let mut parser = Parser { tokens: &tokens, pos: 0, exp, metric_queries, depth: 0 };
     let call = parser.expression()?;
     // 2.4's EXPRESSION() production returns once its closing parenthesis is read and ignores what follows.
     Ok(call)
@@ -166,7 +166,13 @@ struct Parser<'a> {
     pos: usize,
     exp: &'a str,
     metric_queries: &'a mut Vec<String>,
+    /// Calls open around the current position.
+    depth: usize,
 }
+
+/// Deepest nesting of calls accepted: deeper is refused as a syntax error instead of risking the stack (2.4's
+/// generated parser has no limit and overflows its own).
+const MAX_DEPTH: usize = 64;
 
 impl Parser<'_> {
     fn peek(&self, ahead: usize) -> Option<&Tok> {
@@ -206,6 +212,10 @@ impl Parser<'_> {
         if !GEXP_FUNCTIONS.contains(&function.as_str()) {
             return Err(QueryError::internal(format!("Function {function} has not been implemented")));
         }
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(failed(self.exp));
+        }
         self.punct('(')?;
         let mut args = vec![self.parameter()?];
         while self.is_punct(0, ',') {
@@ -213,6 +223,7 @@ impl Parser<'_> {
             args.push(self.parameter()?);
         }
         self.punct(')')?;
+        self.depth -= 1;
         Ok(GexpCall { function, args })
     }
 
@@ -392,6 +403,16 @@ mod tests {
         assert_eq!((e.status, e.message.as_str()), (500, "Function nope has not been implemented"));
         let e = parse_gexp_get(&p(&[("start", "1h-ago"), ("exp", "scale(nope:a,2)")]), 1_000_000_000_000).unwrap_err();
         assert_eq!((e.status, e.message.as_str()), (400, "No such aggregation function: nope"));
+    }
+
+    // spec: query §6.2 — nesting is bounded, so a hostile exp= cannot exhaust the stack.
+    #[test]
+    fn nesting_is_bounded() {
+        let nested = |n: usize| format!("{}sum:m{}", "absolute(".repeat(n), ")".repeat(n));
+        assert!(parse(&nested(MAX_DEPTH)).0.is_ok());
+        let deep = nested(100_000);
+        let err = parse(&deep).0.unwrap_err();
+        assert_eq!((err.status, err.message), (500, format!("Failed to parse {deep}")));
     }
 
     // spec: query §6.2 — 2.4 stops at the call's closing parenthesis.
