@@ -1277,4 +1277,55 @@ mod tests {
             assert_eq!(call(p, vec![vec![s.clone()]]).unwrap_err(), e, "{p}");
         }
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_series(metric: &'static str, muid: u8) -> impl Strategy<Value = Series> {
+            (0u8..4, proptest::collection::btree_map(0i64..20, -5i64..5, 0..6)).prop_map(move |(host, points)| {
+                let points: Vec<(i64, f64)> = points.into_iter().map(|(t, v)| (t * 1000, v as f64)).collect();
+                series(metric, muid, vec![tag(1, host, "host", "h")], &points)
+            })
+        }
+
+        proptest! {
+            // spec: query §6.3 — a union puts every series in a set; every result has one point per shared
+            // timestamp, in order; an intersection keeps only sets both sides have.
+            #[test]
+            fn joins_cover_their_inputs(
+                a in proptest::collection::vec(arb_series("A", 1), 0..5),
+                b in proptest::collection::vec(arb_series("B", 2), 0..5),
+            ) {
+                let ops = [
+                    Operand { name: "a", series: &a, fill: 0.0, query_tagks: None },
+                    Operand { name: "b", series: &b, fill: f64::NAN, query_tagks: None },
+                ];
+                let sets = join("e", &ops, &UNION).unwrap();
+                let mut keys_a: Vec<u8> = a.iter().map(|s| s.tags[0].value_uid[0]).collect();
+                let mut keys_b: Vec<u8> = b.iter().map(|s| s.tags[0].value_uid[0]).collect();
+                keys_a.sort_unstable();
+                keys_a.dedup();
+                keys_b.sort_unstable();
+                keys_b.dedup();
+                let mut all = keys_a.clone();
+                all.extend(&keys_b);
+                all.sort_unstable();
+                all.dedup();
+                prop_assert_eq!(sets.len(), all.len());
+                let out = combine(&ops, &sets, Timestamps::Shared, |v| v[0] - v[1]);
+                for s in &out {
+                    prop_assert!(s.points.windows(2).all(|w| w[0].0 < w[1].0));
+                    prop_assert_eq!(s.points.len(), out[0].points.len());
+                }
+                match join("e", &ops, &INTERSECTION) {
+                    Ok(sets) => {
+                        let both = keys_a.iter().filter(|k| keys_b.contains(k)).count();
+                        prop_assert_eq!(sets.len(), both);
+                    }
+                    Err(m) => prop_assert!(m.starts_with("No intersections found: ")),
+                }
+            }
+        }
+    }
 }

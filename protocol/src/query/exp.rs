@@ -1173,4 +1173,27 @@ mod tests {
             assert_eq!(parse_expression(text).unwrap_err(), message, "{text}");
         }
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            // spec: query §6.3 — any text is parsed or refused, never a panic; what parses names its variables.
+            #[test]
+            fn any_expression_text_is_handled(text in "[a-c0-9 .+*/%()<>=!&|-]{0,40}") {
+                if let Ok(e) = parse_expression(&text) {
+                    prop_assert!(!e.variables().is_empty());
+                }
+            }
+
+            // spec: query §6.3 — any body is bound, validated or refused with a 4xx/5xx, never a panic.
+            #[test]
+            fn any_body_is_handled(body in r#"\{("(time|metrics|expressions|outputs|filters|start|id|expr|metric|aggregator)":(\{|\[|"a"|"sum"|1|null|\]|\}|,)*)*\}"#) {
+                if let Err(e) = parse_exp(body.as_bytes(), 1_431_600_000_000) {
+                    prop_assert!(e.status == 400 || e.status == 500);
+                }
+            }
+        }
+    }
 }
