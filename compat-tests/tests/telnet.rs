@@ -72,6 +72,31 @@ fn help_lists_commands_in_opentsdb_order() {
     );
 }
 
+// spec: opentsdb-ingest-storage.md §1.7, query §6.12 (histograms off, 2.4's default: rtsd stores none)
+#[test]
+fn histogram_writes_are_refused_as_2_4_refuses_them_when_histograms_are_off() {
+    let d = Daemon::start();
+    let mut s = d.telnet();
+    let refused = "histogram: illegal argument: Histogram storage has not been enabled. Check the \
+                   'tsd.core.histograms.config' configuration.\n";
+    assert_eq!(replies_to(&mut s, "histogram m 1700000000 0,1.75=12:1.75,3.5=16 host=a\n"), refused);
+    assert_eq!(replies_to(&mut s, "histogram\n"), refused);
+    // HTTP: 503 whatever the method or body (HistogramDataPointRpc checks before anything else).
+    let want = r#"{"error":{"code":503,"message":"Histogram storage has not been enabled. Check the 'tsd.core.histograms.config' configuration."}}"#;
+    for (method, body) in
+        [("POST", r#"[{"metric":"m","timestamp":1700000000,"buckets":{"0,1":1},"tags":{"a":"b"}}]"#), ("GET", "")]
+    {
+        let r = d.http(method, "/api/histogram", &[], body.as_bytes());
+        assert_eq!((r.status, r.text()), (503, want.to_string()), "{method}");
+    }
+    // Nothing was stored, and the connection is still usable.
+    assert_eq!(replies_to(&mut s, "put telnet.after_histogram 1700000000 1 host=a\n"), "");
+    assert_eq!(scan(&d, "telnet.after_histogram"), ["telnet.after_histogram 1700000000 1 host=a"]);
+    // Read-only mode has no write routes at all.
+    let ro = Daemon::start_with(&[("tsd.mode", "ro")]);
+    assert_eq!(ro.http("POST", "/api/histogram", &[], b"[]").status, 404);
+}
+
 // spec: opentsdb-ingest-storage.md §1.2, §1.5 (unknown word, empty line).
 #[test]
 fn unknown_commands_and_empty_lines() {

@@ -442,6 +442,8 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     match segments.first().copied() {
         Some("put") if writes => put(req, tsd, false),
         Some("rollup") if writes => put(req, tsd, true),
+        // 2.4 refuses before looking at the method or body when histograms are off (HistogramDataPointRpc).
+        Some("histogram") if writes => Reply::error(StatusCode::SERVICE_UNAVAILABLE, super::HISTOGRAMS_DISABLED, None),
         Some("suggest") if tsd.config.mode.reads() => discovery::suggest(req, tsd),
         Some("query") if tsd.config.mode.reads() => match segments.get(1).copied() {
             Some("last") => query::last(req, tsd),

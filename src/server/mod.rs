@@ -15,6 +15,12 @@ pub mod telnet;
 pub mod ui;
 pub mod uid;
 
+/// What 2.4 answers a histogram write with when `tsd.core.histograms.config` is unset, its default: rtsd stores
+/// no histograms (spec: ingest §1.7, query §6.12), on telnet (`histogram: illegal argument: ...`) and on
+/// `/api/histogram` (503).
+pub const HISTOGRAMS_DISABLED: &str =
+    "Histogram storage has not been enabled. Check the 'tsd.core.histograms.config' configuration.";
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;

@@ -141,10 +141,9 @@ impl Session<'_> {
         match telnet::parse_command(line) {
             Command::Put(words) if writes => self.put(&words),
             Command::Rollup(words) if writes => self.rollup(&words),
-            Command::Histogram(_) if writes => self.reply(
-                "histogram: illegal argument: Histogram storage has not been enabled. Check the \
-                 'tsd.core.histograms.config' configuration.\n",
-            ),
+            Command::Histogram(_) if writes => {
+                self.reply(&format!("histogram: illegal argument: {}\n", super::HISTOGRAMS_DISABLED))
+            }
             Command::Version => {
                 self.commit();
                 self.reply(&crate::version::telnet_reply());
