@@ -1267,6 +1267,11 @@ mod tests {
         let out = call("timeShift(sum:m,'1day')", vec![vec![s.clone()]]).unwrap();
         assert_eq!(values(&out[0]), vec![(86_401_000, OutValue::Int(5))]);
         assert_eq!(values(&call("shift(sum:m,'2min')", vec![vec![s.clone()]]).unwrap()[0])[0].0, 121_000);
+        let f = series("m", 1, vec![], &[(1000, 0.5)]);
+        assert_eq!(
+            values(&call("shift(sum:m,'1sec')", vec![vec![f]]).unwrap()[0]),
+            vec![(2000, OutValue::Double(0.5))]
+        );
         for (p, e) in [
             ("timeShift(sum:m)", "Need amount of timeshift to perform timeshift"),
             ("timeShift(sum:m,1d)", "Invalid timeshift parameter: eg '10min'"),
