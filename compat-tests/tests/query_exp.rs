@@ -518,6 +518,43 @@ fn comparisons_and_capitalised_ids() {
     assert_eq!(rows(&v["outputs"][1]["dps"]), format!("[[{FIRST},0.0,1.0],[{t1},0.0,1.0],[{LAST},1.0,1.0]]"));
 }
 
+// spec: query §6.3 — TestUnionIterator.setAMissingE / setAMissingEQueryTags: A lacks the tag E that B has, so
+// on all tags nothing pairs (six sets, the missing side reading 0), while `useQueryTags` joins on the filtered
+// key D only (three sets). An intersection on all tags finds nothing.
+#[test]
+fn join_on_query_tags() {
+    let d = Daemon::start();
+    let (t0, t1, t2) = (T0, T0 + 60, T0 + 120);
+    put(&d, "A", &[(t0, 1), (t1, 2), (t2, 3)], "D=D");
+    put(&d, "A", &[(t0, 4), (t1, 5), (t2, 6)], "D=F");
+    put(&d, "A", &[(t0, 7), (t1, 8), (t2, 9)], "D=G");
+    put(&d, "B", &[(t0, 11), (t1, 12), (t2, 13)], "D=D E=E");
+    put(&d, "B", &[(t0, 14), (t1, 15), (t2, 16)], "D=F E=E");
+    put(&d, "B", &[(t0, 17), (t1, 18), (t2, 19)], "D=G E=E");
+    let t1 = FIRST + 60_000;
+    let exprs = r#"[{"id":"e","expr":"a + b","join":{"operator":"union"}}]"#;
+    let v = exp_json(&d, &body(TIME, METRICS, exprs, None));
+    assert_eq!(
+        rows(&v["outputs"][0]["dps"]),
+        format!(
+            "[[{FIRST},1.0,11.0,4.0,14.0,7.0,17.0],[{t1},2.0,12.0,5.0,15.0,8.0,18.0],[{LAST},3.0,13.0,6.0,16.0,9.0,19.0]]"
+        )
+    );
+    for operator in ["union", "intersection"] {
+        let exprs = format!(r#"[{{"id":"e","expr":"a + b","join":{{"operator":"{operator}","useQueryTags":true}}}}]"#);
+        let v = exp_json(&d, &body(TIME, METRICS, &exprs, None));
+        assert_eq!(
+            rows(&v["outputs"][0]["dps"]),
+            format!("[[{FIRST},12.0,18.0,24.0],[{t1},14.0,20.0,26.0],[{LAST},16.0,22.0,28.0]]"),
+            "{operator}"
+        );
+        assert_eq!(v["outputs"][0]["meta"][1]["commonTags"], serde_json::json!({"D":"D"}));
+    }
+    let r = exp(&d, &body(TIME, METRICS, E_INTERSECTION, None));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains(r#""message":"No intersections found: IntersectionIterator(id=e, useQueryTags=false"#));
+}
+
 // ------------------------------------------------------------------------------------------------------------
 // /api/query/gexp
 
