@@ -1,7 +1,8 @@
 //! Expressions over query answers (spec: query §6.2, §6.3): the join engine that pairs the series of several
 //! operands by their tags, the arithmetic of `/api/query/exp`, and the Graphite-style functions of
-//! `/api/query/gexp`. Everything here is pure; [`load`] turns the daemon's answer to the sub-queries into
-//! [`Series`], and the server renders what comes out.
+//! `/api/query/gexp`. Everything here but [`load`] (which turns the engine's answer to the sub-queries into
+//! [`Series`], looking up the UIDs the join orders by) is pure; the sub-queries themselves are ordinary
+//! `/api/query` sub-queries run by [`super::exec`].
 //!
 //! One join serves both endpoints, as one (`ExpressionIterator` over `Union`/`IntersectionIterator`) serves
 //! both in OpenTSDB 2.4:

@@ -27,7 +27,8 @@ pub use pipeline::{in_output_window, run_group, scan_window, GroupIter, Query, Q
 pub use rate::RateConfig;
 pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 
-// The daemon side: running a parsed request against the store, and the response body.
+// The daemon side: running a parsed request against the store, the response body, and expressions over answers
+// (`/api/query/exp`, `/api/query/gexp`).
 pub mod exec;
 pub mod expr;
 pub mod output;
