@@ -52,47 +52,32 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
     if q.delete && !allow_delete {
         return not_enabled();
     }
-    let running = tsd.queries.start(request::tsquery_json(&q), req.remote, &req.headers);
-    let reply = match exec::execute_cancellable(&tsd.store, &q, tsd.config.query_limits, Some(req.cancelled.clone())) {
-        Ok((groups, stats)) => {
-            let format = DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays };
-            Reply::json(
-                StatusCode::OK,
-                render_with_summary(&groups, format, || q.show_summary.then(|| stats.summary_json())),
-            )
-        }
-        Err(e) => {
-            if e.status == exec::CANCELLED_STATUS {
-                tsd.metrics.queries_cancelled.inc();
-            }
-            let reply = error(&e);
-            running.finish(
-                reply.status,
-                Some(e.message.clone()),
-                !req.cancelled.load(std::sync::atomic::Ordering::Relaxed),
-            );
-            return reply;
-        }
-    };
-    running.finish(reply.status, None, !req.cancelled.load(std::sync::atomic::Ordering::Relaxed));
-    reply
+    let format = DpsFormat { ms_resolution: q.ms_resolution, arrays: q.arrays };
+    let rendered = run_tracked(req, tsd, &q, |groups, stats| {
+        Ok(render_with_summary(&groups, format, || q.show_summary.then(|| stats.summary_json())))
+    });
+    match rendered {
+        Ok(body) => Reply::json(StatusCode::OK, body),
+        Err(reply) => reply,
+    }
 }
 
-/// Runs a parsed query for an expression endpoint, tracked in `/api/stats/query` like `/api/query`; the
-/// answer is each sub-query's series, ready for the join.
-fn run_for_expressions(
+/// Runs a parsed query, tracked in `/api/stats/query` (and counted when its client went away), and hands the
+/// result objects to `then`; a failure of either is the error reply.
+fn run_tracked<T>(
     req: &ApiRequest,
     tsd: &Tsd,
     q: &request::TsQuery,
-) -> Result<Vec<crate::query::expr::SubAnswer>, Reply> {
+    then: impl FnOnce(Vec<crate::query::output::GroupOutput>, crate::query::stats::QueryStats) -> Result<T, QueryError>,
+) -> Result<T, Reply> {
     let running = tsd.queries.start(request::tsquery_json(q), req.remote, &req.headers);
     let answered = exec::execute_cancellable(&tsd.store, q, tsd.config.query_limits, Some(req.cancelled.clone()))
-        .and_then(|(groups, _)| crate::query::expr::load(&tsd.store, q, groups).map_err(QueryError::from));
+        .and_then(|(groups, stats)| then(groups, stats));
     let connected = !req.cancelled.load(std::sync::atomic::Ordering::Relaxed);
     match answered {
-        Ok(answers) => {
+        Ok(answer) => {
             running.finish(StatusCode::OK, None, connected);
-            Ok(answers)
+            Ok(answer)
         }
         Err(e) => {
             if e.status == exec::CANCELLED_STATUS {
@@ -103,6 +88,15 @@ fn run_for_expressions(
             Err(reply)
         }
     }
+}
+
+/// Runs a parsed query for an expression endpoint: each sub-query's series, ready for the join.
+fn run_for_expressions(
+    req: &ApiRequest,
+    tsd: &Tsd,
+    q: &request::TsQuery,
+) -> Result<Vec<crate::query::expr::SubAnswer>, Reply> {
+    run_tracked(req, tsd, q, |groups, _| crate::query::expr::load(&tsd.store, q, groups).map_err(QueryError::from))
 }
 
 /// `GET /api/query/gexp`: Graphite-style functions over `m=`-style metric queries (spec: query §6.2). The
