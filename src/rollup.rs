@@ -114,6 +114,17 @@ impl RollupInterval {
     pub fn family(table: &str) -> String {
         format!("{table}:t")
     }
+
+    /// The column family of the rollups rtsd computes for a table (`<table>:a`, see `store::rollup_rows`), given
+    /// the table's family.
+    pub fn auto_family(family: &str) -> String {
+        format!("{}:a", family.strip_suffix(":t").unwrap_or(family))
+    }
+
+    /// Whether a column family holds rollups rtsd computed (`<table>:a`).
+    pub fn is_auto_family(family: &str) -> bool {
+        family.ends_with(":a") && family != "chukwa:a"
+    }
 }
 
 /// The parsed `tsd.rollups.config` (OpenTSDB's `RollupConfig`).

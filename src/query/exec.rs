@@ -298,7 +298,17 @@ fn execute_sub(
         annotations: s.annotations,
     };
     let mut series: Vec<ReadSeries> = match (rolled, targeted) {
-        (Some(answer), _) => answer.series.into_iter().map(stage).collect(),
+        (Some(answer), _) => answer
+            .series
+            .into_iter()
+            .map(|(s, points)| ReadSeries {
+                stored_points: points.len(),
+                points: engine.stage_bucketed(points),
+                tsuid: s.tsuid,
+                tags: s.tags,
+                annotations: s.annotations,
+            })
+            .collect(),
         (None, Some(selected)) => {
             let mut out = Vec::with_capacity(selected.len());
             for tsuid in &selected {
@@ -368,12 +378,17 @@ fn execute_sub(
     let mut out = Vec::with_capacity(groups.len());
     for indices in groups.values() {
         let started = Instant::now();
-        let staged = indices.iter().map(|&i| std::mem::take(&mut series[i].points)).collect();
+        let staged: Vec<Vec<Point>> = indices.iter().map(|&i| std::mem::take(&mut series[i].points)).collect();
         let members: Vec<&ReadSeries> = indices.iter().map(|&i| &series[i]).collect();
         let mut dps = Vec::new();
-        for p in engine.run_staged(staged) {
+        let mut emit = |p: Result<super::OutPoint, super::QueryError>| -> Result<(), ExecError> {
             let (ts, value) = p.map_err(internal)?;
             dps.push((ts, format_value(&value)));
+            Ok(())
+        };
+        match engine.run_aligned(&staged) {
+            Some(points) => points.into_iter().try_for_each(&mut emit)?,
+            None => engine.run_staged(staged).try_for_each(&mut emit)?,
         }
         let aggregation = started.elapsed();
         let naming = Instant::now();

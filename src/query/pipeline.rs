@@ -106,6 +106,78 @@ impl Query {
         }
     }
 
+    /// [`Query::stage`] of points already downsampled elsewhere (a rollup answer: one point per bucket, at the
+    /// bucket's start): each bucket holds one point, so downsampling is the function of that one value, with
+    /// no bucketing. Gives exactly what [`Query::stage`] gives; a series that is not one point per bucket
+    /// (raw points read for inexact buckets), a fill policy or calendar buckets take [`Query::stage`].
+    pub fn stage_bucketed(&self, points: Vec<Point>) -> Vec<Point> {
+        let Some(ds) =
+            self.downsample.as_ref().filter(|d| !d.all && d.calendar.is_none() && d.fill == FillPolicy::None)
+        else {
+            return self.stage(points);
+        };
+        let interval = ds.interval_ms.max(1);
+        if points.iter().any(|p| p.ts.rem_euclid(interval) != 0) {
+            return self.stage(points);
+        }
+        let window = self.window();
+        // What `Sanitized` and the downsampler's seek leave: inside the scan window, from the first bucket
+        // boundary at or after its start, strictly increasing (aligned, so one point per bucket).
+        let first = super::downsample::align_up(window.scan_start_ms, interval).max(window.scan_start_ms);
+        let mut last = None;
+        let mut out = Vec::with_capacity(points.len());
+        for p in points {
+            if p.ts < first || p.ts >= window.scan_end_ms || last.is_some_and(|l| p.ts <= l) {
+                continue;
+            }
+            last = Some(p.ts);
+            out.push(Point { ts: p.ts, value: Value::Float(ds.function.run_double(&[p.value.to_f64()])) });
+        }
+        match self.rate {
+            Some(config) => RateIter::new(out.into_iter(), config).collect(),
+            None => out,
+        }
+    }
+
+    /// The group's output when every staged series has a floating-point value at exactly the same times (rollup
+    /// buckets of series reported together, the common case): at each time every series contributes its own
+    /// value, so the aggregate is the aggregator over them in series order, with none of [`GroupIter`]'s
+    /// per-point bookkeeping. `None` when the series are not so aligned (then [`Query::run_staged`]). The
+    /// result is [`GroupIter`]'s, point for point.
+    pub fn run_aligned(&self, staged: &[Vec<Point>]) -> Option<Vec<Result<OutPoint, QueryError>>> {
+        let first = staged.first()?;
+        let aligned = staged
+            .iter()
+            .all(|s| s.len() == first.len() && s.iter().zip(first).all(|(a, b)| a.ts == b.ts && !a.value.is_int()));
+        if !aligned {
+            return None;
+        }
+        let null_for_nan = self.null_for_nan();
+        let mut floats = Vec::with_capacity(staged.len());
+        let mut out = Vec::new();
+        for (i, p) in first.iter().enumerate() {
+            let t = p.ts;
+            if t > self.end_ms {
+                break;
+            }
+            if t < self.start_ms {
+                continue;
+            }
+            floats.clear();
+            floats.extend(staged.iter().map(|s| s[i].value.to_f64()));
+            let v = self.aggregator.run_double(&floats);
+            if v.is_nan() {
+                out.push(Ok((t, if null_for_nan { OutValue::Null } else { OutValue::NaN })));
+            } else if v.is_infinite() {
+                out.push(Err(QueryError::Infinity { timestamp_ms: t, value: v }));
+                break;
+            } else {
+                out.push(Ok((t, OutValue::Double(v))));
+            }
+        }
+        Some(out)
+    }
+
     /// Runs one group. `series` are the group's series in row-key (TSUID) order, which is the order values are
     /// fed to the aggregator (it matters for `first`, `last`, `diff` and float rounding); each yields its points
     /// in time order. Points outside the scan window, and points not after the previous one, are ignored.
@@ -917,6 +989,14 @@ mod tests {
             ]
         }
 
+        /// Floats (downsampled values always are), now and then an integer.
+        fn mostly_floats() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                60 => (-1e6f64..1e6).prop_map(Value::Float),
+                3 => value(),
+            ]
+        }
+
         fn series() -> impl Strategy<Value = Vec<Point>> {
             // Random, possibly duplicated, possibly unordered timestamps around and outside a 2-hour window.
             prop::collection::vec(
@@ -1010,6 +1090,63 @@ mod tests {
                         prop_assert!(d.is_finite());
                     }
                     last = ts;
+                }
+            }
+
+            // A rollup answer (one point per bucket, at its start) staged without bucketing gives what staging
+            // gives, whatever the function, fill, rate and values (unaligned points included: they fall back).
+            #[test]
+            fn bucketed_staging_equals_staging(
+                slots in prop::collection::vec((-30i64..150, mostly_floats(), 0u8..200), 0..60),
+                interval in prop_oneof![Just(60_000i64), Just(600_000), 1i64..100_000],
+                function in prop::sample::select(crate::query::aggregators::AGGREGATOR_NAMES.to_vec()),
+                fill in prop_oneof![Just(FillPolicy::None), Just(FillPolicy::NaN)],
+                rate in rate(),
+                start_off in 0i64..3_600_000,
+                len in 1i64..7_200_000,
+            ) {
+                let function = Aggregator::from_name(function).unwrap();
+                prop_assume!(function != Aggregator::None);
+                let mut points: Vec<Point> = slots
+                    .into_iter()
+                    .map(|(i, value, odd)| Point { ts: T + i * interval + if odd == 0 { 1 } else { 0 }, value })
+                    .collect();
+                points.sort_by_key(|p| p.ts);
+                let start_ms = T + start_off;
+                let ds = Downsampler::fixed(interval, function, fill);
+                let q = Query { start_ms, end_ms: start_ms + len, aggregator: Aggregator::Sum, downsample: Some(ds), rate };
+                prop_assert_eq!(format!("{:?}", q.stage_bucketed(points.clone())), format!("{:?}", q.stage(points)));
+            }
+
+            // Series with values at the same times aggregate as `GroupIter` aggregates them.
+            #[test]
+            fn aligned_groups_equal_group_iter(
+                times in prop::collection::btree_set(T - 3_600_000..T + 10_800_000, 0..30),
+                values in prop::collection::vec(prop::collection::vec(mostly_floats(), 30), 1..6),
+                aggregator in prop::sample::select(crate::query::aggregators::AGGREGATOR_NAMES.to_vec()),
+                fill in prop_oneof![Just(FillPolicy::None), Just(FillPolicy::Null)],
+                start_off in 0i64..3_600_000,
+                len in 1i64..7_200_000,
+                shorter in any::<bool>(),
+            ) {
+                let mut staged: Vec<Vec<Point>> = values
+                    .iter()
+                    .map(|vs| times.iter().zip(vs).map(|(&ts, &value)| Point { ts, value }).collect())
+                    .collect();
+                if shorter && staged.len() > 1 {
+                    staged[1].pop();
+                }
+                let start_ms = T + start_off;
+                let ds = Downsampler::fixed(60_000, Aggregator::Sum, fill);
+                let aggregator = Aggregator::from_name(aggregator).unwrap();
+                let q = Query { start_ms, end_ms: start_ms + len, aggregator, downsample: Some(ds), rate: None };
+                let general: Vec<Result<OutPoint, QueryError>> = q.run_staged(staged.clone()).collect();
+                match q.run_aligned(&staged) {
+                    Some(aligned) => prop_assert_eq!(format!("{aligned:?}"), format!("{general:?}")),
+                    None => prop_assert!(
+                        (shorter && staged.len() > 1 && !times.is_empty())
+                            || staged.iter().flatten().any(|p| p.value.is_int())
+                    ),
                 }
             }
 

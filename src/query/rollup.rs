@@ -23,7 +23,7 @@
 use rtsd_protocol::codec::{self, Value};
 use rtsd_protocol::query::{FilterKind, RollupUsage, SubQuery};
 
-use super::{Aggregator, Query};
+use super::{Aggregator, Point, Query};
 use crate::rollup::{RollupConfig, RollupInterval};
 use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
 
@@ -49,10 +49,10 @@ fn need(function: Aggregator) -> Option<Need> {
     })
 }
 
-/// What a rollup read gave: the series (one point per downsample bucket) and the interval read, echoed as
-/// `query.rollupTable`.
+/// What a rollup read gave: the series with their points (one per downsample bucket, at its start, unless raw
+/// points were read for a bucket) and the interval read, echoed as `query.rollupTable`.
 pub struct RollupAnswer {
-    pub series: Vec<StoredSeries>,
+    pub series: Vec<(StoredSeries, Vec<Point>)>,
     pub table: String,
 }
 
@@ -121,10 +121,12 @@ pub fn read(
             if !found.is_empty() {
                 let mut series = Vec::with_capacity(found.len());
                 for r in found {
-                    let (s, inexact) = per_bucket(r.series, &r.values, need, interval_ms);
+                    let (points, inexact) = per_bucket(&r.values, need, interval_ms);
                     // Pre-aggregates have no raw points to check against.
                     let inexact = if pre_aggregate { &[][..] } else { &inexact[..] };
-                    series.push(exact_from_raw(store, s, inexact, interval_ms, scan_start, scan_end, budget)?);
+                    let points =
+                        exact_from_raw(store, &r.series, points, inexact, interval_ms, scan_start, scan_end, budget)?;
+                    series.push((r.series, points));
                 }
                 pass_through(engine);
                 return Ok(Some(RollupAnswer { series, table: interval.interval.clone() }));
@@ -150,6 +152,14 @@ pub fn read(
         _ if pre_aggregate => {
             let family = RollupInterval::family(&config.default_interval().preagg_table);
             let series = store.scan_series_in(&family, metric, scan_start, scan_end, budget, keep)?;
+            let series = series
+                .into_iter()
+                .map(|mut s| {
+                    let points = s.points.iter().map(Point::from).collect();
+                    s.points = Vec::new();
+                    (s, points)
+                })
+                .collect();
             Ok(Some(RollupAnswer { series, table: "raw".to_string() }))
         }
         _ => Ok(None),
@@ -201,23 +211,25 @@ fn as_f64(v: Value) -> f64 {
 
 /// Replaces the points of `inexact` buckets (start, count) by the raw points of the series in them, where the
 /// raw row still holds all of them.
+#[allow(clippy::too_many_arguments)]
 fn exact_from_raw(
     store: &Store,
-    mut series: StoredSeries,
+    series: &StoredSeries,
+    bucketed: Vec<Point>,
     inexact: &[(i64, i64)],
     interval_ms: i64,
     scan_start: i64,
     scan_end: i64,
     budget: &mut ReadBudget,
-) -> Result<StoredSeries, StoreError> {
-    let (Some(first), Some(last)) = (inexact.first(), inexact.last()) else { return Ok(series) };
+) -> Result<Vec<Point>, StoreError> {
+    let (Some(first), Some(last)) = (inexact.first(), inexact.last()) else { return Ok(bucketed) };
     let raw = store.read_series(
         std::slice::from_ref(&series.tsuid),
         first.0.max(scan_start),
         (last.0 + interval_ms).min(scan_end),
         budget,
     )?;
-    let Some(raw) = raw.into_iter().next() else { return Ok(series) };
+    let Some(raw) = raw.into_iter().next() else { return Ok(bucketed) };
     // Raw points of each inexact bucket, one per instant (the first, as the engine keeps).
     let mut replaced: std::collections::HashMap<i64, Vec<codec::RowPoint>> = std::collections::HashMap::new();
     let mut last_ts = None;
@@ -230,30 +242,24 @@ fn exact_from_raw(
     }
     replaced.retain(|start, points| inexact.iter().any(|&(s, count)| s == *start && points.len() as i64 == count));
     if replaced.is_empty() {
-        return Ok(series);
+        return Ok(bucketed);
     }
-    let mut points = Vec::with_capacity(series.points.len());
-    for p in std::mem::take(&mut series.points) {
-        match replaced.remove(&p.timestamp_ms) {
-            Some(raw) => points.extend(raw),
+    let mut points = Vec::with_capacity(bucketed.len());
+    for p in bucketed {
+        match replaced.remove(&p.ts) {
+            Some(raw) => points.extend(raw.iter().map(Point::from)),
             None => points.push(p),
         }
     }
-    series.points = points;
-    Ok(series)
+    Ok(points)
 }
 
 /// One point per downsample bucket (epoch-aligned `interval_ms`) with the value the raw downsampler computes
 /// for it, from the rollup buckets inside it (each list sorted by time). Also returns the buckets (start,
 /// count) whose value adds several floating-point sums, which may differ from the raw answer in the last bits.
-fn per_bucket(
-    mut series: StoredSeries,
-    values: &[Vec<(i64, Value)>],
-    need: Need,
-    interval_ms: i64,
-) -> (StoredSeries, Vec<(i64, i64)>) {
+fn per_bucket(values: &[Vec<(i64, Value)>], need: Need, interval_ms: i64) -> (Vec<Point>, Vec<(i64, i64)>) {
     let bucket = |ts: i64| ts - ts.rem_euclid(interval_ms);
-    let mut out: Vec<(i64, f64)> = Vec::new();
+    let mut out: Vec<Point> = Vec::with_capacity(values.first().map_or(0, Vec::len));
     let mut inexact: Vec<(i64, i64)> = Vec::new();
     match need {
         Need::Sum | Need::Avg => {
@@ -268,7 +274,7 @@ fn per_bucket(
                     Some(n) if need == Need::Avg => s / n as f64,
                     _ => s,
                 };
-                out.push((start, value));
+                out.push(Point::float(start, value));
                 if let (Some(n), true) = (n, parts > 1 && float) {
                     inexact.push((start, n));
                 }
@@ -308,21 +314,17 @@ fn per_bucket(
             for &(ts, v) in &values[0] {
                 let (b, d) = (bucket(ts), as_f64(v));
                 match out.last_mut() {
-                    Some((start, acc)) if *start == b => match need {
+                    Some(Point { ts, value: super::Value::Float(acc) }) if *ts == b => match need {
                         Need::Min => *acc = acc.min(d),
                         Need::Max => *acc = acc.max(d),
                         _ => *acc += d,
                     },
-                    _ => out.push((b, if need == Need::Count { 0.0 + d } else { d })),
+                    _ => out.push(Point::float(b, if need == Need::Count { 0.0 + d } else { d })),
                 }
             }
         }
     }
-    series.points = out
-        .into_iter()
-        .map(|(ts, v)| codec::RowPoint { timestamp_ms: ts, qualifier: Default::default(), value: Value::Double(v) })
-        .collect();
-    (series, inexact)
+    (out, inexact)
 }
 
 #[cfg(test)]

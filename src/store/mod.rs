@@ -18,6 +18,7 @@ pub mod meta;
 pub mod pending;
 pub mod retention;
 pub mod rollup;
+pub mod rollup_rows;
 pub mod series;
 pub mod uid;
 
@@ -429,6 +430,7 @@ impl Store {
                 CF_SERIES => series_opts.clone(),
                 rollup::CF_ROLLUP_DIRTY => rollup::dirty_options(&block_cache),
                 n if COLUMN_FAMILIES.contains(&n) => small_opts.clone(),
+                n if crate::rollup::RollupInterval::is_auto_family(n) => rollup::auto_table_options(&block_cache),
                 _ => rollup::table_options(&block_cache),
             };
             retention.install(&name, &mut opts, &layout, metrics.clone());

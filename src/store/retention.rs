@@ -151,6 +151,10 @@ impl Retention {
                 for table in [&i.table, &i.preagg_table] {
                     add(RollupInterval::family(table), keep, span.clone(), &mut r);
                 }
+                if i.is_auto() {
+                    let family = RollupInterval::auto_family(&RollupInterval::family(&i.table));
+                    add(family, keep, span.clone(), &mut r);
+                }
             }
         }
         r
@@ -626,8 +630,9 @@ mod tests {
                 rows.iter().map(|r| r.values[0].len()).sum::<usize>()
             };
             assert_eq!((buckets("1m"), buckets("1h")), (0, 1));
+            // The rollups rtsd computed, in `<table>:a`.
             let on_disk = |table: &str| {
-                let family = crate::rollup::RollupInterval::family(table);
+                let family = crate::rollup::RollupInterval::auto_family(&crate::rollup::RollupInterval::family(table));
                 let mut n = 0;
                 let mut iter = store.db.raw_iterator_cf(store.cf(&family));
                 iter.seek_to_first();

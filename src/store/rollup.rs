@@ -27,6 +27,7 @@ use rocksdb::{MergeOperands, Options, WriteBatch};
 use rtsd_protocol::codec::{self, Value};
 use rtsd_protocol::point::DataPoint;
 
+use super::rollup_rows::{self, RowView, Slots};
 use super::{AddError, PointBatch, Store, StoreError, StoredSeries, CF_DATA};
 use crate::rollup::{RollupInterval, RollupSettings, RollupTarget, AUTO_AGGREGATORS};
 
@@ -120,6 +121,8 @@ impl Rollups {
                 Some(ids) => {
                     auto_ids.copy_from_slice(&ids);
                     auto = settings.auto_intervals();
+                    families
+                        .extend(auto.iter().map(|i| RollupInterval::auto_family(&RollupInterval::family(&i.table))));
                 }
                 None if settings.auto => tracing::warn!(
                     "rtsd.rollups.auto needs aggregation IDs for sum, count, min and max in tsd.rollups.config; \
@@ -226,14 +229,29 @@ impl Rollups {
 /// Options of a rollup table's column family: compressed as the data table is (rollup cells repeat their
 /// qualifiers' patterns row after row, which LZ4 and zstd shrink well).
 pub(super) fn table_options(block_cache: &rocksdb::Cache) -> Options {
+    let mut opts = compressed_options(block_cache);
+    opts.set_merge_operator("rollup-cells-v1", merge_full, merge_partial);
+    opts
+}
+
+fn compressed_options(block_cache: &rocksdb::Cache) -> Options {
     use rocksdb::DBCompressionType::{Lz4, Zstd};
     let mut opts = Options::default();
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_block_cache(block_cache);
     opts.set_block_based_table_factory(&table);
-    opts.set_merge_operator("rollup-cells-v1", merge_full, merge_partial);
     opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
     opts.set_bottommost_compression_type(Zstd);
+    opts
+}
+
+/// Options of a family of rollups rtsd computes (`<table>:a`): rows of columns merged slot by slot (see
+/// [`rollup_rows`]), compressed as the rollup tables are.
+pub(super) fn auto_table_options(block_cache: &rocksdb::Cache) -> Options {
+    let mut opts = compressed_options(block_cache);
+    opts.set_merge_operator_associative("rollup-columns-v1", |_key, existing, operands| {
+        Some(rollup_rows::merge(existing, operands.iter()))
+    });
     opts
 }
 
@@ -697,8 +715,9 @@ impl Store {
         Ok(rows.len() as u64)
     }
 
-    /// Writes the buckets of one raw hour row into every automatic interval. Returns the buckets written and
-    /// whether rollups of this hour existed before (so the points now folded arrived late).
+    /// Writes the buckets of one raw hour row into every automatic interval (their `<table>:a` rows, see
+    /// [`rollup_rows`]). Returns the buckets written and whether rollups of this hour existed before (so the
+    /// points now folded arrived late).
     fn fold_row(
         &self,
         batch: &mut WriteBatch,
@@ -711,43 +730,33 @@ impl Store {
         let at = self.layout.salt.width + self.layout.uid_widths[0];
         let mut written = 0u64;
         let mut was_rolled = false;
-        let [sum_id, count_id, min_id, max_id] = self.rollups.auto_ids;
         // A raw hour wholly past the raw retention may already have lost its older points to compaction (late
         // points re-create the row): there the rollups are the record, and a bucket is recomputed only from a
         // row that holds at least as many points as the bucket counted, and never deleted.
         let expired = (i64::from(hour) + 3600) * 1000 <= self.retention.cut_ms(CF_DATA);
         for (n, interval) in self.rollups.auto.iter().enumerate() {
-            let cf = self.cf(&RollupInterval::family(&interval.table));
+            let family = RollupInterval::family(&interval.table);
             let mut key = raw_key.to_vec();
             let base = interval.base_time(i64::from(hour));
             key[at..at + 4].copy_from_slice(&base.to_be_bytes());
             // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
             let mut counted: HashMap<i64, i64> = HashMap::new();
             if n == 0 || expired {
-                if let Some(row) = self.db.get_cf_opt(cf, &key, read)? {
-                    let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
-                    for c in codec::columns(&row).filter_map(Result::ok) {
-                        let q = c.qualifier;
-                        if q.len() != 3 || q[0] != count_id || c.value.is_empty() {
-                            continue;
-                        }
-                        let packed = u16::from_be_bytes([q[1], q[2]]);
-                        let start =
-                            (i64::from(base) + i64::from(packed >> 4) * i64::from(interval.interval_secs)) * 1000;
-                        if (lo..hi).contains(&start) {
-                            let count = Value::decode((packed & 0x0F) as u8, c.value).map_or(0, |v| as_f64(v) as i64);
-                            counted.insert(start, count);
-                        }
-                    }
-                }
+                let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
+                let count_id = self.rollups.auto_ids[1];
+                let mut values = vec![Vec::new()];
+                self.read_rollup_row(&family, &key, base, interval, &[count_id], (lo, hi), read, &mut values)?;
+                counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
                 if n == 0 {
-                    // The first interval's count cells of this hour tell whether it was folded before.
+                    // The first interval's counts of this hour tell whether it was folded before.
                     was_rolled = !counted.is_empty();
                 }
             }
-            let mut column = Vec::new();
             let width = i64::from(interval.interval_secs) * 1000;
-            let mut present = Vec::new();
+            let slot =
+                |start_ms: i64| ((start_ms / 1000 - i64::from(base)) / i64::from(interval.interval_secs)) as usize;
+            let mut row = Slots::new(interval.intervals as usize);
+            let mut any = false;
             for b in buckets(points, interval.interval_secs) {
                 // Only the buckets the new points fell into changed.
                 if b.start > change.last_ms || b.start.saturating_add(width) <= change.first_ms {
@@ -756,31 +765,121 @@ impl Store {
                 if expired && counted.get(&b.start).is_some_and(|&c| b.count < c) {
                     continue;
                 }
-                let ts = b.start / 1000;
-                for (id, value) in [(sum_id, b.sum), (count_id, Value::Int(b.count)), (min_id, b.min), (max_id, b.max)]
-                {
-                    codec::push_column(&mut column, &interval.qualifier(ts, base, value.flags(), id), &value.encode());
-                }
-                present.push(b.start);
+                row.set(slot(b.start), Some([b.sum, Value::Int(b.count), b.min, b.max]));
+                any = true;
                 written += 1;
             }
             if change.first_ms == i64::MIN && !expired {
                 // A whole row recomputed (its points may have been removed, e.g. by `fsck --fix`): buckets of the
-                // hour without points lose their cells (an empty value deletes a cell, see `merge_full`).
+                // hour without points are deleted (known, no value).
                 let hour_ms = i64::from(hour) * 1000;
                 for start in (hour_ms..hour_ms + 3_600_000).step_by(width.max(1) as usize) {
-                    if !present.contains(&start) {
-                        for id in [sum_id, count_id, min_id, max_id] {
-                            codec::push_column(&mut column, &interval.qualifier(start / 1000, base, 0, id), &[]);
-                        }
+                    let i = slot(start);
+                    if row.slots.get(i).is_none_or(Option::is_none) {
+                        row.set(i, None);
+                        any = true;
                     }
                 }
             }
-            if !column.is_empty() {
-                batch.merge_cf(cf, &key, &column);
+            if any {
+                batch.merge_cf(self.cf(&RollupInterval::auto_family(&family)), &key, row.encode());
             }
         }
         Ok((written, was_rolled))
+    }
+
+    /// The values of aggregators `ids` in one row of rollup table `family` (buckets in `[start_ms, end_ms)`):
+    /// those rtsd computed (`<table>:a`) and, for buckets it did not, the table's cells. Returns the values read
+    /// and the bytes of the rows.
+    #[allow(clippy::too_many_arguments)]
+    fn read_rollup_row(
+        &self,
+        family: &str,
+        key: &[u8],
+        base: u32,
+        interval: &RollupInterval,
+        ids: &[u8],
+        (start_ms, end_ms): (i64, i64),
+        read: &rocksdb::ReadOptions,
+        values: &mut [Vec<(i64, Value)>],
+    ) -> Result<Option<(usize, usize)>, StoreError> {
+        let auto = match self.db.cf_handle(&RollupInterval::auto_family(family)) {
+            Some(cf) => self.db.get_pinned_cf_opt(cf, key, read)?,
+            None => None,
+        };
+        let table = match self.db.cf_handle(family) {
+            Some(cf) => self.db.get_pinned_cf_opt(cf, key, read)?,
+            None => None,
+        };
+        self.rollup_values(key, auto.as_deref(), table.as_deref(), base, interval, ids, start_ms, end_ms, values)
+    }
+
+    /// [`Store::read_rollup_row`] of rows already read: `auto` from `<table>:a`, `table` from the table.
+    #[allow(clippy::too_many_arguments)]
+    fn rollup_values(
+        &self,
+        key: &[u8],
+        auto: Option<&[u8]>,
+        table: Option<&[u8]>,
+        base: u32,
+        interval: &RollupInterval,
+        ids: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        values: &mut [Vec<(i64, Value)>],
+    ) -> Result<Option<(usize, usize)>, StoreError> {
+        if auto.is_none() && table.is_none() {
+            return Ok(None);
+        }
+        let (mut cells, mut bytes, mut shadow) = (0, 0, &[][..]);
+        if let Some(row) = auto {
+            let view = self.auto_row(key, row)?;
+            cells += self.auto_cells(key, &view, base, interval, ids, start_ms, end_ms, values)?;
+            bytes += row.len();
+            shadow = view.known_bitmap();
+        }
+        if let Some(row) = table {
+            cells += rollup_cells(key, row, base, interval, ids, start_ms, end_ms, shadow, values)?;
+            bytes += row.len();
+        }
+        Ok(Some((cells, bytes)))
+    }
+
+    fn auto_row<'a>(&self, key: &[u8], row: &'a [u8]) -> Result<RowView<'a>, StoreError> {
+        RowView::new(row).map_err(|e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key))))
+    }
+
+    /// Appends the values of aggregators `ids` in an `<table>:a` row (buckets in `[start_ms, end_ms)`) to
+    /// `values` (one list per ID); returns how many.
+    #[allow(clippy::too_many_arguments)]
+    fn auto_cells(
+        &self,
+        key: &[u8],
+        view: &RowView<'_>,
+        base: u32,
+        interval: &RollupInterval,
+        ids: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        values: &mut [Vec<(i64, Value)>],
+    ) -> Result<usize, StoreError> {
+        let mut cells = 0;
+        for (which, id) in ids.iter().enumerate() {
+            let Some(c) = self.rollups.auto_ids.iter().position(|a| a == id) else { continue };
+            let column = view
+                .column(c)
+                .map_err(|e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key))))?;
+            let out = &mut values[which];
+            let (base_ms, width) = (i64::from(base) * 1000, i64::from(interval.interval_secs) * 1000);
+            view.for_each_present(|slot, j| {
+                let ts = base_ms + slot as i64 * width;
+                if ts >= start_ms && ts < end_ms {
+                    out.push((ts, column.get(j)));
+                    cells += 1;
+                }
+            });
+        }
+        Ok(cells)
     }
 
     /// Reads the cells of aggregators `ids` from rollup table `family` for the given series (TSUIDs of one
@@ -872,6 +971,16 @@ impl Store {
         Ok(finish_rollup_series(out))
     }
 
+    /// Whether rollup table `family` has any row of `metric` with a base time in `[first_base, last_base]`.
+    fn any_row_in(&self, family: &str, metric: &[u8], first_base: u32, last_base: u32) -> Result<bool, StoreError> {
+        let mut any = false;
+        self.for_each_row_in(family, metric, first_base, last_base, |_| {
+            any = true;
+            Ok(false)
+        })?;
+        Ok(any)
+    }
+
     /// The start (ms, moved up to the table's retention) and the first and last row base times of a rollup
     /// read; `None` when nothing can be read.
     fn rollup_range(
@@ -908,48 +1017,59 @@ impl Store {
         let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
         let mut out: Vec<RollupSeries> = Vec::new();
         let expected = expected_buckets(interval, start_ms, end_ms);
-        self.for_each_row_in(family, metric, first_base, last_base, |row| {
-            let tags_bytes = &row.key[tags_offset..];
-            let slot = match index.get(tags_bytes) {
-                Some(slot) => *slot,
-                None => {
-                    let slot = if keep(&row.tags)? {
-                        let mut tsuid = metric.to_vec();
-                        tsuid.extend_from_slice(tags_bytes);
-                        out.push(RollupSeries {
-                            series: StoredSeries {
-                                tsuid,
-                                tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
-                                points: Vec::new(),
-                                annotations: Vec::new(),
-                            },
-                            values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
-                        });
-                        Some(out.len() - 1)
-                    } else {
-                        None
-                    };
-                    index.insert(tags_bytes.to_vec(), slot);
-                    slot
-                }
-            };
-            if let Some(i) = slot {
-                let cells = rollup_cells(
-                    row.key,
-                    row.value,
-                    row.base_time,
-                    interval,
-                    ids,
-                    start_ms,
-                    end_ms,
-                    &mut out[i].values,
-                )?;
-                budget.charge(cells, row.value.len())?;
-            } else {
-                budget.rows_skipped += 1;
+        let auto_family = RollupInterval::auto_family(family);
+        // The buckets of `<table>:a` rows, by key, hide the table's cells for them: kept only when the table has
+        // rows here (a directory written before `:a` existed, or rollup points written by clients).
+        let table_rows = self.any_row_in(family, metric, first_base, last_base)?;
+        let mut shadows: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        for auto in [true, false] {
+            if !auto && !table_rows {
+                break;
             }
-            Ok(true)
-        })?;
+            self.for_each_row_in(if auto { &auto_family } else { family }, metric, first_base, last_base, |row| {
+                let tags_bytes = &row.key[tags_offset..];
+                let slot = match index.get(tags_bytes) {
+                    Some(slot) => *slot,
+                    None => {
+                        let slot = if keep(&row.tags)? {
+                            let mut tsuid = metric.to_vec();
+                            tsuid.extend_from_slice(tags_bytes);
+                            out.push(RollupSeries {
+                                series: StoredSeries {
+                                    tsuid,
+                                    tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                                    points: Vec::new(),
+                                    annotations: Vec::new(),
+                                },
+                                values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
+                            });
+                            Some(out.len() - 1)
+                        } else {
+                            None
+                        };
+                        index.insert(tags_bytes.to_vec(), slot);
+                        slot
+                    }
+                };
+                let Some(i) = slot else {
+                    budget.rows_skipped += 1;
+                    return Ok(true);
+                };
+                let values = &mut out[i].values;
+                let cells = if auto {
+                    let view = self.auto_row(row.key, row.value)?;
+                    if table_rows {
+                        shadows.insert(row.key.to_vec(), view.known_bitmap().to_vec());
+                    }
+                    self.auto_cells(row.key, &view, row.base_time, interval, ids, start_ms, end_ms, values)?
+                } else {
+                    let shadow = shadows.get(row.key).map_or(&[][..], Vec::as_slice);
+                    rollup_cells(row.key, row.value, row.base_time, interval, ids, start_ms, end_ms, shadow, values)?
+                };
+                budget.charge(cells, row.value.len())?;
+                Ok(true)
+            })?;
+        }
         Ok(out)
     }
 }
@@ -968,7 +1088,10 @@ impl Store {
         end_ms: i64,
         budget: &mut super::ReadBudget,
     ) -> Result<Vec<RollupSeries>, StoreError> {
-        let Some(cf) = self.db.cf_handle(family) else { return Ok(Vec::new()) };
+        let (table_cf, auto_cf) = (self.db.cf_handle(family), self.db.cf_handle(&RollupInterval::auto_family(family)));
+        if table_cf.is_none() && auto_cf.is_none() {
+            return Ok(Vec::new());
+        }
         let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
@@ -1006,10 +1129,21 @@ impl Store {
                 values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
             };
             // Keys ascend by base time; pinned rows are read in place, not copied out.
-            for ((key, base), row) in keys.iter().zip(&bases).zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
-                let Some(row) = row? else { continue };
-                let cells = rollup_cells(key, &row, *base, interval, ids, start_ms, end_ms, &mut series.values)?;
-                budget.charge(cells, row.len())?;
+            let get = |cf: Option<&rocksdb::ColumnFamily>| match cf {
+                Some(cf) => self.db.batched_multi_get_cf(cf, &keys, true),
+                None => Vec::new(),
+            };
+            let (mut autos, mut tables) = (get(auto_cf).into_iter(), get(table_cf).into_iter());
+            for (key, base) in keys.iter().zip(&bases) {
+                let auto = autos.next().transpose()?.flatten();
+                let table = tables.next().transpose()?.flatten();
+                let (auto, table) = (auto.as_deref(), table.as_deref());
+                let values = &mut series.values;
+                if let Some((cells, bytes)) =
+                    self.rollup_values(key, auto, table, *base, interval, ids, start_ms, end_ms, values)?
+                {
+                    budget.charge(cells, bytes)?;
+                }
             }
             if series.values.iter().any(|v| !v.is_empty()) {
                 for v in &mut series.values {
@@ -1024,9 +1158,6 @@ impl Store {
     }
 }
 
-/// Decodes the cells of aggregators `ids` in one rollup row into `values` (one list per ID), keeping buckets
-/// with `start_ms <= t < end_ms`; returns how many.
-#[allow(clippy::too_many_arguments)]
 /// Decides from a series' (tag key UID, tag value UID) pairs whether a read keeps it.
 type Keep<'a> = dyn FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError> + 'a;
 
@@ -1052,6 +1183,10 @@ fn expected_buckets(interval: &RollupInterval, start_ms: i64, end_ms: i64) -> us
     usize::try_from((end_ms - start_ms) / width + 1).unwrap_or(0).min(1 << 16)
 }
 
+/// Decodes the cells of aggregators `ids` in one rollup row into `values` (one list per ID), keeping buckets
+/// with `start_ms <= t < end_ms` that `shadow` (a bitmap of slots, see `rollup_rows`) does not hide; returns
+/// how many.
+#[allow(clippy::too_many_arguments)]
 fn rollup_cells(
     key: &[u8],
     row: &[u8],
@@ -1060,6 +1195,7 @@ fn rollup_cells(
     ids: &[u8],
     start_ms: i64,
     end_ms: i64,
+    shadow: &[u8],
     values: &mut [Vec<(i64, Value)>],
 ) -> Result<usize, StoreError> {
     let corrupt = |e: codec::CodecError| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key)));
@@ -1084,6 +1220,11 @@ fn rollup_cells(
             continue;
         }
         let packed = u16::from_be_bytes([q[1], q[2]]);
+        let slot = usize::from(packed >> 4);
+        if shadow.get(slot / 8).is_some_and(|b| b & (1 << (slot % 8)) != 0) {
+            // A bucket rtsd computed (see `rollup_rows`).
+            continue;
+        }
         let ts = (i64::from(base) + i64::from(packed >> 4) * i64::from(interval.interval_secs)) * 1000;
         if ts < start_ms || ts >= end_ms {
             continue;
@@ -1290,6 +1431,127 @@ mod tests {
             let start = if iv == "1m" { 1356998460 * 1000 } else { 1356998400 * 1000 };
             assert_eq!(got[0][0], vec![(start, Value::Int(2))], "{iv}");
             assert_eq!(got[0][1], vec![(start, Value::Int(1))], "{iv}");
+        }
+    }
+
+    /// Moves every `<table>:a` row of the automatic intervals into OpenTSDB-style cells in `<table>:t`: what the
+    /// rollups rtsd computed looked like on disk before `rollup_rows` (one cell per bucket and aggregator).
+    fn to_cells_as_before(store: &Store) {
+        for interval in &store.rollups.auto {
+            let family = RollupInterval::family(&interval.table);
+            let auto = RollupInterval::auto_family(&family);
+            let mut batch = WriteBatch::default();
+            let mut iter = store.db.raw_iterator_cf(store.cf(&auto));
+            iter.seek_to_first();
+            while let (Some(k), Some(v)) = (iter.key(), iter.value()) {
+                let base = codec::row_base_time(k, store.layout.salt.width, store.layout.uid_widths[0]);
+                let mut cells = Vec::new();
+                for (c, id) in store.rollups.auto_ids.iter().enumerate() {
+                    for (slot, bucket) in Slots::decode(v).unwrap().slots.iter().enumerate() {
+                        if let Some(Some(b)) = bucket {
+                            let ts = i64::from(base) + slot as i64 * i64::from(interval.interval_secs);
+                            codec::push_column(
+                                &mut cells,
+                                &interval.qualifier(ts, base, b[c].flags(), *id),
+                                &b[c].encode(),
+                            );
+                        }
+                    }
+                }
+                batch.merge_cf(store.cf(&family), k, cells);
+                batch.delete_cf(store.cf(&auto), k);
+                iter.next();
+            }
+            drop(iter);
+            store.db.write(batch).unwrap();
+        }
+    }
+
+    // A data directory written before `<table>:a` existed holds rtsd's rollups as cells of `<table>:t`: they are
+    // read as they are, and buckets folded again (late points, deleted raw rows) come from `:a` instead.
+    #[test]
+    fn rollups_written_as_cells_before_are_read_and_refolded_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let write = |points: &[(i64, Value)]| {
+            let mut batch = store.new_batch();
+            for &(ts, v) in points {
+                store.add_point(&mut batch, &point("m", ts, v, &[("host", "a")])).unwrap();
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.fold_rollups(None).unwrap();
+        };
+        let base = 1356998400i64;
+        let mut points: Vec<(i64, Value)> = (0..240)
+            .map(|i| (base + i * 30, if i % 3 == 0 { Value::Float(i as f32 / 4.0) } else { Value::Int(i) }))
+            .collect();
+        write(&points);
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let config = store.rollup_settings().config.clone().unwrap();
+        let read = |iv: &str| {
+            let iv = config.interval(iv).unwrap();
+            let family = RollupInterval::family(&iv.table);
+            let whole = store
+                .read_rollup(
+                    &family,
+                    iv,
+                    &[0, 1, 2, 3],
+                    metric.as_bytes(),
+                    0,
+                    i64::MAX / 2,
+                    &mut Default::default(),
+                    |_| Ok(true),
+                )
+                .unwrap();
+            let tsuids: Vec<Vec<u8>> = whole.iter().map(|s| s.series.tsuid.clone()).collect();
+            let targeted = store
+                .read_rollup_series(&family, iv, &[0, 1, 2, 3], &tsuids, 0, i64::MAX / 2, &mut Default::default())
+                .unwrap();
+            let whole: Vec<_> = whole.into_iter().map(|s| s.values).collect();
+            assert_eq!(whole, targeted.into_iter().map(|s| s.values).collect::<Vec<_>>());
+            whole
+        };
+        // What the raw points give, per interval: (sum, count, min, max) lists.
+        let expect = |points: &[(i64, Value)], secs: u32| {
+            let mut sorted = points.to_vec();
+            sorted.sort_by_key(|p| p.0);
+            let raw: Vec<codec::RowPoint> = sorted.iter().map(|&(ts, v)| p(ts * 1000, v)).collect();
+            let b = buckets(&raw, secs);
+            vec![vec![
+                b.iter().map(|b| (b.start, b.sum)).collect::<Vec<_>>(),
+                b.iter().map(|b| (b.start, Value::Int(b.count))).collect(),
+                b.iter().map(|b| (b.start, b.min)).collect(),
+                b.iter().map(|b| (b.start, b.max)).collect(),
+            ]]
+        };
+        let all = [("1m", 60), ("10m", 600), ("1h", 3600)];
+        for (iv, secs) in all {
+            assert_eq!(read(iv), expect(&points, secs), "{iv}");
+        }
+        to_cells_as_before(&store);
+        assert!(family_rows(&store, "tsdb-rollup-1m:a").is_empty());
+        assert_eq!(family_rows(&store, "tsdb-rollup-1m:t").len(), 2);
+        for (iv, secs) in all {
+            assert_eq!(read(iv), expect(&points, secs), "{iv} as cells");
+        }
+        // A late point: its buckets are folded into `:a`, the others still come from the cells.
+        let late = (base + 3600 + 7, Value::Double(1e6));
+        points.push(late);
+        write(&[late]);
+        for (iv, secs) in all {
+            assert_eq!(read(iv), expect(&points, secs), "{iv} after a late point");
+        }
+        // The second hour's raw row rewritten to hold one point: every other bucket of that hour is deleted,
+        // hiding its old cell.
+        let rows = family_rows(&store, CF_DATA);
+        let mut kept = Vec::new();
+        codec::push_column(&mut kept, &codec::build_qualifier(base + 3600 + 7, late.1.flags()), &late.1.encode());
+        store.rewrite_rows(&[(rows[1].0.clone(), Some(kept))]).unwrap();
+        store.fold_rollups(None).unwrap();
+        points.retain(|&(ts, _)| ts < base + 3600);
+        points.push(late);
+        for (iv, secs) in all {
+            assert_eq!(read(iv), expect(&points, secs), "{iv} after a rewrite");
         }
     }
 

@@ -1,0 +1,467 @@
+//! The rows of rtsd's own rollups (`<table>:a`, see `store::rollup`): one row per series and row span, keyed as
+//! the table's rows are, its buckets laid out as columns.
+//!
+//! OpenTSDB's rollup row (`<table>:t`) holds one cell per bucket and aggregator: a query over a day of 1000
+//! series' one-minute rollups walks 2.9 M cells, and while a row still has merge operands (recent hours, always),
+//! every read merges them by sorting cells. Here a row is a few arrays, and a merge copies slots:
+//!
+//! ```text
+//! version (1) ‖ slots n (u16 LE) ‖ known bitmap ‖ present bitmap ‖ count column ‖ sum column ‖ min column ‖ max column
+//! ```
+//!
+//! Slot `i` is the bucket starting `i` intervals after the row's base time. `known` marks the slots this row
+//! decides (a value, or deleted: known but not present); a slot that is not known is decided by the table's
+//! OpenTSDB-style cells, if any (rollups an older rtsd computed, and rollup points written by clients). Bitmaps
+//! are `ceil(n / 8)` bytes, slot `i` at bit `i % 8` of byte `i / 8`. Each column holds one value per present
+//! slot, in slot order, after a tag byte that gives its encoding: `1`, `2`, `4`, `8`: integers of that many
+//! bytes (signed, little-endian); `0x14`: 4-byte floats; `0x18`: 8-byte doubles; `0x20`: mixed, one type byte
+//! per value (0 integer, 1 float, 2 double) and then 8 bytes per value (an i64, or the value as an f64). The
+//! encodings keep each value's type, so a read gives back exactly the [`Value`] the fold computed.
+//!
+//! A write (a merge operand) is a row that knows only the slots it changes; merging applies operands in order,
+//! slot by slot, so full and partial merges are the same function and a row never needs sorting.
+use rtsd_protocol::codec::Value;
+
+const VERSION: u8 = 1;
+/// Columns, in the order of `AUTO_AGGREGATORS` (sum, count, min, max).
+pub const COLUMNS: usize = 4;
+
+const FLOATS: u8 = 0x14;
+const DOUBLES: u8 = 0x18;
+const MIXED: u8 = 0x20;
+
+/// One bucket's values, in column order (sum, count, min, max).
+pub type Bucket = [Value; COLUMNS];
+
+/// A decoded row: per slot, `None` (not known), `Some(None)` (deleted) or the bucket.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Slots {
+    pub slots: Vec<Option<Option<Bucket>>>,
+}
+
+impl Slots {
+    pub fn new(n: usize) -> Slots {
+        Slots { slots: vec![None; n] }
+    }
+
+    /// Sets slot `i` (growing the row if needed).
+    pub fn set(&mut self, i: usize, bucket: Option<Bucket>) {
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(bucket);
+    }
+
+    /// Applies a later write: every slot it knows replaces this row's.
+    pub fn apply(&mut self, later: Slots) {
+        for (i, s) in later.slots.into_iter().enumerate() {
+            if let Some(b) = s {
+                self.set(i, b);
+            }
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let n = self.slots.len();
+        let bytes = n.div_ceil(8);
+        let mut out = Vec::with_capacity(3 + 2 * bytes + n * 20);
+        out.push(VERSION);
+        out.extend_from_slice(&(n as u16).to_le_bytes());
+        let (mut known, mut present) = (vec![0u8; bytes], vec![0u8; bytes]);
+        let mut buckets: Vec<&Bucket> = Vec::with_capacity(n);
+        for (i, s) in self.slots.iter().enumerate() {
+            if let Some(b) = s {
+                known[i / 8] |= 1 << (i % 8);
+                if let Some(b) = b {
+                    present[i / 8] |= 1 << (i % 8);
+                    buckets.push(b);
+                }
+            }
+        }
+        out.extend_from_slice(&known);
+        out.extend_from_slice(&present);
+        for c in 0..COLUMNS {
+            encode_column(&mut out, buckets.iter().map(|b| b[c]));
+        }
+        out
+    }
+
+    pub fn decode(row: &[u8]) -> Result<Slots, String> {
+        let view = RowView::new(row)?;
+        let mut out = Slots::new(view.n);
+        let columns: Vec<ColumnView<'_>> = (0..COLUMNS).map(|c| view.column(c)).collect::<Result<_, _>>()?;
+        let mut k = 0;
+        for i in 0..view.n {
+            if !view.known(i) {
+                continue;
+            }
+            if view.present(i) {
+                let b = [columns[0].get(k), columns[1].get(k), columns[2].get(k), columns[3].get(k)];
+                out.slots[i] = Some(Some(b));
+                k += 1;
+            } else {
+                out.slots[i] = Some(None);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The merge of `<table>:a` rows: the existing row, then each operand in order. A value that does not decode
+/// (not written by this module) is dropped rather than failing the read; the fold rewrites what it needs.
+///
+/// Reads merge every row that still has operands (recent hours, always), so this copies each present slot's
+/// bytes from the row that decides it, column by column; only a column whose rows encode it differently (say,
+/// counts on one byte in one and two in another) goes through [`Value`]s.
+pub fn merge<R: AsRef<[u8]>>(existing: Option<&[u8]>, operands: impl IntoIterator<Item = R>) -> Vec<u8> {
+    let operands: Vec<R> = operands.into_iter().collect();
+    let rows: Vec<&[u8]> = existing.into_iter().chain(operands.iter().map(AsRef::as_ref)).collect();
+    let views: Vec<(RowView<'_>, &[u8])> =
+        rows.iter().filter_map(|r| RowView::new(r).ok().filter(|v| v.columns_ok()).map(|v| (v, *r))).collect();
+    let n = views.iter().map(|(v, _)| v.n).max().unwrap_or(0);
+    match views.last() {
+        None => return Slots::default().encode(),
+        // The last write decides every slot (or is the only row).
+        Some((last, bytes)) if views.len() == 1 || (last.n == n && (0..n).all(|i| last.known(i))) => {
+            return bytes.to_vec()
+        }
+        _ => {}
+    }
+    // Per output slot: the row deciding it (the last that knows it) and, if present, the value's index there.
+    let mut source: Vec<Option<(usize, Option<usize>)>> = vec![None; n];
+    for (at, (view, _)) in views.iter().enumerate() {
+        let mut k = 0;
+        for (i, s) in source.iter_mut().enumerate().take(view.n) {
+            let present = view.present(i);
+            if view.known(i) {
+                *s = Some((at, present.then_some(k)));
+            }
+            k += usize::from(present);
+        }
+    }
+    let bytes = n.div_ceil(8);
+    let (mut known, mut present) = (vec![0u8; bytes], vec![0u8; bytes]);
+    let mut values: Vec<(usize, usize)> = Vec::with_capacity(n);
+    for (i, s) in source.iter().enumerate() {
+        if let Some((at, j)) = s {
+            known[i / 8] |= 1 << (i % 8);
+            if let Some(j) = j {
+                present[i / 8] |= 1 << (i % 8);
+                values.push((*at, *j));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(3 + 2 * bytes + values.len() * 24);
+    out.push(VERSION);
+    out.extend_from_slice(&(n as u16).to_le_bytes());
+    out.extend_from_slice(&known);
+    out.extend_from_slice(&present);
+    for c in 0..COLUMNS {
+        let columns: Vec<Option<ColumnView<'_>>> = views.iter().map(|(v, _)| v.column(c).ok()).collect();
+        let tag = |at: usize| columns[at].map(|col| col.tag);
+        let first = values.first().and_then(|&(at, _)| tag(at));
+        let width = match first {
+            Some(t @ (1 | 2 | 4 | 8)) => usize::from(t),
+            Some(FLOATS) => 4,
+            Some(DOUBLES) => 8,
+            _ => 0,
+        };
+        if width > 0 && values.iter().all(|&(at, _)| tag(at) == first) {
+            out.push(first.unwrap_or_default());
+            for &(at, j) in &values {
+                if let Some(col) = &columns[at] {
+                    out.extend_from_slice(&col.body[j * width..(j + 1) * width]);
+                }
+            }
+        } else {
+            let get = |&(at, j): &(usize, usize)| columns[at].map_or(Value::Int(0), |col| col.get(j));
+            encode_column(&mut out, values.iter().map(get));
+        }
+    }
+    out
+}
+
+fn encode_column(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone) {
+    let (mut ints, mut floats, mut doubles, mut width) = (true, true, true, 1usize);
+    for v in values.clone() {
+        match v {
+            Value::Int(i) => {
+                (floats, doubles) = (false, false);
+                width = width.max(int_width(i));
+            }
+            Value::Float(_) => (ints, doubles) = (false, false),
+            Value::Double(_) => (ints, floats) = (false, false),
+        }
+    }
+    match (ints, floats, doubles) {
+        (true, _, _) => {
+            out.push(width as u8);
+            for v in values {
+                if let Value::Int(i) = v {
+                    out.extend_from_slice(&i.to_le_bytes()[..width]);
+                }
+            }
+        }
+        (_, true, _) => {
+            out.push(FLOATS);
+            for v in values {
+                if let Value::Float(f) = v {
+                    out.extend_from_slice(&f.to_le_bytes());
+                }
+            }
+        }
+        (_, _, true) => {
+            out.push(DOUBLES);
+            for v in values {
+                if let Value::Double(d) = v {
+                    out.extend_from_slice(&d.to_le_bytes());
+                }
+            }
+        }
+        _ => {
+            out.push(MIXED);
+            for v in values.clone() {
+                out.push(match v {
+                    Value::Int(_) => 0,
+                    Value::Float(_) => 1,
+                    Value::Double(_) => 2,
+                });
+            }
+            for v in values {
+                let bytes = match v {
+                    Value::Int(i) => i.to_le_bytes(),
+                    Value::Float(f) => f64::from(f).to_le_bytes(),
+                    Value::Double(d) => d.to_le_bytes(),
+                };
+                out.extend_from_slice(&bytes);
+            }
+        }
+    }
+}
+
+fn int_width(i: i64) -> usize {
+    if i8::try_from(i).is_ok() {
+        1
+    } else if i16::try_from(i).is_ok() {
+        2
+    } else if i32::try_from(i).is_ok() {
+        4
+    } else {
+        8
+    }
+}
+
+/// A row read in place: its bitmaps and columns, without copying.
+#[derive(Debug, Clone, Copy)]
+pub struct RowView<'a> {
+    pub n: usize,
+    known: &'a [u8],
+    present: &'a [u8],
+    /// Present slots (values per column).
+    pub k: usize,
+    columns: &'a [u8],
+}
+
+impl<'a> RowView<'a> {
+    pub fn new(row: &'a [u8]) -> Result<RowView<'a>, String> {
+        let (&version, rest) = row.split_first().ok_or("empty row")?;
+        if version != VERSION {
+            return Err(format!("unknown rollup row version {version}"));
+        }
+        let n = usize::from(u16::from_le_bytes([*rest.first().ok_or("short row")?, *rest.get(1).ok_or("short row")?]));
+        let bytes = n.div_ceil(8);
+        let rest = &rest[2..];
+        if rest.len() < 2 * bytes {
+            return Err("short row".into());
+        }
+        let (known, rest) = rest.split_at(bytes);
+        let (present, columns) = rest.split_at(bytes);
+        let k = present.iter().map(|b| b.count_ones() as usize).sum();
+        Ok(RowView { n, known, present, k, columns })
+    }
+
+    pub fn known(&self, i: usize) -> bool {
+        self.known.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
+    }
+
+    pub fn present(&self, i: usize) -> bool {
+        self.present.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
+    }
+
+    /// Column `c` (0..4: sum, count, min, max).
+    pub fn column(&self, c: usize) -> Result<ColumnView<'a>, String> {
+        let mut rest = self.columns;
+        for at in 0..=c {
+            let (&tag, body) = rest.split_first().ok_or("short row")?;
+            let len = match tag {
+                1 | 2 | 4 | 8 => usize::from(tag) * self.k,
+                FLOATS => 4 * self.k,
+                DOUBLES => 8 * self.k,
+                MIXED => 9 * self.k,
+                _ => return Err(format!("unknown rollup column encoding {tag}")),
+            };
+            if body.len() < len {
+                return Err("short row".into());
+            }
+            if at == c {
+                return Ok(ColumnView { tag, body: &body[..len], k: self.k });
+            }
+            rest = &body[len..];
+        }
+        Err("no such column".into())
+    }
+
+    /// Whether every column is there, whole.
+    fn columns_ok(&self) -> bool {
+        self.column(COLUMNS - 1).is_ok()
+    }
+
+    /// Calls `f(slot, value index)` for each present slot in order.
+    pub fn for_each_present(&self, mut f: impl FnMut(usize, usize)) {
+        let mut k = 0;
+        for (byte_at, &byte) in self.present.iter().enumerate() {
+            let mut bits = byte;
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                f(byte_at * 8 + bit, k);
+                k += 1;
+                bits &= bits - 1;
+            }
+        }
+    }
+
+    /// The slots this row knows, as a bitmap (slot `i` at bit `i % 8` of byte `i / 8`).
+    pub fn known_bitmap(&self) -> &'a [u8] {
+        self.known
+    }
+}
+
+/// One column of a row: value `j` is the `j`-th present slot's.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnView<'a> {
+    tag: u8,
+    body: &'a [u8],
+    k: usize,
+}
+
+impl ColumnView<'_> {
+    pub fn get(&self, j: usize) -> Value {
+        let b = self.body;
+        match self.tag {
+            1 => Value::Int(i64::from(b[j] as i8)),
+            2 => Value::Int(i64::from(i16::from_le_bytes([b[2 * j], b[2 * j + 1]]))),
+            4 => Value::Int(i64::from(i32::from_le_bytes(b[4 * j..4 * j + 4].try_into().unwrap_or_default()))),
+            8 => Value::Int(i64::from_le_bytes(b[8 * j..8 * j + 8].try_into().unwrap_or_default())),
+            FLOATS => Value::Float(f32::from_le_bytes(b[4 * j..4 * j + 4].try_into().unwrap_or_default())),
+            DOUBLES => Value::Double(f64::from_le_bytes(b[8 * j..8 * j + 8].try_into().unwrap_or_default())),
+            _ => {
+                let at = self.k + 8 * j;
+                let bytes: [u8; 8] = b[at..at + 8].try_into().unwrap_or_default();
+                match b[j] {
+                    0 => Value::Int(i64::from_le_bytes(bytes)),
+                    1 => Value::Float(f64::from_le_bytes(bytes) as f32),
+                    _ => Value::Double(f64::from_le_bytes(bytes)),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i64>().prop_map(Value::Int),
+            (-200i64..200).prop_map(Value::Int),
+            (-1e6f32..1e6).prop_map(Value::Float),
+            (-1e12f64..1e12).prop_map(Value::Double),
+        ]
+    }
+
+    fn slots() -> impl Strategy<Value = Slots> {
+        prop::collection::vec(prop::option::of(prop::option::of([value(), value(), value(), value()])), 0..70)
+            .prop_map(|slots| Slots { slots })
+    }
+
+    #[test]
+    fn a_row_of_one_minute_buckets_is_laid_out_as_documented() {
+        let mut row = Slots::new(60);
+        row.set(0, Some([Value::Double(1.5), Value::Int(6), Value::Float(0.25), Value::Float(0.5)]));
+        row.set(2, None);
+        row.set(9, Some([Value::Double(-2.0), Value::Int(300), Value::Float(-1.0), Value::Float(0.0)]));
+        let bytes = row.encode();
+        let mut want = vec![1, 60, 0];
+        want.extend_from_slice(&[0b0000_0101, 0b10, 0, 0, 0, 0, 0, 0]); // known: 0, 2, 9
+        want.extend_from_slice(&[0b0000_0001, 0b10, 0, 0, 0, 0, 0, 0]); // present: 0, 9
+        want.push(DOUBLES);
+        want.extend_from_slice(&1.5f64.to_le_bytes());
+        want.extend_from_slice(&(-2.0f64).to_le_bytes());
+        want.extend_from_slice(&[2, 6, 0, 0x2C, 1]); // counts on 2 bytes: 6, 300
+        want.push(FLOATS);
+        want.extend_from_slice(&0.25f32.to_le_bytes());
+        want.extend_from_slice(&(-1.0f32).to_le_bytes());
+        want.push(FLOATS);
+        want.extend_from_slice(&0.5f32.to_le_bytes());
+        want.extend_from_slice(&0.0f32.to_le_bytes());
+        assert_eq!(bytes, want);
+        assert_eq!(Slots::decode(&bytes).unwrap(), row);
+    }
+
+    #[test]
+    fn bad_rows_are_errors_not_panics() {
+        for bad in [&[][..], &[2, 1, 0, 0, 0][..], &[1, 60, 0][..], &[1, 8, 0, 1, 1, 9][..], &[1, 8, 0, 1, 1, 8, 0][..]]
+        {
+            assert!(Slots::decode(bad).is_err(), "{bad:?}");
+        }
+        // A merge keeps what decodes.
+        let mut one = Slots::new(2);
+        one.set(1, None);
+        assert_eq!(merge(Some(&[9u8][..]), [one.encode()]), one.encode());
+    }
+
+    /// Rows as the fold writes them: each column of one type (merges copy their bytes).
+    fn uniform_slots() -> impl Strategy<Value = Slots> {
+        let bucket = (-1e9f64..1e9, 1i64..100, -1e6f32..1e6, -1e6f32..1e6)
+            .prop_map(|(s, c, lo, hi)| [Value::Double(s), Value::Int(c), Value::Float(lo), Value::Float(hi)]);
+        prop::collection::vec(prop::option::of(prop::option::of(bucket)), 0..70).prop_map(|slots| Slots { slots })
+    }
+
+    /// Slots past the last known one say nothing (a row's length only bounds its offsets).
+    fn trimmed(mut s: Slots) -> Slots {
+        while s.slots.last().is_some_and(Option::is_none) {
+            s.slots.pop();
+        }
+        s
+    }
+
+    proptest! {
+        #[test]
+        fn rows_decode_to_what_was_encoded(row in slots()) {
+            prop_assert_eq!(Slots::decode(&row.encode()).unwrap(), row);
+        }
+
+        #[test]
+        fn merging_applies_writes_in_order_slot_by_slot(
+            base in prop::option::of(prop_oneof![slots(), uniform_slots()]),
+            ops in prop::collection::vec(prop_oneof![slots(), uniform_slots(), uniform_slots()], 0..4),
+            split in 0usize..4,
+        ) {
+            let mut want = base.clone().unwrap_or_default();
+            for op in &ops {
+                want.apply(op.clone());
+            }
+            let encoded: Vec<Vec<u8>> = ops.iter().map(Slots::encode).collect();
+            let base_bytes = base.as_ref().map(Slots::encode);
+            let full = merge(base_bytes.as_deref(), &encoded);
+            prop_assert_eq!(trimmed(Slots::decode(&full).unwrap()), trimmed(want.clone()));
+            // A partial merge of some operands first gives the same row.
+            let split = split.min(encoded.len());
+            let partial = merge(None, &encoded[..split]);
+            let rest = std::iter::once(partial).chain(encoded[split..].iter().cloned());
+            prop_assert_eq!(trimmed(Slots::decode(&merge(base_bytes.as_deref(), rest)).unwrap()), trimmed(want));
+        }
+    }
+}
