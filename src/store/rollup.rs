@@ -864,17 +864,20 @@ impl Store {
         values: &mut [Vec<(i64, Value)>],
     ) -> Result<usize, StoreError> {
         let mut cells = 0;
+        // The bucket start of each value (the present slots), once for every column.
+        let (base_ms, width) = (i64::from(base) * 1000, i64::from(interval.interval_secs) * 1000);
+        let mut starts: smallvec::SmallVec<[i64; 64]> = smallvec::SmallVec::with_capacity(view.k);
+        view.for_each_present(|slot, _| starts.push(base_ms + slot as i64 * width));
         for (which, id) in ids.iter().enumerate() {
             let Some(c) = self.rollups.auto_ids.iter().position(|a| a == id) else { continue };
             let column = view
                 .column(c)
                 .map_err(|e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key))))?;
             let out = &mut values[which];
-            let (base_ms, width) = (i64::from(base) * 1000, i64::from(interval.interval_secs) * 1000);
-            view.for_each_present(|slot, j| {
-                let ts = base_ms + slot as i64 * width;
+            column.for_each(|j, v| {
+                let ts = starts[j];
                 if ts >= start_ms && ts < end_ms {
-                    out.push((ts, column.get(j)));
+                    out.push((ts, v));
                     cells += 1;
                 }
             });

@@ -345,6 +345,23 @@ pub struct ColumnView<'a> {
 }
 
 impl ColumnView<'_> {
+    /// Calls `f(j, value j)` for every value in order (the encoding matched once, not per value).
+    pub fn for_each(&self, mut f: impl FnMut(usize, Value)) {
+        let b = self.body;
+        match self.tag {
+            DOUBLES => b
+                .chunks_exact(8)
+                .enumerate()
+                .for_each(|(j, c)| f(j, Value::Double(f64::from_le_bytes(c.try_into().unwrap_or_default())))),
+            FLOATS => b
+                .chunks_exact(4)
+                .enumerate()
+                .for_each(|(j, c)| f(j, Value::Float(f32::from_le_bytes(c.try_into().unwrap_or_default())))),
+            1 => b.iter().enumerate().for_each(|(j, &v)| f(j, Value::Int(i64::from(v as i8)))),
+            _ => (0..self.k).for_each(|j| f(j, self.get(j))),
+        }
+    }
+
     pub fn get(&self, j: usize) -> Value {
         let b = self.body;
         match self.tag {
