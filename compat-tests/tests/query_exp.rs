@@ -258,6 +258,29 @@ fn downsampler_fill_policy_is_applied() {
     assert_eq!(v["query"]["time"]["downsampler"]["fillPolicy"], serde_json::json!({"policy":"zero","value":0.0}));
 }
 
+// spec: query §6.3 — without expressions (or outputs) every metric is output, one column per series, a missing
+// point reading 0, rows only where the metric has points (B's start a minute later).
+#[test]
+fn metrics_only() {
+    let d = three_same_e_gaps();
+    let v = exp_json(&d, &format!(r#"{{"time":{TIME},"filters":{FILTERS},"metrics":{METRICS},"expressions":[]}}"#));
+    let t1 = FIRST + 60_000;
+    assert_eq!(v["outputs"][0]["id"], "a");
+    assert_eq!(
+        rows(&v["outputs"][0]["dps"]),
+        format!("[[{FIRST},1.0,4.0,0.0],[{t1},0.0,5.0,8.0],[{LAST},3.0,0.0,9.0]]")
+    );
+    assert_eq!(
+        v["outputs"][1]["dpsMeta"],
+        serde_json::json!({"firstTimestamp":FIRST + 60_000,"lastTimestamp":LAST,"setCount":2,"series":3})
+    );
+    assert_eq!(
+        v["outputs"][1]["meta"][3],
+        serde_json::json!({"index":3,"metrics":["B"],"commonTags":{"D":"G","E":"E"},"aggregatedTags":[]})
+    );
+    assert_eq!(v["outputs"].as_array().unwrap().len(), 2);
+}
+
 // spec: query §6.3 — TestQueryExecutor.oneExpressionNoFilter: one group per metric, joined on the common tag E
 // and the aggregated tag key D.
 #[test]
