@@ -29,7 +29,7 @@ use rtsd_protocol::point::DataPoint;
 
 use super::rollup_rows::{self, RowView, Slots};
 use super::{AddError, PointBatch, Store, StoreError, StoredSeries, CF_DATA};
-use crate::rollup::{RollupInterval, RollupSettings, RollupTarget, AUTO_AGGREGATORS};
+use crate::rollup::{RollupInterval, RollupSettings, RollupTarget, RowSpan, AUTO_AGGREGATORS};
 
 /// Raw rows changed since they were last folded (key: generation, big-endian u64, then the raw row key; value:
 /// the number of points, i64 little-endian).
@@ -752,6 +752,14 @@ impl Store {
                     was_rolled = !counted.is_empty();
                 }
             }
+            // A row of this one raw hour (a row span of an hour) that `:a` does not hold yet is written whole:
+            // reads then have nothing to merge (they merge a row's operands on every read until a compaction
+            // does). The fold is the only writer of `:a`, one at a time, and a chunk's raw rows are distinct
+            // hours, so nothing written meanwhile is lost. Rows of longer spans get operands (several raw hours
+            // of one chunk go to the same row).
+            let auto_cf = self.cf(&RollupInterval::auto_family(&family));
+            let fresh =
+                interval.row_span == RowSpan::Hours(1) && self.db.get_pinned_cf_opt(auto_cf, &key, read)?.is_none();
             let width = i64::from(interval.interval_secs) * 1000;
             let slot =
                 |start_ms: i64| ((start_ms / 1000 - i64::from(base)) / i64::from(interval.interval_secs)) as usize;
@@ -781,8 +789,10 @@ impl Store {
                     }
                 }
             }
-            if any {
-                batch.merge_cf(self.cf(&RollupInterval::auto_family(&family)), &key, row.encode());
+            match (any, fresh) {
+                (true, true) => batch.put_cf(auto_cf, &key, row.encode()),
+                (true, false) => batch.merge_cf(auto_cf, &key, row.encode()),
+                _ => {}
             }
         }
         Ok((written, was_rolled))
