@@ -61,6 +61,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.uid.lru.name.size", "5000000"),
     ("rtsd.block_cache_mb", "256"),
     ("rtsd.data_dir", "./rtsd-data"),
+    ("rtsd.memtable_mb", "32"),
     ("rtsd.http.max_body_bytes", "67108864"),
     ("rtsd.uid.cache_capacity", "1000000"),
 ];
@@ -121,6 +122,8 @@ pub struct Config {
     pub uid_cache_capacity: usize,
     /// `rtsd.block_cache_mb`: RocksDB's cache of uncompressed blocks, shared by the data and rollup tables.
     pub block_cache_bytes: usize,
+    /// `rtsd.memtable_mb`: RocksDB's write buffers of every table together.
+    pub memtable_bytes: usize,
     pub max_body_bytes: usize,
     /// `tsd.http.request.cors_domains`, lower-cased; empty = CORS off, `*` = any origin.
     pub cors_domains: Vec<String>,
@@ -276,6 +279,7 @@ impl Config {
             stats_with_port: p.boolean("tsd.core.stats_with_port"),
             uid_cache_capacity,
             block_cache_bytes: p.number::<usize>("rtsd.block_cache_mb")?.saturating_mul(1 << 20),
+            memtable_bytes: p.number::<usize>("rtsd.memtable_mb")?.saturating_mul(1 << 20),
             max_body_bytes: p.number("rtsd.http.max_body_bytes")?,
             cors_domains: p
                 .get("tsd.http.request.cors_domains")

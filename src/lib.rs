@@ -12,11 +12,7 @@
 //!
 //! Parsing and byte layouts live in the `rtsd-protocol` crate, which does no I/O.
 
-/// jemalloc for the whole process (see Cargo.toml): here in the library, so the daemon, the test daemon and
-/// the tools all run on the allocator production runs on.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
+pub mod alloc;
 pub mod chukwa;
 pub mod cli;
 pub mod config;

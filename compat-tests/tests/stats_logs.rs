@@ -125,6 +125,7 @@ fn stats_sub_routes_answer_from_the_process() {
     assert!(jvm["memory"]["peakResidentBytes"].as_u64() >= jvm["memory"]["residentBytes"].as_u64());
     assert_eq!(jvm["gc"], serde_json::json!({}));
     assert!(jvm["pools"]["rocksdbMemtables"]["usage"].as_u64().is_some());
+    assert!(jvm["pools"]["rtsdSeriesTable"]["usage"].as_u64().is_some());
     assert!(jvm["os"]["systemLoadAverage"].as_f64().is_some());
 
     // The old /stats: text lines, or with `json` those lines as strings; typed by 2.4's content sniffing

@@ -52,8 +52,10 @@ pub const CF_CHUKWA_T: &str = "chukwa:t";
 pub const CF_CHUKWA_A: &str = "chukwa:a";
 pub const CF_CHUKWA_META: &str = "chukwa_meta:k";
 pub const CF_CHUKWA_STREAMS: &str = "rtsd:chukwa_streams";
-/// The memtables of all tables together (RocksDB's `db_write_buffer_size`): 1.5x the data table's two.
-const MEMTABLE_BUDGET_BYTES: usize = 192 << 20;
+/// Rows per write of a series-table flush (see [`Store::flush_pending`]).
+const FLUSH_SLICE_ROWS: usize = 8192;
+/// The smallest memtable budget `rtsd.memtable_mb` may set.
+const MIN_MEMTABLE_BYTES: usize = 8 << 20;
 const COLUMN_FAMILIES: [&str; 10] = [
     CF_DATA,
     CF_UID_ID,
@@ -326,6 +328,7 @@ impl Store {
             config.fix_duplicates,
             config.uid_cache_capacity,
             config.block_cache_bytes,
+            config.memtable_bytes,
             &config.rollups,
             &config.retention,
             metrics,
@@ -343,6 +346,7 @@ impl Store {
             config.fix_duplicates,
             config.uid_cache_capacity,
             config.block_cache_bytes,
+            config.memtable_bytes,
             &config.rollups,
             &config.retention,
             metrics,
@@ -358,6 +362,7 @@ impl Store {
         fix_duplicates: bool,
         cache_capacity: usize,
         block_cache_bytes: usize,
+        memtable_bytes: usize,
         rollup_settings: &crate::rollup::RollupSettings,
         retention_settings: &retention::RetentionSettings,
         metrics: Arc<Metrics>,
@@ -371,8 +376,11 @@ impl Store {
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(5);
         // Memtables of all tables together: past this RocksDB flushes the largest, so write memory stays
-        // bounded however many tables there are (each may otherwise hold two 64 MB memtables).
-        db_opts.set_db_write_buffer_size(MEMTABLE_BUDGET_BYTES);
+        // bounded however many tables there are (each may otherwise hold two 64 MB memtables). Ingest needs
+        // little here: the series table gathers each row's points before they reach RocksDB, so a memtable
+        // holds a few large operands per row, and a bigger one only delays the flush to disk.
+        let memtable_bytes = memtable_bytes.max(MIN_MEMTABLE_BYTES);
+        db_opts.set_db_write_buffer_size(memtable_bytes);
 
         let merge_metrics = metrics.clone();
         let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
@@ -392,7 +400,9 @@ impl Store {
             DBCompressionType::Zstd,
         ]);
         data_opts.set_bottommost_compression_type(DBCompressionType::Zstd);
-        data_opts.set_write_buffer_size(64 << 20);
+        // Half the budget: the data table's memtable fills and flushes on its own before the budget makes
+        // RocksDB flush whichever table is largest.
+        data_opts.set_write_buffer_size(memtable_bytes / 2);
         // One cache of uncompressed blocks for the data and rollup tables (RocksDB's default is 32 MB per
         // table): a warm query over a day of 1000 series' 1-minute rollups reads ~50 MB of blocks, and finding
         // them decompressed is most of what makes it fast.
@@ -516,9 +526,9 @@ impl Store {
         Ok(())
     }
 
-    /// Writes the series table's points into their rows: one merge operand per row, with the rows' rollup marks
-    /// and series-index notes, and the log records they came from deleted, all in one atomic write. Returns the
-    /// points written. The daemon calls it about every second; readers call it through [`Store::settle`].
+    /// Writes the series table's points into their rows: one merge operand per row, each written with its rollup
+    /// mark and series-index notes, then deletes the log segments they came from. Returns the points written.
+    /// The daemon calls it when the table is large or old enough; readers call it through [`Store::settle`].
     pub fn flush_pending(&self) -> Result<u64, StoreError> {
         if self.pending.points() == 0 {
             // Nothing acknowledged is waiting (a commit not yet in the table stays in the current segment).
@@ -534,17 +544,48 @@ impl Store {
             self.pending.release(cut).map_err(log_error)?;
             return Ok(0);
         }
-        let (data, series_cf) = (self.cf(CF_DATA), self.cf(CF_SERIES));
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         // In key order: RocksDB's memtable skip list reuses the previous insert's position for the next key, so
         // sorted keys cost a few comparisons each where the shards' hash order cost a walk from the top (perf:
         // ~25% of the daemon's time under A ingest went to `InlineSkipList::FindSpliceForLevel`).
         let mut rows = rows;
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Written in slices, each row freed once its slice is written: one batch of every row would hold a second
+        // copy of the whole table at the flush (peak RSS). A row's merge, its rollup mark and its series-index
+        // notes stay in one write; rows need no atomicity between them (a crash before the last slice replays
+        // the log, whose points merge into the rows already written as identical cells).
+        let started = Instant::now();
+        let mut rest = rows.into_iter().peekable();
+        let mut slice = Vec::with_capacity(FLUSH_SLICE_ROWS);
+        while rest.peek().is_some() {
+            slice.clear();
+            slice.extend(rest.by_ref().take(FLUSH_SLICE_ROWS));
+            if let Err(e) = self.write_rows(&slice) {
+                self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+                // The slice and the rows after it go back; the log keeps them all until a flush succeeds.
+                self.pending.restore(slice.drain(..).chain(rest).collect());
+                return Err(e);
+            }
+            let points: u64 = slice.iter().map(|(_, f)| f.points).sum();
+            self.pending.flushed(points, pending::PendingTable::bytes_of(&slice));
+        }
+        // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
+        // segments (fsynced, for points a client asked to `sync`).
+        let synced = self.db.flush_wal(true);
+        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        synced?;
+        self.pending.release(cut).map_err(log_error)?;
+        Ok(points)
+    }
+
+    /// Writes rows of the series table (in key order) in one write: each row's points as one merge operand, with
+    /// its rollup mark and series-index notes.
+    fn write_rows(&self, rows: &[(Vec<u8>, pending::Fragment)]) -> Result<(), StoreError> {
+        let (data, series_cf) = (self.cf(CF_DATA), self.cf(CF_SERIES));
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut batch = WriteBatch::default();
         let mut marks = rollup::Marks::default();
         let mut tsuid = Vec::with_capacity(64);
-        for (key, fragment) in &rows {
+        for (key, fragment) in rows {
             batch.merge_cf(data, key, &fragment.columns);
             let hour = codec::row_base_time(key, sw, mw);
             if self.rollups.auto() {
@@ -566,23 +607,7 @@ impl Store {
             // Counted here, once per row fragment: the put path adds nothing per point for the counters.
             self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour, fragment.points);
         }
-        let started = Instant::now();
-        // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
-        // segments (fsynced, for points a client asked to `sync`).
-        let result =
-            self.write_marked(batch, &mut marks, &WriteOptions::default()).and_then(|()| self.db.flush_wal(true));
-        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
-        match result {
-            Ok(()) => {
-                self.pending.flushed(points);
-                self.pending.release(cut).map_err(log_error)?;
-                Ok(points)
-            }
-            Err(e) => {
-                self.pending.restore(rows);
-                Err(e.into())
-            }
-        }
+        Ok(self.write_marked(batch, &mut marks, &WriteOptions::default())?)
     }
 
     /// Points acknowledged but not yet written into their rows (the series table's size).
@@ -1143,8 +1168,8 @@ impl Store {
         work
     }
 
-    /// RocksDB's memory by use (`/api/stats/jvm`'s pools): memtables and table readers' indexes and filters
-    /// summed over the tables, and the one block cache they share.
+    /// Memory by use (`/api/stats/jvm`'s pools): RocksDB's memtables and table readers' indexes and filters
+    /// summed over the tables, the one block cache they share, and the series table's points not yet in RocksDB.
     pub fn memory_usage(&self) -> Vec<(&'static str, u64)> {
         let families = self.family_names();
         let sum = |property: &str| -> u64 {
@@ -1158,6 +1183,7 @@ impl Store {
             ("rocksdbMemtables", sum("rocksdb.cur-size-all-mem-tables")),
             ("rocksdbBlockCache", self.block_cache.get_usage() as u64),
             ("rocksdbTableReaders", sum("rocksdb.estimate-table-readers-mem")),
+            ("rtsdSeriesTable", self.pending.bytes()),
         ]
     }
 
@@ -1517,6 +1543,29 @@ mod tests {
         assert_eq!(store.pending.points(), 1);
         assert_eq!(rows(&store, "m").len(), 1);
         assert_eq!(store.pending.points(), 0, "the read settled the table");
+    }
+
+    // A flush writes the table in slices of FLUSH_SLICE_ROWS rows: rows of every slice arrive whole, the
+    // counters return to zero, and the series index lists every series.
+    #[test]
+    fn a_flush_of_more_rows_than_a_slice_writes_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let hosts: Vec<String> = (0..FLUSH_SLICE_ROWS + 100).map(|h| format!("h{h}")).collect();
+        for ts in [1356998400, 1356998410] {
+            let points: Vec<_> =
+                hosts.iter().map(|h| point("m", ts, Value::Int(ts - 1356998400), &[("host", h)])).collect();
+            write(&store, &points);
+        }
+        assert_eq!(store.pending.points(), 2 * hosts.len() as u64);
+        assert!(store.pending.bytes() > 0);
+        assert_eq!(store.flush_pending().unwrap(), 2 * hosts.len() as u64);
+        assert_eq!((store.pending.points(), store.pending.bytes()), (0, 0));
+        let rows = rows(&store, "m");
+        assert_eq!(rows.len(), hosts.len());
+        assert!(rows.iter().all(|(_, cols)| cols.len() == 1), "both points compacted into one column per row");
+        let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
+        assert_eq!(store.series_of_metric(metric.as_bytes()).unwrap().len(), hosts.len());
     }
 
     #[test]

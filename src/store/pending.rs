@@ -8,8 +8,8 @@
 //! Like RocksDB's own write-ahead log with its default options, a record is durable against a crash of the
 //! process once written: a telnet `version` after puts and an HTTP reply still come after the write.
 //! A flush ([`super::Store::flush_pending`]) moves to a new log segment, writes each row's accumulated points as
-//! one merge operand (a row fragment) in one large RocksDB write batch, with the rollup marks and series-index
-//! notes of those rows, and then deletes the older segments. After a crash, the segments left are replayed at
+//! one merge operand (a row fragment) in large RocksDB write batches (rows in key order, each with its rollup
+//! mark and series-index notes), and then deletes the older segments. After a crash, the segments left are replayed at
 //! open, so nothing acknowledged is lost; a record whose points were flushed already is merged again, which the
 //! row merge collapses (identical cells).
 //!
@@ -195,6 +195,9 @@ pub(super) struct PendingTable {
     /// Points in the table or being flushed: a flush subtracts its points only after its write, so a reader
     /// that sees zero knows every acknowledged point is in RocksDB.
     points: AtomicU64,
+    /// The heap bytes of the rows counted in `points` (their keys, columns and table entries; approximate:
+    /// allocator rounding and the tables' own arrays are left out), for `/api/stats/jvm`.
+    bytes: AtomicU64,
     /// One flush at a time, so a reader's flush also waits for one already under way.
     pub(super) flush_lock: Mutex<()>,
 }
@@ -207,12 +210,18 @@ impl PendingTable {
             log,
             gate: RwLock::new(()),
             points: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
         }
     }
 
     pub(super) fn points(&self) -> u64 {
         self.points.load(Ordering::Acquire)
+    }
+
+    /// The heap bytes the table's rows hold (see `bytes`).
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Logs a batch's points (fsynced with `sync`), then runs `write_rest` (the batch's other writes, which
@@ -247,16 +256,18 @@ impl PendingTable {
         // Stable: points of one row keep their order within the batch.
         order.sort_by_key(|&(shard, _)| shard);
         let mut i = 0;
+        let mut bytes = 0;
         while i < order.len() {
             let shard = order[i].0;
             let mut rows = self.shards[shard as usize].lock().unwrap_or_else(|e| e.into_inner());
             while i < order.len() && order[i].0 == shard {
                 if let Some((key, column)) = entries(&log[order[i].1 as usize..]).next() {
-                    append(&mut rows, key, column, 1);
+                    bytes += append(&mut rows, key, column, 1);
                 }
                 i += 1;
             }
         }
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.points.fetch_add(points, Ordering::AcqRel);
     }
 
@@ -290,6 +301,11 @@ impl PendingTable {
         Ok((cut, out, points))
     }
 
+    /// The bytes [`PendingTable::bytes`] counts for `rows` (what a flush frees).
+    pub(super) fn bytes_of(rows: &[(Vec<u8>, Fragment)]) -> u64 {
+        rows.iter().map(|(key, f)| row_bytes(key, f) as u64).sum()
+    }
+
     /// Deletes the log segments older than `cut` (a flush wrote their points to RocksDB).
     pub(super) fn release(&self, cut: u64) -> std::io::Result<()> {
         match &self.log {
@@ -298,8 +314,9 @@ impl PendingTable {
         }
     }
 
-    /// The taken points are in RocksDB.
-    pub(super) fn flushed(&self, points: u64) {
+    /// The taken points (holding `bytes`, see [`PendingTable::bytes_of`]) are in RocksDB.
+    pub(super) fn flushed(&self, points: u64, bytes: u64) {
+        self.bytes.fetch_sub(bytes.min(self.bytes()), Ordering::Relaxed);
         self.points.fetch_sub(points, Ordering::AcqRel);
     }
 
@@ -317,18 +334,29 @@ impl PendingTable {
     }
 }
 
-fn append(rows: &mut Rows, key: &[u8], column: &[u8], points: u64) {
+/// Adds a column to its row; returns the heap bytes that took (see [`PendingTable::bytes`]).
+fn append(rows: &mut Rows, key: &[u8], column: &[u8], points: u64) -> usize {
     match rows.get_mut(key) {
         Some(f) => {
+            let before = f.columns.capacity();
             f.columns.extend_from_slice(column);
             f.points += points;
+            f.columns.capacity() - before
         }
         None => {
             let mut columns = Vec::with_capacity(column.len() * 8);
             columns.extend_from_slice(column);
-            rows.insert(key.to_vec(), Fragment { columns, points });
+            let fragment = Fragment { columns, points };
+            let bytes = row_bytes(key, &fragment);
+            rows.insert(key.to_vec(), fragment);
+            bytes
         }
     }
+}
+
+/// A row's heap bytes: its key, its columns' buffer and its table entry.
+fn row_bytes(key: &[u8], fragment: &Fragment) -> usize {
+    key.len() + fragment.columns.capacity() + std::mem::size_of::<(Vec<u8>, Fragment)>()
 }
 
 #[cfg(test)]
@@ -359,16 +387,23 @@ mod tests {
         }
         table.commit::<std::io::Error>(&log, 100, &mut order, false, || Ok(())).unwrap();
         assert_eq!(table.points(), 100);
+        let held = table.bytes();
         let (_, rows, points) = table.take().unwrap();
         assert_eq!((points, rows.len()), (100, 7));
+        // What the table counts is what its rows hold: keys, column buffers, entries.
+        let bytes = PendingTable::bytes_of(&rows);
+        assert_eq!(held, bytes);
+        let entry = std::mem::size_of::<(Vec<u8>, Fragment)>() as u64;
+        let capacities: u64 = rows.iter().map(|(k, f)| (k.len() + f.columns.capacity()) as u64).sum();
+        assert_eq!(bytes, 7 * entry + capacities);
         for (key, f) in rows {
             let values: Vec<u8> = rtsd_protocol::codec::columns(&f.columns).map(|c| c.unwrap().value[0]).collect();
             let want: Vec<u8> = (0..100u8).filter(|i| i % 7 == key[0]).collect();
             assert_eq!(values, want);
         }
-        assert_eq!(table.points(), 100, "counted until the flush is written");
-        table.flushed(100);
-        assert_eq!(table.points(), 0);
+        assert_eq!((table.points(), table.bytes()), (100, bytes), "counted until the flush is written");
+        table.flushed(100, bytes);
+        assert_eq!((table.points(), table.bytes()), (0, 0));
         assert_eq!(table.take().unwrap().1.len(), 0);
     }
 
