@@ -92,6 +92,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
     tokio::spawn(flush_series_table(tsd.clone()));
     tokio::spawn(write_counters(tsd.clone()));
+    tokio::spawn(compact_after_bursts(tsd.clone()));
     Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task, rollup_task })
 }
 
@@ -167,6 +168,38 @@ async fn write_counters(tsd: Arc<Tsd>) {
         }
     }
 }
+
+/// Once nothing has been written for [`COMPACT_AFTER_IDLE_SECS`] after a burst of writes, compacts what the burst
+/// left (`Store::compact_written`): the store settles into its compact, packed form instead of keeping the
+/// burst's last row fragments in uncompressed level-0 files until more writes push them down. Steady ingest never
+/// pauses that long, and leaves compaction to RocksDB.
+async fn compact_after_bursts(tsd: Arc<Tsd>) {
+    let mut seen = tsd.store.write_activity();
+    let mut since = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = tsd.shutdown.cancelled() => return,
+        }
+        let now = tsd.store.write_activity();
+        if now != seen {
+            (seen, since) = (now, std::time::Instant::now());
+            continue;
+        }
+        if since.elapsed().as_secs() < COMPACT_AFTER_IDLE_SECS || !tsd.store.compaction_owed() {
+            continue;
+        }
+        let worker = tsd.clone();
+        match tokio::task::spawn_blocking(move || worker.store.compact_written()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "compacting after a burst of writes failed; will retry"),
+            Err(e) => tracing::error!(error = %e, "compaction task failed"),
+        }
+    }
+}
+
+/// Seconds without writes after which a burst's leftovers are compacted (see [`compact_after_bursts`]).
+const COMPACT_AFTER_IDLE_SECS: u64 = 10;
 
 /// The longest the series table keeps points before writing them into rows (at low ingest rates); longer
 /// gathers more points per row fragment, shorter keeps the series log (replayed after a crash) smaller.

@@ -159,7 +159,8 @@ impl Metrics {
         registry.register("disk_bytes", "Bytes of the files in the data directory", m.disk_bytes.clone());
         registry.register(
             "rocksdb_background_work",
-            "RocksDB compactions and flushes running, and column families with one pending",
+            "RocksDB compactions and flushes running, column families with one pending, and 1 while the compaction \
+             after a burst of writes is owed",
             m.rocksdb_background_work.clone(),
         );
         registry.register(
