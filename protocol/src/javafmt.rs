@@ -632,46 +632,118 @@ mod tests {
 /// a digit after the point. Digits are the shortest that round-trip, which is what JDK's algorithm gives for
 /// virtually every value (spec: query §0, "Java-style number formatting").
 pub fn double_to_string(d: f64) -> String {
+    let mut out = String::with_capacity(24);
+    write_double(&mut out, d);
+    out
+}
+
+/// [`double_to_string`] appended to `out`, without allocating (a query answer prints one per point).
+pub fn write_double(out: &mut String, d: f64) {
     if d.is_nan() {
-        return "NaN".to_string();
+        return out.push_str("NaN");
     }
     if d.is_infinite() {
-        return if d > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
+        return out.push_str(if d > 0.0 { "Infinity" } else { "-Infinity" });
     }
     if d == 0.0 {
-        return if d.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
+        return out.push_str(if d.is_sign_negative() { "-0.0" } else { "0.0" });
     }
-    let sign = if d < 0.0 { "-" } else { "" };
-    // `{:e}` gives the shortest round-trip digits as `d.ddde<exp>`.
-    let sci = format!("{:e}", d.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if d < 0.0 {
+        out.push('-');
+    }
     let abs = d.abs();
+    // `{:e}` gives the shortest round-trip digits as `d.ddde<exp>` (at most 17 digits and a 3-digit exponent).
+    let mut buf = [0u8; 40];
+    let len = {
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{abs:e}"));
+        cursor.position() as usize
+    };
+    let sci = std::str::from_utf8(&buf[..len]).unwrap_or("0e0");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    // The digits are `first` then `rest`.
+    let (first, rest) = (&mantissa[..1], mantissa.get(2..).unwrap_or(""));
     if (1e-3..1e7).contains(&abs) {
         if exp >= 0 {
             let int_len = exp as usize + 1;
-            let (int_part, frac) = if digits.len() > int_len {
-                (digits[..int_len].to_string(), digits[int_len..].to_string())
+            out.push_str(first);
+            if 1 + rest.len() > int_len {
+                out.push_str(&rest[..int_len - 1]);
+                out.push('.');
+                out.push_str(&rest[int_len - 1..]);
             } else {
-                (format!("{digits:0<int_len$}"), String::new())
-            };
-            let frac = if frac.is_empty() { "0".to_string() } else { frac };
-            format!("{sign}{int_part}.{frac}")
+                out.push_str(rest);
+                (1 + rest.len()..int_len).for_each(|_| out.push('0'));
+                out.push_str(".0");
+            }
         } else {
-            let zeros = "0".repeat((-exp - 1) as usize);
-            format!("{sign}0.{zeros}{digits}")
+            out.push_str("0.");
+            (0..-exp - 1).for_each(|_| out.push('0'));
+            out.push_str(first);
+            out.push_str(rest);
         }
     } else {
-        let (first, rest) = digits.split_at(1);
-        let rest = if rest.is_empty() { "0" } else { rest };
-        format!("{sign}{first}.{rest}E{exp}")
+        out.push_str(first);
+        out.push('.');
+        out.push_str(if rest.is_empty() { "0" } else { rest });
+        out.push('E');
+        let _ = std::fmt::Write::write_fmt(out, format_args!("{exp}"));
     }
 }
 
 #[cfg(test)]
 mod double_tests {
     use super::double_to_string;
+    use proptest::prelude::*;
+
+    /// The first, allocating version, kept as the model [`double_to_string`] must match.
+    fn reference(d: f64) -> String {
+        if d.is_nan() {
+            return "NaN".to_string();
+        }
+        if d.is_infinite() {
+            return if d > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
+        }
+        if d == 0.0 {
+            return if d.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
+        }
+        let sign = if d < 0.0 { "-" } else { "" };
+        // `{:e}` gives the shortest round-trip digits as `d.ddde<exp>`.
+        let sci = format!("{:e}", d.abs());
+        let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+        let abs = d.abs();
+        if (1e-3..1e7).contains(&abs) {
+            if exp >= 0 {
+                let int_len = exp as usize + 1;
+                let (int_part, frac) = if digits.len() > int_len {
+                    (digits[..int_len].to_string(), digits[int_len..].to_string())
+                } else {
+                    (format!("{digits:0<int_len$}"), String::new())
+                };
+                let frac = if frac.is_empty() { "0".to_string() } else { frac };
+                format!("{sign}{int_part}.{frac}")
+            } else {
+                let zeros = "0".repeat((-exp - 1) as usize);
+                format!("{sign}0.{zeros}{digits}")
+            }
+        } else {
+            let (first, rest) = digits.split_at(1);
+            let rest = if rest.is_empty() { "0" } else { rest };
+            format!("{sign}{first}.{rest}E{exp}")
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn writes_what_the_reference_wrote(bits in any::<u64>(), small in -1e8f64..1e8, scale in -30i32..30) {
+            for d in [f64::from_bits(bits), small, small * 10f64.powi(scale)] {
+                prop_assert_eq!(double_to_string(d), reference(d));
+            }
+        }
+    }
 
     #[test]
     fn formats_doubles_like_java() {

@@ -96,7 +96,7 @@ pub fn write_value(out: &mut String, v: &OutValue) {
             use std::fmt::Write;
             let _ = write!(out, "{i}");
         }
-        OutValue::Double(d) => out.push_str(&javafmt::double_to_string(d)),
+        OutValue::Double(d) => javafmt::write_double(out, d),
         OutValue::NaN => out.push_str("\"NaN\""),
         OutValue::Null => out.push_str("null"),
     }
@@ -116,7 +116,7 @@ pub fn parse_rendered(s: &str) -> OutValue {
 
 /// [`write_value`] into a fresh string.
 pub fn format_value(v: &OutValue) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(24);
     write_value(&mut s, v);
     s
 }
