@@ -173,6 +173,52 @@ fn bad_points_answer_400_with_opentsdb_errors() {
     assert_eq!(scan(&d, "http.errors"), ["http.errors 1700000000 42 host=web01"]);
 }
 
+// rtsd remembers per connection the series it wrote (metric and tag strings -> UIDs) and skips their name
+// lookups: a later point of such a series, in the same request or a later one on the connection, still gets
+// every per-point check of §3.4 with the reply a fresh connection gets, byte for byte.
+#[test]
+fn a_known_series_still_gets_every_point_check() {
+    let d = Daemon::start();
+    let mut conn = d.http_conn();
+    let point = |ts: &str, value: &str| {
+        format!(r#"{{"metric":"http.known","timestamp":{ts},"value":{value},"tags":{{"host":"web01","dc":"x"}}}}"#)
+    };
+    let r = conn.request("POST", "/api/put?details", &[], format!("[{}]", point("1700000000", "1")).as_bytes());
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"success":1,"failed":0,"errors":[]}"#));
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        ("0", "2", Some("Invalid timestamp")),
+        ("-1", "2", Some("Invalid timestamp")),
+        ("1700000001", "\"\"", Some("Empty value")),
+        ("1700000001", "\"abc\"", Some("Unable to parse value to a number")),
+        ("1700000001", "NaN", Some("Unable to parse value to a number")),
+        ("1700000001", "1e999", None),
+        ("99999999999999", "2", None),
+    ];
+    for (ts, value, error) in cases {
+        let body = format!("[{},{}]", point("1700000002", "3"), point(ts, value));
+        let cached = conn.request("POST", "/api/put?details", &[], body.as_bytes());
+        let fresh = d.post("/api/put?details", &body);
+        assert_eq!((cached.status, cached.text()), (fresh.status, fresh.text()), "{ts} {value}");
+        assert_eq!(cached.status, 400, "{ts} {value}: {}", cached.text());
+        assert_eq!(cached.json()["success"], 1, "{}", cached.text());
+        if let Some(error) = error {
+            assert_eq!(cached.json()["errors"][0]["error"], *error, "{}", cached.text());
+        }
+    }
+    // The same tags in another order are the same series.
+    let other_order = r#"{"metric":"http.known","timestamp":1700000004,"value":4,"tags":{"dc":"x","host":"web01"}}"#;
+    let r = conn.request("POST", "/api/put", &[], other_order.as_bytes());
+    assert_204(&r, "tags in another order");
+    assert_eq!(
+        scan(&d, "http.known"),
+        [
+            "http.known 1700000000 1 dc=x host=web01",
+            "http.known 1700000002 3 dc=x host=web01",
+            "http.known 1700000004 4 dc=x host=web01"
+        ]
+    );
+}
+
 // spec: clients.md netdata ("When there is nothing to send it still POSTs `[\n\n]\n`" → 400 `No datapoints found in
 // content`; `Host: tcp:127.0.0.1:4242`; one kept-alive connection, next POST on it); opentsdb-ingest-storage.md §3.2.
 #[test]

@@ -29,31 +29,49 @@ use crate::javafmt::hashmap_order;
 ///
 /// Validation (empty metric, bad timestamp, unparseable value, missing tags, ...) happens per point later and
 /// produces per-point errors (spec: ingest §3.4), so every field keeps exactly what the client sent, including
-/// absence.
+/// absence. Text borrows from the request body unless the client escaped characters in it: a put body of many
+/// points is read without an allocation per field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IncomingPoint {
+pub struct IncomingPoint<'a> {
     /// `metric`; numbers and booleans are coerced to their text, `null`/missing is `None`.
-    pub metric: Option<String>,
+    pub metric: Option<Cow<'a, str>>,
     /// `timestamp`; `null`/missing is 0 (which later fails as `Invalid timestamp`).
     pub timestamp: i64,
     /// `value` as the literal text of its JSON token (`42.0000000`, `1e-05`, `NaN`, `true`, a string's content).
-    pub value: Option<String>,
+    pub value: Option<Cow<'a, str>>,
     /// `tags` in the order first seen; a repeated key keeps its first position with the last value.
-    pub tags: Option<Vec<(String, String)>>,
+    pub tags: Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
     /// `tsuid`; accepted for compatibility, unused for writes.
-    pub tsuid: Option<String>,
+    pub tsuid: Option<Cow<'a, str>>,
     /// `/api/rollup` only (OpenTSDB's `RollUpDataPoint`): `interval`, `aggregator`, `groupByAggregator`.
     pub rollup: Option<crate::point::RollupSpec>,
+}
+
+impl IncomingPoint<'_> {
+    /// The point with its text copied out of the request body.
+    pub fn into_owned(self) -> IncomingPoint<'static> {
+        let own = |t: Option<Cow<'_, str>>| t.map(|t| Cow::Owned(t.into_owned()));
+        IncomingPoint {
+            metric: own(self.metric),
+            timestamp: self.timestamp,
+            value: own(self.value),
+            tags: self.tags.map(|t| {
+                t.into_iter().map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned()))).collect()
+            }),
+            tsuid: own(self.tsuid),
+            rollup: self.rollup,
+        }
+    }
 }
 
 /// An element of a put body: a data point, or a JSON `null` (which OpenTSDB reports per point as
 /// `Unexpected null datapoint encountered in set.` instead of failing the request).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BodyPoint {
+pub enum BodyPoint<'a> {
     /// A JSON `null` array element.
     Null,
     /// A JSON object.
-    Point(IncomingPoint),
+    Point(IncomingPoint<'a>),
 }
 
 /// Why a whole put body is rejected with 400 before any point is looked at (spec: ingest §3.2).
@@ -130,17 +148,17 @@ impl std::error::Error for JsonError {}
 /// Beyond OpenTSDB/Jackson 2.9, which would accept them: invalid UTF-8 (Java would substitute U+FFFD) and
 /// trailing content after the top-level value are rejected. Lone UTF-16 surrogates from `\u` escapes become
 /// U+FFFD, which later fails validation just like the surrogate would in Java.
-pub fn parse_put_body(body: &[u8]) -> Result<Vec<BodyPoint>, BodyError> {
+pub fn parse_put_body(body: &[u8]) -> Result<Vec<BodyPoint<'_>>, BodyError> {
     parse_body(body, false)
 }
 
 /// Parses an `/api/rollup` body: as [`parse_put_body`], each point also reading the rollup fields `interval`,
 /// `aggregator` and `groupByAggregator` into [`IncomingPoint::rollup`] (spec: query §6.13).
-pub fn parse_rollup_body(body: &[u8]) -> Result<Vec<BodyPoint>, BodyError> {
+pub fn parse_rollup_body(body: &[u8]) -> Result<Vec<BodyPoint<'_>>, BodyError> {
     parse_body(body, true)
 }
 
-fn parse_body(body: &[u8], rollup: bool) -> Result<Vec<BodyPoint>, BodyError> {
+fn parse_body(body: &[u8], rollup: bool) -> Result<Vec<BodyPoint<'_>>, BodyError> {
     // Java's String.trim(): everything <= U+0020 at both ends.
     let Some(start) = body.iter().position(|&b| b > b' ') else {
         return Err(BodyError::MissingContent);
@@ -200,16 +218,16 @@ impl Token<'_> {
 
 /// Tags collected for one point. A side index is only built for large maps so the common few-tag case stays a
 /// plain vector while a hostile body with thousands of keys cannot make de-duplication quadratic.
-struct TagBuilder {
-    tags: Vec<(String, String)>,
-    index: Option<HashMap<String, usize>>,
+struct TagBuilder<'a> {
+    tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    index: Option<HashMap<Cow<'a, str>, usize>>,
 }
 
-impl TagBuilder {
+impl<'a> TagBuilder<'a> {
     const INDEX_AFTER: usize = 16;
 
     /// Jackson's `HashMap.put`: a repeated key keeps its first position and takes the new value.
-    fn put(&mut self, key: String, value: String) {
+    fn put(&mut self, key: Cow<'a, str>, value: Cow<'a, str>) {
         let found = match &self.index {
             Some(index) => index.get(&key).copied(),
             None => self.tags.iter().position(|(k, _)| *k == key),
@@ -306,7 +324,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The elements of a top-level array; `[` has been consumed.
-    fn points(&mut self) -> Result<Vec<BodyPoint>, JsonError> {
+    fn points(&mut self) -> Result<Vec<BodyPoint<'a>>, JsonError> {
         let mut out = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b']') {
@@ -343,7 +361,7 @@ impl<'a> Reader<'a> {
 
     /// One `IncomingDataPoint` object; `{` has been consumed. Repeated fields: the last one wins (Jackson calls
     /// the setter again).
-    fn point(&mut self) -> Result<IncomingPoint, JsonError> {
+    fn point(&mut self) -> Result<IncomingPoint<'a>, JsonError> {
         let mut p = IncomingPoint { rollup: self.rollup.then(Default::default), ..IncomingPoint::default() };
         self.skip_ws();
         if self.peek() == Some(b'}') {
@@ -362,7 +380,7 @@ impl<'a> Reader<'a> {
                 "tags" => p.tags = self.tags_field(at, tok)?,
                 "tsuid" => p.tsuid = self.text_field(at, tok)?,
                 "interval" | "aggregator" | "groupByAggregator" if p.rollup.is_some() => {
-                    let text = self.text_field(at, tok)?;
+                    let text = self.text_field(at, tok)?.map(Cow::into_owned);
                     if let Some(r) = p.rollup.as_mut() {
                         match key.as_ref() {
                             "interval" => r.interval = text,
@@ -401,20 +419,20 @@ impl<'a> Reader<'a> {
     }
 
     /// A `String` property: scalars become their text (Jackson's coercion), `null` is absent.
-    fn text_field(&self, at: usize, tok: Token<'a>) -> Result<Option<String>, JsonError> {
+    fn text_field(&self, at: usize, tok: Token<'a>) -> Result<Option<Cow<'a, str>>, JsonError> {
         match tok {
             Token::Null => Ok(None),
             other => self.scalar_text(at, other, "java.lang.String").map(Some),
         }
     }
 
-    fn scalar_text(&self, at: usize, tok: Token<'a>, target: &str) -> Result<String, JsonError> {
+    fn scalar_text(&self, at: usize, tok: Token<'a>, target: &str) -> Result<Cow<'a, str>, JsonError> {
         match tok {
-            Token::Str(s) => Ok(s.into_owned()),
-            Token::Num { text, .. } => Ok(text.to_owned()),
-            Token::NonNumeric(text) => Ok(text.to_owned()),
-            Token::True => Ok("true".to_owned()),
-            Token::False => Ok("false".to_owned()),
+            Token::Str(s) => Ok(s),
+            Token::Num { text, .. } => Ok(Cow::Borrowed(text)),
+            Token::NonNumeric(text) => Ok(Cow::Borrowed(text)),
+            Token::True => Ok(Cow::Borrowed("true")),
+            Token::False => Ok(Cow::Borrowed("false")),
             other => Err(self.mapping(
                 at,
                 format!("Cannot deserialize instance of `{target}` out of {} token", other.jackson_name()),
@@ -454,7 +472,12 @@ impl<'a> Reader<'a> {
     }
 
     /// The `HashMap<String, String> tags` property.
-    fn tags_field(&mut self, at: usize, tok: Token<'a>) -> Result<Option<Vec<(String, String)>>, JsonError> {
+    #[allow(clippy::type_complexity)]
+    fn tags_field(
+        &mut self,
+        at: usize,
+        tok: Token<'a>,
+    ) -> Result<Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>, JsonError> {
         match tok {
             Token::Null => return Ok(None),
             Token::ObjectStart => {}
@@ -483,7 +506,7 @@ impl<'a> Reader<'a> {
                 }
                 tok => self.scalar_text(at, tok, "java.lang.String")?,
             };
-            tags.put(key.into_owned(), value);
+            tags.put(key, value);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -858,7 +881,7 @@ fn java_parse_long(s: &str) -> Option<i64> {
 /// `value` (always a JSON string), `tags` in Java `HashMap` order, `tsuid`; absent fields are left out.
 ///
 /// Exists so that each error in `"errors":[...]` echoes the client's point exactly as a real TSD would.
-pub fn datapoint_json(p: &IncomingPoint, out: &mut String) {
+pub fn datapoint_json(p: &IncomingPoint<'_>, out: &mut String) {
     out.push('{');
     if let Some(m) = &p.metric {
         out.push_str("\"metric\":\"");
@@ -874,7 +897,7 @@ pub fn datapoint_json(p: &IncomingPoint, out: &mut String) {
     }
     if let Some(tags) = &p.tags {
         out.push_str(",\"tags\":{");
-        let keys: Vec<&str> = tags.iter().map(|(k, _)| k.as_str()).collect();
+        let keys: Vec<&str> = tags.iter().map(|(k, _)| k.as_ref()).collect();
         for (n, i) in hashmap_order(&keys).into_iter().enumerate() {
             let Some((k, v)) = tags.get(i) else { continue };
             if n > 0 {
@@ -912,9 +935,9 @@ pub fn datapoint_json(p: &IncomingPoint, out: &mut String) {
 
 /// One entry of the `"errors"` list of a `?details` reply: the point as received and why it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PutDetail {
+pub struct PutDetail<'a> {
     /// The element as parsed (a `null` element renders as `"datapoint":null`).
-    pub point: BodyPoint,
+    pub point: BodyPoint<'a>,
     /// The per-point error text (spec: ingest §3.4), e.g. `Unable to parse value to a number`.
     pub error: String,
 }
@@ -922,7 +945,7 @@ pub struct PutDetail {
 /// The `?summary` / `?details` reply body in OpenTSDB's (Java 8 `HashMap`) key order (spec: ingest §3.5, §3.6):
 /// `{"success":S,"failed":F}`, with `"timeouts"` between them when `sync_timeout` is in effect, and `"errors"` last
 /// when details were requested (an empty list is written as `[]`).
-pub fn summary_json(success: u64, failed: u64, timeouts: Option<u64>, errors: Option<&[PutDetail]>) -> String {
+pub fn summary_json(success: u64, failed: u64, timeouts: Option<u64>, errors: Option<&[PutDetail<'_>]>) -> String {
     let mut out = String::with_capacity(48 + errors.map_or(0, |e| e.len() * 128));
     out.push_str("{\"success\":");
     out.push_str(&success.to_string());
@@ -957,16 +980,16 @@ pub fn summary_json(success: u64, failed: u64, timeouts: Option<u64>, errors: Op
 mod tests {
     use super::*;
 
-    fn parse(body: &str) -> Result<Vec<BodyPoint>, BodyError> {
+    fn parse(body: &str) -> Result<Vec<BodyPoint<'_>>, BodyError> {
         parse_put_body(body.as_bytes())
     }
 
-    fn points(body: &str) -> Vec<IncomingPoint> {
+    fn points(body: &str) -> Vec<IncomingPoint<'static>> {
         match parse(body) {
             Ok(v) => v
                 .into_iter()
                 .map(|p| match p {
-                    BodyPoint::Point(p) => p,
+                    BodyPoint::Point(p) => p.into_owned(),
                     BodyPoint::Null => panic!("unexpected null in {body:?}"),
                 })
                 .collect(),
@@ -974,7 +997,7 @@ mod tests {
         }
     }
 
-    fn one(body: &str) -> IncomingPoint {
+    fn one(body: &str) -> IncomingPoint<'static> {
         let mut v = points(body);
         assert_eq!(v.len(), 1, "{body:?}");
         v.remove(0)
@@ -1005,7 +1028,7 @@ mod tests {
     }
 
     fn value_of(token: &str) -> Option<String> {
-        one(&format!(r#"{{"metric":"m","timestamp":1,"value":{token},"tags":{{"h":"w"}}}}"#)).value
+        one(&format!(r#"{{"metric":"m","timestamp":1,"value":{token},"tags":{{"h":"w"}}}}"#)).value.map(Cow::into_owned)
     }
 
     fn timestamp_of(token: &str) -> Result<i64, BodyError> {
@@ -1023,8 +1046,24 @@ mod tests {
         }
     }
 
-    fn tags(pairs: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
-        Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    #[allow(clippy::type_complexity)]
+    fn tags(pairs: &[(&str, &str)]) -> Option<Vec<(Cow<'static, str>, Cow<'static, str>)>> {
+        Some(pairs.iter().map(|(k, v)| (Cow::Owned(k.to_string()), Cow::Owned(v.to_string()))).collect())
+    }
+
+    // Text without escapes borrows from the body (no allocation per field); escaped text is decoded into its
+    // own string. Either way the content is what the client meant.
+    #[test]
+    fn plain_text_borrows_from_the_body() {
+        let body = br#"{"metric":"sys.cpu","timestamp":1,"value":1.5,"tags":{"host":"a\u0062","dc":"lga"}}"#;
+        let Ok(parsed) = parse_put_body(body) else { panic!("parses") };
+        let Some(BodyPoint::Point(p)) = parsed.first() else { panic!("a point") };
+        assert!(matches!(p.metric, Some(Cow::Borrowed("sys.cpu"))));
+        assert!(matches!(p.value, Some(Cow::Borrowed("1.5"))));
+        let tags = p.tags.as_ref().unwrap();
+        assert!(matches!(&tags[0], (Cow::Borrowed("host"), Cow::Owned(v)) if v == "ab"));
+        assert!(matches!(&tags[1], (Cow::Borrowed("dc"), Cow::Borrowed("lga"))));
+        assert_eq!(p.clone().into_owned(), *p);
     }
 
     // spec: ingest §3.8 — the docs' example request.
@@ -1385,8 +1424,8 @@ mod tests {
         let p = one(&body);
         let t = p.tags.unwrap_or_default();
         assert_eq!(t.len(), 100);
-        assert_eq!(t[3], ("k3".to_string(), "last".to_string()));
-        assert_eq!(t[50], ("k50".to_string(), "x".to_string()));
+        assert_eq!(t[3], ("k3".into(), "last".into()));
+        assert_eq!(t[50], ("k50".into(), "x".into()));
         assert_eq!(t[99].0, "k99");
     }
 
@@ -1545,17 +1584,17 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        fn in_java_order(p: &IncomingPoint) -> IncomingPoint {
+        fn in_java_order(p: &IncomingPoint<'static>) -> IncomingPoint<'static> {
             let mut p = p.clone();
             if let Some(t) = p.tags.as_mut() {
-                let keys: Vec<&str> = t.iter().map(|(k, _)| k.as_str()).collect();
+                let keys: Vec<&str> = t.iter().map(|(k, _)| k.as_ref()).collect();
                 let order = crate::javafmt::hashmap_order(&keys);
                 *t = order.into_iter().filter_map(|i| t.get(i).cloned()).collect();
             }
             p
         }
 
-        fn point() -> impl Strategy<Value = IncomingPoint> {
+        fn point() -> impl Strategy<Value = IncomingPoint<'static>> {
             let text = || proptest::option::of(any::<String>());
             (
                 text(),
@@ -1565,16 +1604,16 @@ mod tests {
                 text(),
             )
                 .prop_map(|(metric, timestamp, value, tags, tsuid)| IncomingPoint {
-                    metric,
+                    metric: metric.map(Cow::Owned),
                     timestamp,
-                    value,
-                    tags: tags.map(|m| m.into_iter().collect()),
-                    tsuid,
+                    value: value.map(Cow::Owned),
+                    tags: tags.map(|m| m.into_iter().map(|(k, v)| (Cow::Owned(k), Cow::Owned(v))).collect()),
+                    tsuid: tsuid.map(Cow::Owned),
                     rollup: None,
                 })
         }
 
-        fn body_point() -> impl Strategy<Value = BodyPoint> {
+        fn body_point() -> impl Strategy<Value = BodyPoint<'static>> {
             prop_oneof![
                 1 => Just(BodyPoint::Null),
                 8 => point().prop_map(BodyPoint::Point),
@@ -1678,7 +1717,7 @@ mod tests {
                         Some(BodyPoint::Point(p)) => {
                             prop_assert_eq!(p.value.as_deref(), Some(tok.as_str()));
                             prop_assert_eq!(p.metric.as_deref(), Some(metric.as_str()));
-                            prop_assert_eq!(p.tags.clone(), Some(vec![("h".to_string(), tok.clone())]));
+                            prop_assert_eq!(p.tags.clone(), Some(vec![("h".into(), tok.clone().into())]));
                         }
                         other => prop_assert!(false, "{:?}", other),
                     },

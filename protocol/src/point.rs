@@ -276,6 +276,22 @@ pub fn check_for_write(point: &DataPoint<'_>, rules: &Rules) -> Result<(), PutEr
     Ok(())
 }
 
+/// The value of a point whose series (metric and tags) a connection already had accepted: `Some` only when the
+/// point passes every other check of a write (a timestamp above 0 and within range, a value that parses and is
+/// finite). `None` sends the point through the full checks, which name its error in OpenTSDB's order.
+pub fn known_series_value(timestamp: i64, value: &str) -> Option<Value> {
+    if timestamp <= 0 || timestamp > MAX_MILLISECONDS || value.is_empty() {
+        return None;
+    }
+    let value = parse_value(value).ok()?;
+    let finite = match value {
+        Value::Float(f) => f.is_finite(),
+        Value::Double(d) => d.is_finite(),
+        Value::Int(_) => true,
+    };
+    finite.then_some(value)
+}
+
 /// `TSDB.addPoint`'s first check: a floating-point value must be finite (spec: ingest §2.6 row 9).
 pub fn check_finite(point: &DataPoint<'_>) -> Result<(), PutError> {
     let float = match point.value {
@@ -343,6 +359,17 @@ fn java_double(d: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The fast path of a known series takes only points every check would pass; the rest get the full checks.
+    #[test]
+    fn known_series_values_pass_every_check_or_none() {
+        assert_eq!(known_series_value(1700000000, "42"), Some(Value::Int(42)));
+        assert_eq!(known_series_value(1700000000000, "1.5"), Some(Value::Float(1.5)));
+        for (ts, v) in [(0, "1"), (-1, "1"), (MAX_MILLISECONDS + 1, "1"), (1, ""), (1, "abc"), (1, "NaN"), (1, "1e999")]
+        {
+            assert_eq!(known_series_value(ts, v), None, "{ts} {v}");
+        }
+    }
 
     fn point(metric: &'static str, ts: i64, value: Value, tags: &[(&'static str, &'static str)]) -> DataPoint<'static> {
         DataPoint {

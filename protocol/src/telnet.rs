@@ -230,16 +230,7 @@ pub fn parse_put_known_series(words: &[&[u8]]) -> Option<(i64, Value)> {
         return None;
     }
     let timestamp = parse_timestamp(words[2]).ok()?;
-    if timestamp <= 0 || timestamp > crate::codec::MAX_MILLISECONDS {
-        return None;
-    }
-    let value = point::parse_value(&latin1(words[3])).ok()?;
-    let finite = match value {
-        Value::Float(f) => f.is_finite(),
-        Value::Double(d) => d.is_finite(),
-        Value::Int(_) => true,
-    };
-    finite.then_some((timestamp, value))
+    Some((timestamp, point::known_series_value(timestamp, &latin1(words[3]))?))
 }
 
 /// A telnet timestamp: every `.` is deleted before the integer is read, so `1365465600.250` is milliseconds

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::convert::Infallible;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -21,6 +21,7 @@ use rtsd_protocol::json_put::{self, BodyPoint, IncomingPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
+use super::series_cache::SeriesCache;
 use super::{annotation, discovery, graph, query, stats, ui, Tsd};
 use crate::metrics::Protocol;
 use crate::rollup::{self, RollupError};
@@ -60,9 +61,12 @@ pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
     let peer = stream.peer_addr().ok();
     let io = TokioIo::new(stream);
     let service_tsd = tsd.clone();
+    // One per connection: its requests come one after another, so the lock is never contended.
+    let series = Arc::new(Mutex::new(SeriesCache::new(&tsd.store)));
     let service = hyper::service::service_fn(move |req| {
         let tsd = service_tsd.clone();
-        async move { Ok::<_, Infallible>(handle(req, &tsd, peer).await) }
+        let series = series.clone();
+        async move { Ok::<_, Infallible>(handle(req, &tsd, peer, series).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // OpenTSDB sends no Date header; idle keep-alive connections stay open as long as the client wants.
@@ -201,6 +205,8 @@ pub struct ApiRequest {
     pub remote: Option<std::net::SocketAddr>,
     /// The request headers as sent, in order (for `/api/stats/query`).
     pub headers: Vec<(String, String)>,
+    /// The connection's series cache (for `/api/put`).
+    pub series: Arc<Mutex<SeriesCache>>,
 }
 
 impl ApiRequest {
@@ -250,7 +256,12 @@ fn cors(tsd: &Tsd, origin: Option<&str>) -> Cors {
     }
 }
 
-async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>, peer: Option<std::net::SocketAddr>) -> Response<Full<Bytes>> {
+async fn handle(
+    req: Request<Incoming>,
+    tsd: &Arc<Tsd>,
+    peer: Option<std::net::SocketAddr>,
+    series: Arc<Mutex<SeriesCache>>,
+) -> Response<Full<Bytes>> {
     tsd.metrics.rpc("http");
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
     let gzip = req
@@ -271,7 +282,7 @@ async fn handle(req: Request<Incoming>, tsd: &Arc<Tsd>, peer: Option<std::net::S
             Some(&format!("The domain [{o}] is not permitted access")),
         ),
         (_, true) => Reply::json(StatusCode::OK, Bytes::new()),
-        _ => route(req, tsd, peer).await,
+        _ => route(req, tsd, peer, series).await,
     };
     tsd.metrics.http_response(reply.status.as_u16());
     // Compress as OpenTSDB's HttpContentCompressor does when the client allows it; tiny bodies aren't worth it.
@@ -308,7 +319,12 @@ fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
     encoder.finish().ok().map(Bytes::from)
 }
 
-async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::SocketAddr>) -> Reply {
+async fn route(
+    req: Request<Incoming>,
+    tsd: &Arc<Tsd>,
+    remote: Option<std::net::SocketAddr>,
+    series: Arc<Mutex<SeriesCache>>,
+) -> Reply {
     let mut method = req.method().clone();
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().unwrap_or("").to_string();
@@ -343,7 +359,7 @@ async fn route(req: Request<Incoming>, tsd: &Arc<Tsd>, remote: Option<std::net::
         Ok(body) => body,
         Err(reply) => return reply,
     };
-    let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers });
+    let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers, series });
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     // The UI and /q (tsd.core.enable_ui); OpenTSDB registers them only where queries run.
     let ui = tsd.config.enable_ui && tsd.config.mode.reads();
@@ -535,11 +551,13 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     let mut errors: Vec<PutDetail> = Vec::new();
     let mut success = 0u64;
     let mut failed = 0u64;
+    let mut series = req.series.lock().unwrap_or_else(|e| e.into_inner());
+    series.refresh(store);
     for body_point in points {
         let added = if rollup {
             add_http_rollup_point(&body_point, tsd, &mut batch)
         } else {
-            add_http_point(&body_point, tsd, &mut batch)
+            add_http_point(&body_point, tsd, &mut batch, &mut series)
         };
         match added {
             Ok(()) => success += 1,
@@ -591,8 +609,8 @@ type PointFailure = (Option<ErrorCategory>, String);
 /// `IncomingDataPoint.validate`, then `extra`, the subclass's own, then the value parse), in OpenTSDB's order
 /// (spec: ingest §3.4).
 fn http_data_point<'a>(
-    body_point: &'a BodyPoint,
-    extra: impl FnOnce(&IncomingPoint) -> Result<(), String>,
+    body_point: &'a BodyPoint<'_>,
+    extra: impl FnOnce(&IncomingPoint<'_>) -> Result<(), String>,
 ) -> Result<DataPoint<'a>, PointFailure> {
     let illegal = |m: &str| (Some(ErrorCategory::IllegalArguments), m.to_string());
     let p = match body_point {
@@ -619,7 +637,7 @@ fn http_data_point<'a>(
         .map_err(|_| (Some(ErrorCategory::InvalidValues), "Unable to parse value to a number".to_string()))?;
     let mut tags = Tags::new();
     for (k, v) in pairs {
-        point::insert_tag(&mut tags, Cow::Borrowed(k.as_str()), Cow::Borrowed(v.as_str()))
+        point::insert_tag(&mut tags, Cow::Borrowed(k.as_ref()), Cow::Borrowed(v.as_ref()))
             .map_err(|e| (Some(e.category()), e.http_detail()))?;
     }
     Ok(DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags })
@@ -635,17 +653,42 @@ fn add_failure(e: AddError) -> PointFailure {
     }
 }
 
-/// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch.
-fn add_http_point(body_point: &BodyPoint, tsd: &Tsd, batch: &mut crate::store::PointBatch) -> Result<(), PointFailure> {
+/// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch. A point of a series the
+/// connection wrote before (same metric and tag strings) skips the name lookups and series checks.
+fn add_http_point(
+    body_point: &BodyPoint<'_>,
+    tsd: &Tsd,
+    batch: &mut crate::store::PointBatch,
+    cache: &mut SeriesCache,
+) -> Result<(), PointFailure> {
+    let keyed = match body_point {
+        BodyPoint::Point(IncomingPoint { metric: Some(metric), tags: Some(tags), .. }) => {
+            let pairs = tags.iter().flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]);
+            cache.set_key(std::iter::once(metric.as_bytes()).chain(pairs));
+            true
+        }
+        _ => false,
+    };
+    if let (true, BodyPoint::Point(p), Some(series)) = (keyed, body_point, cache.get()) {
+        if let Some(value) = point::known_series_value(p.timestamp, p.value.as_deref().unwrap_or("")) {
+            tsd.store.add_to_series(batch, series, p.timestamp, value);
+            return Ok(());
+        }
+    }
     let dp = http_data_point(body_point, |_| Ok(()))?;
     point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
-    tsd.store.add_point(batch, &dp).map_err(add_failure)
+    let series = tsd.store.series_key(&dp).map_err(add_failure)?;
+    tsd.store.add_to_series(batch, &series, dp.timestamp, dp.value);
+    if keyed {
+        cache.insert(series);
+    }
+    Ok(())
 }
 
 /// Validates one `/api/rollup` element as OpenTSDB's `RollUpDataPoint.validate` and `addAggregatePoint` do
 /// (spec: ingest §1.7, query §6.13) and adds it to the batch.
 fn add_http_rollup_point(
-    body_point: &BodyPoint,
+    body_point: &BodyPoint<'_>,
     tsd: &Tsd,
     batch: &mut crate::store::PointBatch,
 ) -> Result<(), PointFailure> {

@@ -4,7 +4,6 @@
 //! before the read ends and before any non-`put` command is answered. So when a client gets the reply to, say,
 //! `version`, every `put` it sent before is in the write-ahead log: a cheap durability barrier for clients that
 //! want one. Successful puts get no reply; errors get OpenTSDB's exact line and the connection stays open.
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +13,11 @@ use rtsd_protocol::telnet::{self, Command, MAX_LINE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::series_cache::SeriesCache;
 use super::Tsd;
 use crate::metrics::Protocol;
 use crate::rollup::{self, RollupError};
-use crate::store::{AddError, PointBatch, SeriesKey};
+use crate::store::{AddError, PointBatch};
 
 /// What the connection should do after a chunk of lines.
 enum Next {
@@ -25,30 +25,15 @@ enum Next {
     Close,
 }
 
-/// The series this connection has written, resolved to UIDs: a collector sends the same few thousand series
-/// over and over, and a line of a known series needs neither name lookups nor tag validation again.
-struct SeriesCache {
-    map: HashMap<Vec<u8>, SeriesKey>,
-    key: Vec<u8>,
-    generation: u64,
-}
-
-/// Bounds a connection's cache; past it the cache starts over (a collector's series set is far smaller).
-const SERIES_CACHE_CAPACITY: usize = 200_000;
-
-/// The cache key of a put line: the metric and tag words, each length-prefixed so no two lines collide.
-fn series_cache_key(key: &mut Vec<u8>, words: &[&[u8]]) {
-    key.clear();
-    for w in std::iter::once(&words[1]).chain(&words[4..]) {
-        key.extend_from_slice(&(w.len() as u32).to_be_bytes());
-        key.extend_from_slice(w);
-    }
+/// The cache key of a put line: its metric and tag words.
+fn series_cache_key(cache: &mut SeriesCache, words: &[&[u8]]) {
+    cache.set_key(std::iter::once(words[1]).chain(words[4..].iter().copied()));
 }
 
 pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut out: Vec<u8> = Vec::new();
-    let mut cache = SeriesCache { map: HashMap::new(), key: Vec::new(), generation: tsd.store.cache_generation() };
+    let mut cache = SeriesCache::new(&tsd.store);
     let idle = tsd.config.socket_timeout_secs;
     loop {
         let read = async {
@@ -103,11 +88,7 @@ pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
 
 /// Handles every complete line in `buf`; returns the bytes consumed.
 fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCache) -> (usize, Next) {
-    let generation = tsd.store.cache_generation();
-    if cache.generation != generation || cache.map.len() >= SERIES_CACHE_CAPACITY {
-        cache.map.clear();
-        cache.generation = generation;
-    }
+    cache.refresh(&tsd.store);
     let mut session = Session { tsd, batch: tsd.store.new_batch(), out, puts: 0, cache };
     let mut pos = 0;
     let mut lines = 0;
@@ -186,8 +167,8 @@ impl Session<'_> {
         let metrics = &self.tsd.metrics;
         self.puts += 1;
         if words.len() >= 5 {
-            series_cache_key(&mut self.cache.key, words);
-            if let Some(series) = self.cache.map.get(&self.cache.key) {
+            series_cache_key(self.cache, words);
+            if let Some(series) = self.cache.get() {
                 if let Some((timestamp, value)) = telnet::parse_put_known_series(words) {
                     self.tsd.store.add_to_series(&mut self.batch, series, timestamp, value);
                     return;
@@ -205,8 +186,8 @@ impl Session<'_> {
         match self.tsd.store.series_key(&point) {
             Ok(series) => {
                 self.tsd.store.add_to_series(&mut self.batch, &series, point.timestamp, point.value);
-                series_cache_key(&mut self.cache.key, words);
-                self.cache.map.insert(self.cache.key.clone(), series);
+                series_cache_key(self.cache, words);
+                self.cache.insert(series);
             }
             Err(AddError::Put(e)) => {
                 metrics.put_error(e.category());
