@@ -169,6 +169,19 @@ fn row_decode(c: &mut Criterion) {
     g.bench_function("merge 360 cells into one compacted column", |b| {
         b.iter(|| codec::merge_row(None, &[black_box(&cells)], false).expect("merges"))
     });
+    // A closed hour as stored (issue 7 item 4): what reading it costs against the compacted column above, and
+    // what packing costs the merge operator.
+    let packed = codec::pack_row(&compacted).expect("packs");
+    g.bench_function("packed row, 360 points", |b| {
+        b.iter(|| {
+            let p = codec::row_points(base, black_box(&packed)).expect("decodes");
+            assert_eq!(p.len(), 360);
+            p
+        })
+    });
+    g.bench_function("pack a compacted row of 360 points", |b| {
+        b.iter(|| codec::pack_row(black_box(&compacted)).expect("packs"))
+    });
     g.finish();
 }
 
