@@ -939,6 +939,26 @@ pub fn expand_row(row: &[u8]) -> Result<Cow<'_, [u8]>, CodecError> {
     Ok(Cow::Owned(out))
 }
 
+/// The length of [`expand_row`]'s result without building it: a row's size in OpenTSDB's form, what query byte
+/// limits count (so a query's limit does not depend on whether its hours were packed yet). A packed column that
+/// cannot be read counts as stored.
+pub fn expanded_len(row: &[u8]) -> usize {
+    if !is_packed(row) {
+        return row.len();
+    }
+    let leb = |n: usize| (usize::BITS - n.leading_zeros()).max(1).div_ceil(7) as usize;
+    columns(row)
+        .map(|column| match column {
+            Ok(Column { qualifier: [], value }) => match packed::unpacked_lens(value) {
+                Ok((q, v)) => leb(q) + q + leb(v) + v,
+                Err(_) => 1 + leb(value.len()) + value.len(),
+            },
+            Ok(Column { qualifier, value }) => leb(qualifier.len()) + qualifier.len() + leb(value.len()) + value.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 /// A compacted row (what [`merge_row`] makes of a row without variants, appends or corrupt columns) with its
 /// compacted column packed ([`packed`]); `None` when there is nothing to pack (one point, no compacted column,
 /// already packed, a row left uncompacted) or packing would not make it smaller. [`expand_row`] of the result

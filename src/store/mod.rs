@@ -944,7 +944,8 @@ impl Store {
             if let Some(i) = slot {
                 let points = codec::row_points(row.base_time, row.value)
                     .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key))))?;
-                budget.charge(points.len(), row.value.len())?;
+                // Bytes in OpenTSDB's form, as the limit means them (packed or not).
+                budget.charge(points.len(), codec::expanded_len(row.value))?;
                 series[i]
                     .points
                     .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
@@ -1017,7 +1018,7 @@ impl Store {
                 let base = codec::row_base_time(key, self.layout.salt.width, mw);
                 let points = codec::row_points(base, value)
                     .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
-                budget.charge(points.len(), value.len())?;
+                budget.charge(points.len(), codec::expanded_len(value))?;
                 series
                     .points
                     .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));

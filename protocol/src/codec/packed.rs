@@ -267,6 +267,26 @@ pub fn unpack(packed: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CodecError> {
     Ok((qualifier, value))
 }
 
+/// The lengths (qualifier, value with its meta byte) of the compacted column [`unpack`] gives back, read from the
+/// point kinds alone: what a packed row counts as against a byte limit, which is about OpenTSDB's cells.
+pub fn unpacked_lens(packed: &[u8]) -> Result<(usize, usize), CodecError> {
+    let mut r = Reader { rest: packed };
+    if r.byte()? != VERSION {
+        return Err(bad("unknown version"));
+    }
+    let n = usize::try_from(r.varint()?).map_err(|_| bad("count"))?;
+    if !(2..=MAX_POINTS).contains(&n) {
+        return Err(bad("count"));
+    }
+    r.byte()?;
+    let (mut qualifier, mut value) = (0, 1);
+    for kind in get_ints(&mut r, n)? {
+        qualifier += if kind & i64::from(KIND_MS) != 0 { 4 } else { 2 };
+        value += usize::from(kind as u8 & LENGTH_MASK) + 1;
+    }
+    Ok((qualifier, value))
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Integer streams
 
@@ -647,6 +667,14 @@ mod tests {
     }
 
     #[test]
+    fn unpacked_lengths_come_from_the_kinds_alone() {
+        let cells = [second(0, Value::Int(5)), milli(2_500, Value::Double(0.1 + 0.2)), second(3, Value::Float(1.5))];
+        let (q, v) = compacted(&cells, 1);
+        assert_eq!(unpacked_lens(&pack(&q, &v).unwrap()), Ok((q.len(), v.len())));
+        assert_eq!((q.len(), v.len()), (8, 1 + 8 + 4 + 1));
+    }
+
+    #[test]
     fn columns_that_are_not_compacted_are_not_packed() {
         // One point, a column that does not split, a missing meta byte.
         assert_eq!(pack(&[0x00, 0x00], &[0x01, 0x00]), None);
@@ -681,6 +709,7 @@ mod tests {
         let packed = pack_row(&row).expect("packs");
         assert!(super::super::is_packed(&packed));
         assert_eq!(expand_row(&packed).unwrap().as_ref(), row.as_slice());
+        assert_eq!(super::super::expanded_len(&packed), row.len());
         assert_eq!(row_points(BASE as u32, &packed).unwrap(), row_points(BASE as u32, &row).unwrap());
         // Packing again changes nothing; a row of one point is not packed.
         assert_eq!(pack_row(&packed), None);
@@ -745,6 +774,7 @@ mod tests {
             let Some(packed) = pack_row(&merged.row) else { return Ok(()) };
             let expanded = expand_row(&packed).unwrap();
             prop_assert_eq!(expanded.as_ref(), merged.row.as_slice());
+            prop_assert_eq!(super::super::expanded_len(&packed), merged.row.len());
             let late = op(&late);
             let plain = merge_row(Some(&merged.row), &[&late], fix);
             let from_packed = merge_row(Some(&packed), &[&late], fix);
