@@ -81,11 +81,14 @@ fn query_limits_answer_413() {
     );
     assert_eq!(r.status, 413, "no override without allow_override");
 
-    // The byte limit counts stored row bytes; its message names the limit in whole MB as 2.4 does.
+    // The byte limit counts stored row bytes; its message names the limit in whole MB as 2.4 does. The values
+    // are scattered so that a closed hour's packed form (delta-of-delta, decimal streams) still takes well over
+    // the limit: a regular series would pack its hour into a few dozen bytes.
     let d = Daemon::start_with(&[("tsd.query.limits.bytes.default", "2000")]);
     let mut lines = String::new();
-    for i in 0..3600 {
-        lines.push_str(&format!("put big {} {} host=a\n", 1356998400 + i, i * 1_000_000_000i64));
+    for i in 0..3600u64 {
+        let scattered = (i.wrapping_mul(2_654_435_761) % 1_000_003) as f64 / 7.0;
+        lines.push_str(&format!("put big {} {scattered} host=a\n", 1356998400 + i));
     }
     let mut t = d.telnet();
     t.write_all(lines.as_bytes()).unwrap();
