@@ -27,6 +27,7 @@ use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::Options;
 
+use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 
 use super::meta::TS_META;
@@ -191,31 +192,40 @@ impl Retention {
         self.families.keys().map(String::as_str)
     }
 
-    /// Installs the expiry compaction filter on `family`'s options if it has a retention.
+    /// Installs the compaction filter on `family`'s options: expiry if it has a retention, and for the data
+    /// table packing of closed hours' rows that compactions meet unpacked.
     pub(super) fn install(&self, family: &str, opts: &mut Options, layout: &Layout, metrics: Arc<Metrics>) {
-        let Some(f) = self.families.get(family) else { return };
+        let retention = self.families.get(family);
+        let pack = family == CF_DATA;
+        if retention.is_none() && !pack {
+            return;
+        }
         let name = CString::new(format!("rtsd-retention:{family}")).unwrap_or_default();
         opts.set_compaction_filter_factory(ExpiryFactory {
             name,
-            keep_ms: f.keep_ms,
-            span: f.span.clone(),
+            keep: retention.map(|f| (f.keep_ms, f.span.clone())),
+            pack,
             base_at: layout.salt.width + layout.uid_widths[0],
             tags_at: layout.tags_offset(),
             pair: layout.uid_widths[1] + layout.uid_widths[2],
             metrics,
         });
-        // RocksDB rewrites files older than this even when nothing else would compact them, so expired rows
-        // in cold files leave too: a quarter of the retention, between an hour and a week.
-        let period = (f.keep_ms / 4 / 1000).clamp(3600, 7 * 86_400) as u64;
-        opts.set_periodic_compaction_seconds(period);
+        if let Some(f) = retention {
+            // RocksDB rewrites files older than this even when nothing else would compact them, so expired rows
+            // in cold files leave too: a quarter of the retention, between an hour and a week.
+            let period = (f.keep_ms / 4 / 1000).clamp(3600, 7 * 86_400) as u64;
+            opts.set_periodic_compaction_seconds(period);
+        }
     }
 }
 
 /// Makes one [`ExpiryFilter`] per compaction, with the cut of the moment it starts.
 struct ExpiryFactory {
     name: CString,
-    keep_ms: i64,
-    span: Span,
+    /// The retention and row span, if the family has one.
+    keep: Option<(i64, Span)>,
+    /// Whether rows are data rows to pack once their hour is closed (see [`ExpiryFilter`]).
+    pack: bool,
     base_at: usize,
     tags_at: usize,
     pair: usize,
@@ -226,10 +236,16 @@ impl CompactionFilterFactory for ExpiryFactory {
     type Filter = ExpiryFilter;
 
     fn create(&mut self, _context: CompactionFilterContext) -> ExpiryFilter {
-        let cut_s = crate::timefmt::now_ms().saturating_sub(self.keep_ms).div_euclid(1000);
+        let now_ms = crate::timefmt::now_ms();
+        let first_kept_base = match &self.keep {
+            Some((keep_ms, span)) => span.row_start(now_ms.saturating_sub(*keep_ms).div_euclid(1000)),
+            None => 0,
+        };
         ExpiryFilter {
             name: self.name.clone(),
-            first_kept_base: self.span.row_start(cut_s),
+            first_kept_base,
+            pack_now_s: self.pack.then_some(now_ms.div_euclid(1000)),
+            packed: Vec::new(),
             base_at: self.base_at,
             tags_at: self.tags_at,
             pair: self.pair,
@@ -246,9 +262,19 @@ impl CompactionFilterFactory for ExpiryFactory {
 
 /// Drops the entries of rows that end before the cut. Keys of another shape are kept: nothing but a data row
 /// is ever removed.
+///
+/// In the data table it also packs the merged value of a closed hour's row that is not packed yet: a row whose
+/// last merge ran while its hour was open (or within the grace after it), a row fsck rewrote, or a row of a
+/// data directory written before rows were packed. Those are never merged again unless a late point arrives;
+/// every compaction that meets them (periodic ones included) packs them instead. Merge operands are not seen
+/// here (RocksDB filters values only); their row is packed by the merge operator.
 struct ExpiryFilter {
     name: CString,
     first_kept_base: u32,
+    /// For the data table, the time (s) the compaction started, against which an hour is closed.
+    pack_now_s: Option<i64>,
+    /// The last packed value handed to RocksDB (see [`CompactionFilter::filter`]).
+    packed: Vec<u8>,
     base_at: usize,
     tags_at: usize,
     pair: usize,
@@ -259,23 +285,39 @@ struct ExpiryFilter {
 }
 
 impl ExpiryFilter {
-    fn expired(&self, key: &[u8]) -> bool {
+    /// The base time of a key shaped like a data row's; `None` for any other key.
+    fn base(&self, key: &[u8]) -> Option<u32> {
         if key.len() < self.tags_at || !(key.len() - self.tags_at).is_multiple_of(self.pair.max(1)) {
-            return false;
+            return None;
         }
-        let base = u32::from_be_bytes([
+        Some(u32::from_be_bytes([
             key[self.base_at],
             key[self.base_at + 1],
             key[self.base_at + 2],
             key[self.base_at + 3],
-        ]);
-        base < self.first_kept_base
+        ]))
+    }
+
+    fn expired(&self, key: &[u8]) -> bool {
+        self.base(key).is_some_and(|base| base < self.first_kept_base)
     }
 }
 
 impl CompactionFilter for ExpiryFilter {
-    fn filter(&mut self, _level: u32, key: &[u8], _value: &[u8]) -> Decision {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
         if !self.expired(key) {
+            let closed = |base| self.pack_now_s.is_some_and(|now| super::hour_closed(base, now));
+            if !codec::is_packed(value) && self.base(key).is_some_and(closed) {
+                if let Some(packed) = codec::pack_row(value) {
+                    self.packed = packed;
+                    // SAFETY: RocksDB's C API copies the new value (`new_value->assign(...)` in c.cc) as soon as
+                    // this callback returns, and `self.packed` is not touched until the next call; rust-rocksdb
+                    // asks for `'static` only because it cannot name that lifetime.
+                    let value: &'static [u8] =
+                        unsafe { std::slice::from_raw_parts(self.packed.as_ptr(), self.packed.len()) };
+                    return Decision::Change(value);
+                }
+            }
             return Decision::Keep;
         }
         if self.last_removed != key {
