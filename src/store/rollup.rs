@@ -884,6 +884,12 @@ impl Store {
                 .column(c)
                 .map_err(|e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key))))?;
             let out = &mut values[which];
+            if starts.first().is_some_and(|&t| t >= start_ms) && starts.last().is_some_and(|&t| t < end_ms) {
+                // The whole row is in range (all but a read's first and last rows).
+                column.extend_timed(&starts, out);
+                cells += starts.len();
+                continue;
+            }
             column.for_each(|j, v| {
                 let ts = starts[j];
                 if ts >= start_ms && ts < end_ms {

@@ -362,6 +362,20 @@ impl ColumnView<'_> {
         }
     }
 
+    /// Appends `(times[j], value j)` for every value (`times` has one per value): one reservation and a
+    /// straight copy loop per encoding, for rows wholly inside a read's range.
+    pub fn extend_timed(&self, times: &[i64], out: &mut Vec<(i64, Value)>) {
+        let b = self.body;
+        let f64_at = |c: &[u8]| f64::from_le_bytes(c.try_into().unwrap_or_default());
+        let f32_at = |c: &[u8]| f32::from_le_bytes(c.try_into().unwrap_or_default());
+        match self.tag {
+            DOUBLES => out.extend(times.iter().zip(b.chunks_exact(8)).map(|(&t, c)| (t, Value::Double(f64_at(c))))),
+            FLOATS => out.extend(times.iter().zip(b.chunks_exact(4)).map(|(&t, c)| (t, Value::Float(f32_at(c))))),
+            1 => out.extend(times.iter().zip(b).map(|(&t, &v)| (t, Value::Int(i64::from(v as i8))))),
+            _ => out.extend(times.iter().enumerate().map(|(j, &t)| (t, self.get(j)))),
+        }
+    }
+
     pub fn get(&self, j: usize) -> Value {
         let b = self.body;
         match self.tag {
