@@ -739,27 +739,33 @@ impl Store {
             let mut key = raw_key.to_vec();
             let base = interval.base_time(i64::from(hour));
             key[at..at + 4].copy_from_slice(&base.to_be_bytes());
+            // A row of this one raw hour (a row span of an hour) that `:a` does not hold yet is written whole:
+            // reads then have nothing to merge (they merge a row's operands on every read until a compaction
+            // does). The fold is the only writer of `:a`, one at a time, and a chunk's raw rows are distinct
+            // hours, so nothing written meanwhile is lost. Rows of longer spans get operands (several raw hours
+            // of one chunk go to the same row).
+            let hourly = interval.row_span == RowSpan::Hours(1);
+            let auto_cf = self.cf(&RollupInterval::auto_family(&family));
+            let auto = if n == 0 || expired || hourly { self.db.get_pinned_cf_opt(auto_cf, &key, read)? } else { None };
+            let fresh = hourly && auto.is_none();
             // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
             let mut counted: HashMap<i64, i64> = HashMap::new();
             if n == 0 || expired {
                 let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
                 let count_id = self.rollups.auto_ids[1];
+                let table = match self.db.cf_handle(&family) {
+                    Some(cf) => self.db.get_pinned_cf_opt(cf, &key, read)?,
+                    None => None,
+                };
                 let mut values = vec![Vec::new()];
-                self.read_rollup_row(&family, &key, base, interval, &[count_id], (lo, hi), read, &mut values)?;
+                let (auto, table) = (auto.as_deref(), table.as_deref());
+                self.rollup_values(&key, auto, table, base, interval, &[count_id], lo, hi, &mut values)?;
                 counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
                 if n == 0 {
                     // The first interval's counts of this hour tell whether it was folded before.
                     was_rolled = !counted.is_empty();
                 }
             }
-            // A row of this one raw hour (a row span of an hour) that `:a` does not hold yet is written whole:
-            // reads then have nothing to merge (they merge a row's operands on every read until a compaction
-            // does). The fold is the only writer of `:a`, one at a time, and a chunk's raw rows are distinct
-            // hours, so nothing written meanwhile is lost. Rows of longer spans get operands (several raw hours
-            // of one chunk go to the same row).
-            let auto_cf = self.cf(&RollupInterval::auto_family(&family));
-            let fresh =
-                interval.row_span == RowSpan::Hours(1) && self.db.get_pinned_cf_opt(auto_cf, &key, read)?.is_none();
             let width = i64::from(interval.interval_secs) * 1000;
             let slot =
                 |start_ms: i64| ((start_ms / 1000 - i64::from(base)) / i64::from(interval.interval_secs)) as usize;
@@ -798,33 +804,9 @@ impl Store {
         Ok((written, was_rolled))
     }
 
-    /// The values of aggregators `ids` in one row of rollup table `family` (buckets in `[start_ms, end_ms)`):
-    /// those rtsd computed (`<table>:a`) and, for buckets it did not, the table's cells. Returns the values read
-    /// and the bytes of the rows.
-    #[allow(clippy::too_many_arguments)]
-    fn read_rollup_row(
-        &self,
-        family: &str,
-        key: &[u8],
-        base: u32,
-        interval: &RollupInterval,
-        ids: &[u8],
-        (start_ms, end_ms): (i64, i64),
-        read: &rocksdb::ReadOptions,
-        values: &mut [Vec<(i64, Value)>],
-    ) -> Result<Option<(usize, usize)>, StoreError> {
-        let auto = match self.db.cf_handle(&RollupInterval::auto_family(family)) {
-            Some(cf) => self.db.get_pinned_cf_opt(cf, key, read)?,
-            None => None,
-        };
-        let table = match self.db.cf_handle(family) {
-            Some(cf) => self.db.get_pinned_cf_opt(cf, key, read)?,
-            None => None,
-        };
-        self.rollup_values(key, auto.as_deref(), table.as_deref(), base, interval, ids, start_ms, end_ms, values)
-    }
-
-    /// [`Store::read_rollup_row`] of rows already read: `auto` from `<table>:a`, `table` from the table.
+    /// The values of aggregators `ids` in one row of a rollup table (buckets in `[start_ms, end_ms)`): those rtsd
+    /// computed (`auto`, the `<table>:a` row) and, for buckets it did not, the table's cells (`table`). Returns
+    /// the values read and the bytes of the rows; `None` when neither row exists.
     #[allow(clippy::too_many_arguments)]
     fn rollup_values(
         &self,
