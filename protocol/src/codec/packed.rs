@@ -338,10 +338,16 @@ fn undifference(v: &mut [i64], order: usize) {
 }
 
 /// Bits needed for every `r - min` of `residuals`, and that minimum.
-fn frame(residuals: impl Iterator<Item = i64> + Clone) -> (i64, u32) {
-    let min = residuals.clone().min().unwrap_or(0);
-    let span = residuals.map(|r| r.wrapping_sub(min) as u64).max().unwrap_or(0);
-    (min, 64 - span.leading_zeros())
+fn frame(residuals: impl Iterator<Item = i64>) -> (i64, u32) {
+    let (mut min, mut max) = (i64::MAX, i64::MIN);
+    for r in residuals {
+        (min, max) = (min.min(r), max.max(r));
+    }
+    if min > max {
+        return (0, 0);
+    }
+    // min <= r <= max, so r - min is at most max - min, which fits in u64.
+    (min, 64 - (max.wrapping_sub(min) as u64).leading_zeros())
 }
 
 fn frame_size(count: usize, min: i64, width: u32) -> usize {
@@ -351,12 +357,18 @@ fn frame_size(count: usize, min: i64, width: u32) -> usize {
 /// Writes a stream of integers (their count is known to the reader) in the smallest of the forms described in
 /// the module docs.
 fn put_ints(out: &mut Vec<u8>, values: &[i64]) {
-    let mut best: Option<(usize, u8, usize, Vec<i64>)> = None;
+    // (size, packing, order) of the smallest form; each order's differences are made from the previous ones.
+    let mut best: Option<(usize, u8, usize)> = None;
+    let mut v = values.to_vec();
     for order in TRANSFORMS {
         if order > values.len() {
             break;
         }
-        let v = difference(values, order);
+        if order > 0 {
+            for i in (order..v.len()).rev() {
+                v[i] = v[i].wrapping_sub(v[i - 1]);
+            }
+        }
         let residuals = &v[order..];
         let lead: usize = v[..order].iter().map(|&x| varint_len(zigzag(x))).sum();
         let (min, width) = frame(residuals.iter().copied());
@@ -365,12 +377,13 @@ fn put_ints(out: &mut Vec<u8>, values: &[i64]) {
         let (nmin, nwidth) = frame(nonzero.clone());
         let sparse = residuals.len().div_ceil(8) + frame_size(nonzero.count(), nmin, nwidth);
         for (packing, size) in [(PACK_FRAME, dense), (PACK_SPARSE, sparse)] {
-            if best.as_ref().is_none_or(|b| lead + size < b.0) {
-                best = Some((lead + size, packing, order, v.clone()));
+            if best.is_none_or(|b| lead + size < b.0) {
+                best = Some((lead + size, packing, order));
             }
         }
     }
-    let Some((_, packing, order, v)) = best else { return };
+    let Some((_, packing, order)) = best else { return };
+    let v = difference(values, order);
     out.push(order as u8 | packing << 2);
     for &x in &v[..order] {
         put_varint(out, zigzag(x));
