@@ -1952,4 +1952,19 @@ mod tests {
         assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), plain.as_slice());
         assert_eq!(queried(&store), as_written(&points));
     }
+
+    #[test]
+    fn packed_rows_past_the_retention_are_cut_and_compacted_away() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // Written (and packed) with rows kept forever.
+            let store = open(dir.path(), &[("rtsd.retention.raw_hours", "0")]);
+            write(&store, &gauge_hour(1356998400, "a"));
+            assert!(codec::is_packed(&compacted_value(&store, &G_ROW).unwrap()));
+        }
+        // Served with a retention the 2013 hour is past: not read, and gone at the next compaction.
+        let store = open(dir.path(), &[("rtsd.retention.raw_hours", "240")]);
+        assert_eq!(queried(&store), vec![]);
+        assert_eq!(compacted_value(&store, &G_ROW), None);
+    }
 }
