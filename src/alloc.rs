@@ -8,10 +8,12 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// overrides them). Freed pages go back to the system within about a second (`dirty_decay_ms`, default 10 s)
 /// and are not kept as "muzzy" pages on the way: a series-table flush frees tens of MB at once, and with the
 /// defaults they stayed resident ~10 s, on top of the next table being filled (bench: A telnet peak RSS
-/// 332 -> 273 MiB). Beside the ingest work the purges cost little.
+/// 332 -> 273 MiB). jemalloc's background threads do the purging: without them it ran inside whatever
+/// allocated next, and a small query right after a large one paid for the large one's freed memory
+/// (bench/RESULTS.md: q2 4-26 ms instead of ~0.5 ms after q1).
 #[no_mangle]
 #[used]
-pub static malloc_conf: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+pub static malloc_conf: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 #[cfg(test)]
 mod tests {
@@ -46,5 +48,12 @@ mod tests {
         }
         assert_eq!(option(c"opt.dirty_decay_ms"), Some(1000));
         assert_eq!(option(c"opt.muzzy_decay_ms"), Some(0));
+        let mut on = false;
+        let mut len = std::mem::size_of::<bool>();
+        // SAFETY: "background_thread" reads a bool; `on` and `len` describe one.
+        let rc = unsafe {
+            mallctl(c"background_thread".as_ptr(), (&mut on as *mut bool).cast(), &mut len, std::ptr::null_mut(), 0)
+        };
+        assert_eq!((rc, on), (0, true));
     }
 }

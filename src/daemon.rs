@@ -206,7 +206,7 @@ const COMPACT_AFTER_IDLE_SECS: u64 = 10;
 const FLUSH_INTERVAL_MS: u64 = 10_000;
 /// The series table's size that starts a flush: each row then gets some tens of points per merge operand under
 /// load, and the table stays far below the writers' own bound (`store::MAX_PENDING_POINTS`).
-const FLUSH_POINTS: u64 = 1_500_000;
+const FLUSH_POINTS: u64 = 1_200_000;
 /// How often the flush task looks at the table's size.
 const FLUSH_POLL_MS: u64 = 100;
 

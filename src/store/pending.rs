@@ -292,8 +292,9 @@ impl PendingTable {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let mut rows = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let capacity = rows.len();
-            let taken = std::mem::replace(&mut *rows, Rows::with_capacity_and_hasher(capacity, Default::default()));
+            // The new table grows as points arrive rather than starting at the old one's size: both tables live
+            // through the flush, and two full-size tables were ~15 MB more at the peak (bench: A ingest RSS).
+            let taken = std::mem::take(&mut *rows);
             drop(rows);
             out.extend(taken);
         }
