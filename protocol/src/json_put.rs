@@ -43,8 +43,9 @@ pub struct IncomingPoint<'a> {
     pub tags: Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
     /// `tsuid`; accepted for compatibility, unused for writes.
     pub tsuid: Option<Cow<'a, str>>,
-    /// `/api/rollup` only (OpenTSDB's `RollUpDataPoint`): `interval`, `aggregator`, `groupByAggregator`.
-    pub rollup: Option<crate::point::RollupSpec>,
+    /// `/api/rollup` only (OpenTSDB's `RollUpDataPoint`): `interval`, `aggregator`, `groupByAggregator`. Boxed:
+    /// a put body holds many points, and every one would otherwise carry room for the three texts.
+    pub rollup: Option<Box<crate::point::RollupSpec>>,
 }
 
 impl IncomingPoint<'_> {
@@ -164,7 +165,11 @@ fn parse_body(body: &[u8], rollup: bool) -> Result<Vec<BodyPoint<'_>>, BodyError
         return Err(BodyError::MissingContent);
     };
     let end = body.iter().rposition(|&b| b > b' ').map_or(body.len(), |i| i + 1);
-    let mut r = Reader { buf: &body[..end], pos: start, rollup };
+    let buf = &body[..end];
+    // A body that is valid UTF-8 as a whole (every well-behaved client's) is checked once here, so its strings
+    // are sliced without a check each; any other body takes the per-string checks that locate the bad byte.
+    let text = std::str::from_utf8(buf).ok();
+    let mut r = Reader { buf, text, pos: start, rollup };
     let points = match body[start] {
         b'{' => {
             r.pos += 1;
@@ -252,6 +257,8 @@ impl<'a> TagBuilder<'a> {
 /// Cursor over the trimmed body. Every method leaves `pos` just after what it consumed.
 struct Reader<'a> {
     buf: &'a [u8],
+    /// `buf` as text when all of it is valid UTF-8.
+    text: Option<&'a str>,
     pos: usize,
     /// Whether the rollup fields are read (`/api/rollup`).
     rollup: bool,
@@ -325,7 +332,9 @@ impl<'a> Reader<'a> {
 
     /// The elements of a top-level array; `[` has been consumed.
     fn points(&mut self) -> Result<Vec<BodyPoint<'a>>, JsonError> {
-        let mut out = Vec::new();
+        // A point with a metric, a timestamp, a value and a tag takes 50 bytes or more: sized so that a batch of
+        // points is collected without growing the vector, and a body of tiny elements grows it a few times.
+        let mut out = Vec::with_capacity((self.buf.len() - self.pos) / 64);
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
@@ -687,7 +696,7 @@ impl<'a> Reader<'a> {
             }
         }
         // Only ASCII bytes were consumed, so this cannot fail; an error is still handled rather than unwrapped.
-        match std::str::from_utf8(&self.buf[start..self.pos]) {
+        match self.utf8(start, self.pos) {
             Ok(text) => Ok(Token::Num { text, float }),
             Err(_) => Err(self.syntax(start, "Invalid numeric value")),
         }
@@ -754,6 +763,10 @@ impl<'a> Reader<'a> {
 
     /// `buf[from..to]` as text, or Jackson's complaint about the first bad byte.
     fn utf8(&self, from: usize, to: usize) -> Result<&'a str, JsonError> {
+        // Callers cut at ASCII bytes (quotes, backslashes, number ends): always character boundaries.
+        if let Some(text) = self.text.and_then(|t| t.get(from..to)) {
+            return Ok(text);
+        }
         let bytes: &'a [u8] = &self.buf[from..to];
         std::str::from_utf8(bytes).map_err(|e| {
             let at = from + e.valid_up_to();
@@ -1519,6 +1532,37 @@ mod tests {
         body.push(0xE9);
         body.push(b'}');
         assert!(matches!(parse_put_body(&body), Err(BodyError::Invalid(_))));
+    }
+
+    // spec: ingest §3.2 — a body that is valid UTF-8 as a whole is sliced without per-string checks; one with a bad
+    // byte anywhere takes the per-string checks, so the error still names the first bad byte inside a string and
+    // its line and column (UTF-16 units: `中` is one, `😀` two), and valid text before it reads as before.
+    #[test]
+    fn utf8_errors_are_located_whether_or_not_the_body_is_valid_text() {
+        let good = "[{\"metric\":\"中国\",\"tags\":{\"😀\":\"é\"},\"value\":1.5}]";
+        let v = points(good);
+        assert_eq!(v[0].metric.as_deref(), Some("中国"));
+        assert_eq!(v[0].tags, tags(&[("😀", "é")]));
+        assert_eq!(v[0].value.as_deref(), Some("1.5"));
+        let mut body = "[{\"metric\":\"中国\",\"tags\":{\"😀\":\"é\"}},\n {\"metric\":\"ab".as_bytes().to_vec();
+        body.extend_from_slice(&[0xC3, 0x28]);
+        body.extend_from_slice(b"\"}]");
+        let Err(e) = parse_put_body(&body) else { panic!("a bad byte parses") };
+        assert_eq!(
+            e.details().as_deref(),
+            Some("com.fasterxml.jackson.core.JsonParseException: Invalid UTF-8 middle byte 0xc3 at [line: 2, column: 15]")
+        );
+        // The bad byte in an ignored field's string fails the body too.
+        let mut body = b"[{\"metric\":\"m\",\"x\":\"".to_vec();
+        body.push(0xFF);
+        body.extend_from_slice(b"\"}]");
+        let Err(e) = parse_put_body(&body) else { panic!("a bad byte parses") };
+        assert_eq!(
+            e.details().as_deref(),
+            Some(
+                "com.fasterxml.jackson.core.JsonParseException: Invalid UTF-8 start byte 0xff at [line: 1, column: 21]"
+            )
+        );
     }
 
     // spec: ingest §3.6 — exact reply bytes.
