@@ -323,18 +323,6 @@ impl RowRef<'_> {
     }
 }
 
-/// Table options of every column family: blocks through the one shared cache, and so are each SST file's index
-/// and bloom filter blocks (RocksDB keeps them outside any cache by default, where they grow with the data on
-/// disk without bound: 22 -> 44 MB in 7 minutes of the churn soak). Level-0 files' index and filters stay pinned
-/// and all of them are cached at high priority, so a scan of data blocks does not evict them.
-pub(crate) fn table_options(block_cache: &rocksdb::Cache) -> BlockBasedOptions {
-    let mut table = BlockBasedOptions::default();
-    table.set_block_cache(block_cache);
-    table.set_cache_index_and_filter_blocks(true);
-    table.set_cache_index_and_filter_blocks_with_high_priority(true);
-    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
-    table
-}
 impl Store {
     /// Opens (or creates) the data directory. Fails if it was created with another layout.
     pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
@@ -427,8 +415,9 @@ impl Store {
         // The UID, series and meta tables share it too, so RocksDB's read memory is this one number however
         // many tables there are (each would otherwise hold its own 32 MB).
         let block_cache = rocksdb::Cache::new_lru_cache(block_cache_bytes.max(1 << 20));
-        let mut table = table_options(&block_cache);
+        let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&block_cache);
         data_opts.set_block_based_table_factory(&table);
         let mut small_opts = Options::default();
         small_opts.set_block_based_table_factory(&table);
