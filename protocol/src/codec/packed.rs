@@ -213,9 +213,9 @@ pub fn pack(qualifier: &[u8], value: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The compacted column (qualifier, value with its meta byte) that [`pack`] was given.
-pub fn unpack(packed: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CodecError> {
-    let mut r = Reader { rest: packed };
+/// A packed column's header: its version (checked), point count (checked against the bounds [`pack`] writes)
+/// and the compacted value's meta byte.
+fn header(r: &mut Reader<'_>) -> Result<(usize, u8), CodecError> {
     if r.byte()? != VERSION {
         return Err(bad("unknown version"));
     }
@@ -223,7 +223,13 @@ pub fn unpack(packed: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CodecError> {
     if !(2..=MAX_POINTS).contains(&n) {
         return Err(bad("count"));
     }
-    let meta = r.byte()?;
+    Ok((n, r.byte()?))
+}
+
+/// The compacted column (qualifier, value with its meta byte) that [`pack`] was given.
+pub fn unpack(packed: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CodecError> {
+    let mut r = Reader { rest: packed };
+    let (n, meta) = header(&mut r)?;
     let kinds = get_ints(&mut r, n)?;
     let unit: i64 = match r.byte()? {
         0 => 1,
@@ -271,14 +277,7 @@ pub fn unpack(packed: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CodecError> {
 /// point kinds alone: what a packed row counts as against a byte limit, which is about OpenTSDB's cells.
 pub fn unpacked_lens(packed: &[u8]) -> Result<(usize, usize), CodecError> {
     let mut r = Reader { rest: packed };
-    if r.byte()? != VERSION {
-        return Err(bad("unknown version"));
-    }
-    let n = usize::try_from(r.varint()?).map_err(|_| bad("count"))?;
-    if !(2..=MAX_POINTS).contains(&n) {
-        return Err(bad("count"));
-    }
-    r.byte()?;
+    let (n, _meta) = header(&mut r)?;
     let (mut qualifier, mut value) = (0, 1);
     for kind in get_ints(&mut r, n)? {
         qualifier += if kind & i64::from(KIND_MS) != 0 { 4 } else { 2 };
