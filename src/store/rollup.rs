@@ -237,9 +237,7 @@ pub(super) fn table_options(block_cache: &rocksdb::Cache) -> Options {
 fn compressed_options(block_cache: &rocksdb::Cache) -> Options {
     use rocksdb::DBCompressionType::{Lz4, Zstd};
     let mut opts = Options::default();
-    let mut table = rocksdb::BlockBasedOptions::default();
-    table.set_block_cache(block_cache);
-    opts.set_block_based_table_factory(&table);
+    opts.set_block_based_table_factory(&super::table_options(block_cache, false));
     opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
     opts.set_bottommost_compression_type(Zstd);
     opts
@@ -258,9 +256,7 @@ pub(super) fn auto_table_options(block_cache: &rocksdb::Cache) -> Options {
 /// Options of [`CF_ROLLUP_DIRTY`]: point counts summed.
 pub(super) fn dirty_options(block_cache: &rocksdb::Cache) -> Options {
     let mut opts = Options::default();
-    let mut table = rocksdb::BlockBasedOptions::default();
-    table.set_block_cache(block_cache);
-    opts.set_block_based_table_factory(&table);
+    opts.set_block_based_table_factory(&super::table_options(block_cache, false));
     opts.set_merge_operator_associative("i64-sum-v1", sum_counters);
     opts
 }
