@@ -993,6 +993,118 @@ pub fn pack_row(row: &[u8]) -> Option<Vec<u8>> {
     (out.len() < row.len()).then_some(out)
 }
 
+/// The points of one row as a writer receives them, fresh from a parser (each stored as [`build_qualifier`] and
+/// [`Value::encode`] give it), kept in arrival order as a compacted column under construction: qualifiers ‖ and
+/// values ‖. When they arrive in time order without two at one instant, which is nearly always, the row's
+/// merged value is that column as it stands ([`FreshRow::merged`]), without [`merge_row`]'s general machinery;
+/// otherwise it is [`merge_row`] of the points written one after the other, as a stream of puts would leave it.
+#[derive(Debug, Clone, Default)]
+pub struct FreshRow {
+    qualifiers: Vec<u8>,
+    values: Vec<u8>,
+    /// Offset (ms) of the last point pushed, + 1 (0 before the first point).
+    next_ms: u64,
+    /// Some point did not come strictly after the one before it.
+    unordered: bool,
+    seconds: bool,
+    millis: bool,
+    points: u32,
+}
+
+impl FreshRow {
+    /// Adds a point (timestamp in seconds or milliseconds, by magnitude) of this row's hour.
+    #[inline]
+    pub fn push(&mut self, timestamp: i64, value: &Value) {
+        let q = build_qualifier(timestamp, value.flags());
+        let offset_ms = u64::from(qualifier_offset_ms(&q, 0).unwrap_or(0));
+        if offset_ms < self.next_ms {
+            self.unordered = true;
+        }
+        self.next_ms = offset_ms + 1;
+        if q.len() == 4 {
+            self.millis = true;
+        } else {
+            self.seconds = true;
+        }
+        self.qualifiers.extend_from_slice(&q);
+        self.values.extend_from_slice(&value.encode());
+        self.points += 1;
+    }
+
+    pub fn points(&self) -> u32 {
+        self.points
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        self.qualifiers.len() + self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points == 0
+    }
+
+    /// Appends another row's points after this one's (the same row reached again later).
+    pub fn extend(&mut self, later: &FreshRow) {
+        for (q, v) in later.cells() {
+            let offset_ms = u64::from(qualifier_offset_ms(q, 0).unwrap_or(0));
+            if offset_ms < self.next_ms {
+                self.unordered = true;
+            }
+            self.next_ms = offset_ms + 1;
+            self.qualifiers.extend_from_slice(q);
+            self.values.extend_from_slice(v);
+        }
+        self.seconds |= later.seconds;
+        self.millis |= later.millis;
+        self.points += later.points;
+    }
+
+    /// (qualifier, value) of each point in arrival order.
+    fn cells(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let (mut qi, mut vi) = (0, 0);
+        std::iter::from_fn(move || {
+            let first = *self.qualifiers.get(qi)?;
+            let q = &self.qualifiers[qi..qi + if is_ms_qualifier(first) { 4 } else { 2 }];
+            let v = &self.values[vi..vi + value_len_from_flags(q[q.len() - 1])];
+            qi += q.len();
+            vi += v.len();
+            Some((q, v))
+        })
+    }
+
+    /// The points as one merge operand: a column per point, in arrival order (what a stream of puts writes).
+    pub fn columns(&self, out: &mut Vec<u8>) {
+        out.reserve(self.len() + 2 * self.points as usize);
+        for (q, v) in self.cells() {
+            push_column(out, q, v);
+        }
+    }
+
+    /// The row value [`merge_row`] makes of these points written one after the other into an empty row.
+    pub fn merged(&self, fix_duplicates: bool) -> Vec<u8> {
+        if self.unordered {
+            let mut columns = Vec::new();
+            self.columns(&mut columns);
+            // Well-formed by construction: `merge_row` cannot fail on it.
+            return merge_row(None, &[&columns], fix_duplicates).map(|m| m.row).unwrap_or(columns);
+        }
+        let mut out = Vec::with_capacity(self.len() + 8);
+        match self.points {
+            0 => {}
+            1 => push_column(&mut out, &self.qualifiers, &self.values),
+            _ => {
+                push_leb128(&mut out, self.qualifiers.len());
+                out.extend_from_slice(&self.qualifiers);
+                push_leb128(&mut out, self.values.len() + 1);
+                out.extend_from_slice(&self.values);
+                out.push(if self.seconds && self.millis { MS_MIXED_COMPACT } else { 0x00 });
+            }
+        }
+        out
+    }
+}
+
 /// Every data point of a row value, in time order, for queries and exports. Columns are read as OpenTSDB's
 /// readers do: single cells fixed, compacted columns split, append columns parsed (later record wins); other
 /// odd-length columns (annotations, histograms) are skipped; a packed column is read as the compacted column it
@@ -1799,6 +1911,47 @@ mod tests {
             prop_assert_eq!(qualifier_flags_at(&q, 0), Ok(flags));
             prop_assert_eq!(base_time(ts), base as u32);
             prop_assert_eq!(qualifier_timestamp_ms(base_time(ts), &q, 0), Ok((base as u32) as i64 * 1000 + offset));
+        }
+
+        // A row built from fresh points (the bulk import's rows) is what the merge of the same points written
+        // one after the other makes of it, in time order (the fast path) or not, split in two (`extend`) or not.
+        #[test]
+        fn fresh_rows_merge_as_points_written_one_by_one(
+            points in prop::collection::vec(arb_point(), 0..24),
+            ordered in any::<bool>(),
+            cut in any::<prop::sample::Index>(),
+            fix in any::<bool>(),
+        ) {
+            let mut points = points;
+            if ordered {
+                points.sort_by_key(|p| p.1);
+                points.dedup_by_key(|p| p.1);
+            }
+            let ts = |p: &(bool, i64, Value)| {
+                if p.0 { i64::from(R0_BASE) * 1000 + p.1 } else { i64::from(R0_BASE) + p.1 / 1000 }
+            };
+            let cells: Vec<(Vec<u8>, Vec<u8>)> = points.iter().map(point_cell).collect();
+            let mut whole = FreshRow::default();
+            for p in &points {
+                whole.push(ts(p), &p.2);
+            }
+            let at = cut.index(points.len() + 1);
+            let (mut first, mut second) = (FreshRow::default(), FreshRow::default());
+            for p in &points[..at] {
+                first.push(ts(p), &p.2);
+            }
+            for p in &points[at..] {
+                second.push(ts(p), &p.2);
+            }
+            first.extend(&second);
+            let expected = merge_cells(&cells, fix).row;
+            prop_assert_eq!(whole.points() as usize, points.len());
+            prop_assert_eq!(&whole.merged(fix), &expected);
+            prop_assert_eq!(&first.merged(fix), &expected);
+            let mut columns = Vec::new();
+            whole.columns(&mut columns);
+            let as_written: Vec<(Vec<u8>, Vec<u8>)> = cols(&columns);
+            prop_assert_eq!(as_written, cells);
         }
 
         #[test]

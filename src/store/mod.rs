@@ -14,6 +14,7 @@
 //! * `rtsd:meta` records the layout a data directory was created with, so a config that would misread it is
 //!   refused at start-up.
 pub mod admin;
+pub mod bulk;
 pub mod meta;
 pub mod pending;
 pub mod retention;
@@ -247,6 +248,7 @@ pub struct Store {
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
+    bulk_options: bulk::BulkOptions,
 }
 
 /// Memtable bytes of a table worth flushing in [`Store::compact_written`]: what a burst of writes leaves; a
@@ -445,6 +447,11 @@ impl Store {
 
         let mut series_opts = small_opts.clone();
         series_opts.set_merge_operator_associative("max-hour-v1", series::merge_max_hour);
+        let bulk_options = bulk::BulkOptions {
+            data: data_opts.clone(),
+            series: series_opts.clone(),
+            dirty: rollup::dirty_options(&block_cache),
+        };
         let mut rollups = rollup::Rollups::new(rollup_settings);
         // Rollup tables of the configuration, and any left by an earlier one (RocksDB opens all or nothing).
         let mut extra: Vec<String> = rollups.families.clone();
@@ -515,6 +522,7 @@ impl Store {
             overlay: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
+            bulk_options,
         };
         if read_only {
             store.load_overlay(&unflushed)?;

@@ -261,6 +261,13 @@ pub(super) fn dirty_options(block_cache: &rocksdb::Cache) -> Options {
     opts
 }
 
+/// The key of a stored mark: `generation ‖ raw row key`, into `key`.
+pub(super) fn mark_key(generation: u64, row: &[u8], key: &mut Vec<u8>) {
+    key.clear();
+    key.extend_from_slice(&generation.to_be_bytes());
+    key.extend_from_slice(row);
+}
+
 /// Raw rows a batch changed, until [`Store::commit`] stamps them with a generation.
 #[derive(Default)]
 pub struct Marks {
@@ -544,25 +551,20 @@ impl Store {
     /// Adds stored marks of the current generation for `rows` to `batch`; returns the generation.
     fn stamp_marks(&self, batch: &mut WriteBatch, rows: &[(Vec<u8>, Change)]) -> u64 {
         let current = self.rollups.generation.load(Ordering::Acquire);
-        let generation = current.to_be_bytes();
         let cf = self.cf(CF_ROLLUP_DIRTY);
         let mut key = Vec::with_capacity(64);
         for (row, change) in rows {
-            key.clear();
-            key.extend_from_slice(&generation);
-            key.extend_from_slice(row);
+            mark_key(current, row, &mut key);
             batch.merge_cf(cf, &key, change.points.to_le_bytes());
         }
         current
     }
 
-    /// Adds the marks of a bulk load or an admin rewrite (`fsck --fix`, `scan --delete`) to its batch. Those
-    /// tools run without a daemon on the directory, so no fold runs meanwhile and no gate is needed; their rows
-    /// are recomputed whole.
-    pub(super) fn stamp_bulk_marks(&self, batch: &mut WriteBatch, marks: &mut Marks) {
-        let rows: Vec<(Vec<u8>, Change)> =
-            marks.drain().into_iter().map(|(row, c)| (row, Change::whole_row(c.points))).collect();
-        self.stamp_marks(batch, &rows);
+    /// The generation a bulk load's marks get, `None` without automatic rollups. A bulk load runs without a
+    /// daemon on the directory, so no fold runs meanwhile and no gate is needed; a stored mark without a note
+    /// has its whole row recomputed, which is what a bulk load's rows need.
+    pub(super) fn bulk_mark_generation(&self) -> Option<u64> {
+        self.rollups.auto().then(|| self.rollups.generation.load(Ordering::Acquire))
     }
 
     /// The rollup settings this store was opened with.

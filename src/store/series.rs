@@ -86,17 +86,6 @@ impl SeriesIndex {
         counter
     }
 
-    /// Counts `points` points received for series `tsuid` without indexing them (the bulk import path, which
-    /// indexes a series once per row it writes).
-    pub fn count(&self, tsuid: &[u8], points: u64) {
-        match self.known.get(tsuid) {
-            Some((_, counter)) => counter.add(points, self.clock.load(Ordering::Relaxed)),
-            None => {
-                self.new_counter(tsuid, points);
-            }
-        }
-    }
-
     /// Whether points were counted since the counters were last written.
     pub fn has_counts(&self) -> bool {
         let counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
@@ -196,16 +185,49 @@ pub fn set_last_hour(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, tsuid: 
 
 /// `T metric tagk tagv tsuid-tags` for every tag pair of `tsuid`.
 fn write_postings(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8]) {
+    for key in posting_keys(layout, tsuid) {
+        batch.put_cf(cf, key, []);
+    }
+}
+
+fn posting_keys<'a>(layout: &Layout, tsuid: &'a [u8]) -> impl Iterator<Item = Vec<u8>> + 'a {
     let metric_width = layout.uid_widths[0];
     let pair = layout.uid_widths[1] + layout.uid_widths[2];
     let (metric, tags) = tsuid.split_at(metric_width.min(tsuid.len()));
-    for p in tags.chunks_exact(pair) {
+    tags.chunks_exact(pair).map(move |p| {
         let mut key = Vec::with_capacity(1 + tsuid.len() + pair);
         key.push(POSTING);
         key.extend_from_slice(metric);
         key.extend_from_slice(p);
         key.extend_from_slice(tags);
-        batch.put_cf(cf, key, []);
+        key
+    })
+}
+
+/// What the index gets for series `tsuid` when a bulk load writes `points` of its points whose newest hour is
+/// `hour`, at `now` (Unix seconds): what [`SeriesIndex::note`] and the counters write over the same points,
+/// as `f(key, merge, value)` (`merge` false: a put). The keys are not in order.
+pub(super) fn bulk_entries(
+    layout: &Layout,
+    tsuid: &[u8],
+    hour: u32,
+    points: u64,
+    now: u32,
+    mut f: impl FnMut(Vec<u8>, bool, &[u8]),
+) {
+    for key in posting_keys(layout, tsuid) {
+        f(key, false, &[]);
+    }
+    let prefixed = |prefix: u8| {
+        let mut key = Vec::with_capacity(1 + tsuid.len());
+        key.push(prefix);
+        key.extend_from_slice(tsuid);
+        key
+    };
+    f(prefixed(FIRST_SEEN), true, &now.to_be_bytes());
+    f(prefixed(SERIES), true, &hour.to_be_bytes());
+    if points > 0 {
+        f(counter_key(tsuid), true, &counter_value(points, now));
     }
 }
 
@@ -335,15 +357,15 @@ mod tests {
             let counters = index.counters.lock().unwrap();
             counters.iter().map(|(_, c)| c.points.load(Ordering::Relaxed)).sum()
         };
-        // Not indexed yet (the bulk path counts rows of series it noted; an evicted one gets a fresh counter).
-        index.count(&a, 2);
-        index.count(&b, 1);
+        // Not indexed yet (an evicted series gets a fresh counter).
+        index.new_counter(&a, 2);
+        index.new_counter(&b, 1);
         assert!(index.has_counts());
         assert_eq!(pending(&index), 3);
         // Cached: counts go to the entry's counter, no new one.
         index.known.insert(a.clone(), (0, index.new_counter(&a, 0)));
         let before = index.counters.lock().unwrap().len();
-        index.count(&a, 4);
+        index.known.get(&a).unwrap().1.add(4, now_seconds());
         let after = index.counters.lock().unwrap().len();
         assert_eq!((after, pending(&index)), (before, 7));
     }

@@ -4,9 +4,10 @@
 //! error is the telnet error text, prefixed with `FILE:LINE:`. Files ending in `.gz` are inflated; `-` is stdin.
 //!
 //! Into a store, a reader thread cuts the input into blocks of whole lines, parser threads (one per core) parse
-//! them and resolve their series, and the calling thread applies the parsed blocks strictly in input order: points
-//! are grouped by row so that each row gets one merge operand per batch instead of one per point, in large
-//! atomic writes. A daemon holding the directory gets the points through its `/api/put` instead.
+//! them and resolve their series, and the calling thread applies the parsed blocks strictly in input order to a
+//! bulk load ([`crate::store::bulk`]): points are grouped by row in memory, and each row is written once, whole
+//! and compacted as the daemon's merges would leave it, into table files RocksDB ingests. A daemon holding the
+//! directory gets the points through its `/api/put` instead.
 //!
 //! Like OpenTSDB's importer, the first bad line stops the import (the points before it stay written) unless
 //! `--skip-errors` is given, in which case every bad line is reported and skipped. Re-running an import is
@@ -22,13 +23,12 @@ use rtsd_protocol::codec::Value;
 use rtsd_protocol::point::{DataPoint, Rules};
 use rtsd_protocol::telnet::{self, Words};
 
-use crate::store::admin::BulkSlot;
+use crate::store::bulk::BulkLoad;
 use crate::store::{AddError, SeriesKey, Store};
 
-/// Points per RocksDB write: rows collect many points each before they are written (see
-/// [`crate::store::admin::BulkBatch`]); the byte bound keeps memory in check for wide files.
-const BATCH_POINTS: u64 = 4_000_000;
-const BATCH_BYTES: usize = 64 << 20;
+/// Bytes of points held in memory before they are written: the larger, the fewer rows are written twice (once
+/// per batch they have points in), which then cost a merge.
+const BATCH_BYTES: usize = 256 << 20;
 /// Points per `/api/put` request when importing through a daemon.
 const HTTP_BATCH_POINTS: usize = 5_000;
 
@@ -83,18 +83,63 @@ pub fn import_files(
     let bar = super::progress(total_bytes, "bytes");
     let started = Instant::now();
     let mut summary = ImportSummary::default();
+    let mut load = match sink {
+        Sink::Store(store) => Some(store.bulk_load().map_err(|e| ImportError::Store(e.to_string()))?),
+        Sink::Daemon(_) => None,
+    };
+    let result = import_paths(sink, paths, rules, options, &mut summary, load.as_mut(), errors, log, &bar);
+    if let (Sink::Store(store), Some(load)) = (sink, load.as_mut()) {
+        // Whatever stopped the import, what was read before it is written: a re-run then has less to redo. The
+        // write-ahead log is synced too (UIDs and any other logged write).
+        let written = store.bulk_write(load).and_then(|_| store.sync_wal());
+        result?;
+        written.map_err(|e| ImportError::Store(e.to_string()))?;
+    } else {
+        result?;
+    }
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    let _ = writeln!(
+        log,
+        "Total: imported {} data points in {secs:.3}s ({:.1} points/s){}",
+        summary.points,
+        summary.points as f64 / secs,
+        match summary.bad_lines {
+            0 => String::new(),
+            n => format!(", {n} bad lines skipped"),
+        }
+    );
+    Ok(summary)
+}
+
+/// [`import_files`] up to the final write.
+#[allow(clippy::too_many_arguments)]
+fn import_paths(
+    sink: &Sink<'_>,
+    paths: &[String],
+    rules: &Rules,
+    options: ImportOptions,
+    summary: &mut ImportSummary,
+    mut load: Option<&mut BulkLoad>,
+    errors: &mut dyn Write,
+    log: &mut dyn Write,
+    bar: &ProgressBar,
+) -> Result<(), ImportError> {
     for path in paths {
         let file_started = Instant::now();
         let before = summary.points;
         let bad_before = summary.bad_lines;
-        let reader = open(path, &bar)?;
-        match sink {
-            Sink::Store(store) => import_store(reader, path, store, rules, options, &mut summary, errors, &bar)?,
-            Sink::Daemon(_) => {
+        let reader = open(path, bar)?;
+        match (sink, load.as_deref_mut()) {
+            (Sink::Store(store), Some(load)) => {
+                import_store(reader, path, store, load, rules, options, summary, errors, bar)?
+            }
+            (Sink::Store(_), None) => unreachable!("a store import has a bulk load"),
+            (Sink::Daemon(_), _) => {
                 let mut writer = Writer::new(sink, options.skip_errors);
-                let result = import_reader(reader, path, &mut writer, rules, options, &mut summary, errors, &bar);
+                let result = import_reader(reader, path, &mut writer, rules, options, summary, errors, bar);
                 // Whatever happened, what was read before it is sent: a re-run then has less to redo.
-                let flushed = writer.flush(&mut summary, errors, path);
+                let flushed = writer.flush(summary, errors, path);
                 result.and(flushed)?
             }
         }
@@ -114,24 +159,7 @@ pub fn import_files(
             break;
         }
     }
-    bar.finish_and_clear();
-    if let Sink::Store(store) = sink {
-        // Make the import durable as a whole before reporting success: the write-ahead log synced (RocksDB has
-        // flushed full memtables along the way; the last ones are replayed from the log at the next open).
-        store.sync_wal().map_err(|e| ImportError::Store(e.to_string()))?;
-    }
-    let secs = started.elapsed().as_secs_f64().max(1e-9);
-    let _ = writeln!(
-        log,
-        "Total: imported {} data points in {secs:.3}s ({:.1} points/s){}",
-        summary.points,
-        summary.points as f64 / secs,
-        match summary.bad_lines {
-            0 => String::new(),
-            n => format!(", {n} bad lines skipped"),
-        }
-    );
-    Ok(summary)
+    Ok(())
 }
 
 /// Opens a path for line reading: `-` is stdin, `*.gz` is inflated (multi-member gzip too).
@@ -654,13 +682,14 @@ fn read_blocks(
     }
 }
 
-/// Imports one input into the store with parallel parsing; returns after every point before the stop (or
-/// the end) is committed.
+/// Imports one input into a bulk load with parallel parsing; writes batches as memory fills up (the last one is
+/// the caller's to write).
 #[allow(clippy::too_many_arguments)]
 fn import_store(
     reader: Box<dyn BufRead + Send>,
     path: &str,
     store: &Store,
+    load: &mut BulkLoad,
     rules: &Rules,
     options: ImportOptions,
     summary: &mut ImportSummary,
@@ -699,31 +728,21 @@ fn import_store(
         }
         let reader_thread = scope.spawn(|| read_blocks(reader, path, block_txs, &stop));
 
-        // Writes happen on their own thread, so the next batch is built while the last one goes into RocksDB;
-        // writes stay in order (one thread, one queue).
-        let (write_tx, write_rx) = sync_channel::<(rocksdb::WriteBatch, u64)>(1);
-        let writer_thread = scope.spawn(move || -> Result<u64, ImportError> {
-            let mut written = 0;
-            for (batch, points) in write_rx {
-                store.write_prepared(batch).map_err(|e| ImportError::Store(e.to_string()))?;
-                written += points;
-            }
-            Ok(written)
-        });
-
-        // Apply parsed blocks in input order: block b came from parser b % parsers.
-        let mut series: Vec<Vec<(SeriesKey, BulkSlot)>> = (0..parsers).map(|_| Vec::new()).collect();
-        let mut bulk = store.new_bulk();
+        // Apply parsed blocks in input order: block b came from parser b % parsers. Each parser numbers the
+        // series it meets; the load's number of each is kept per parser (a series met by two parsers is one
+        // series of the load, so its points stay in input order).
+        let mut ids: Vec<Vec<u32>> = (0..parsers).map(|_| Vec::new()).collect();
         let mut base_line = 0u64;
         let mut result: Result<(), ImportError> = Ok(());
         for b in 0.. {
             let p = b % parsers;
             let Ok(parsed) = parsed_rxs[p].recv() else { break };
-            series[p].extend(parsed.new_series.into_iter().map(|s| (s, BulkSlot::default())));
-            for (i, timestamp, value) in parsed.points {
-                let (key, slot) = &mut series[p][i as usize];
-                store.bulk_add(&mut bulk, key, slot, timestamp, value);
+            ids[p].extend(parsed.new_series.iter().map(|s| load.series(s)));
+            let ids = &ids[p];
+            for (i, timestamp, value) in &parsed.points {
+                load.add(ids[*i as usize], *timestamp, value);
             }
+            summary.points += parsed.points.len() as u64;
             for (line, message) in &parsed.errors {
                 let lineno = base_line + line;
                 bar.suspend(|| {
@@ -735,11 +754,11 @@ fn import_store(
                 }
             }
             base_line += parsed.lines;
-            if (bulk.len() >= BATCH_POINTS || bulk.bytes() >= BATCH_BYTES)
-                && write_tx.send(store.bulk_prepare(&mut bulk)).is_err()
-            {
-                // The writer thread failed: its error is reported below.
-                break;
+            if load.bytes() >= BATCH_BYTES {
+                if let Err(e) = store.bulk_write(load) {
+                    result = Err(ImportError::Store(e.to_string()));
+                    break;
+                }
             }
             if let Some(e) = parsed.fatal {
                 result = Err(ImportError::Store(e));
@@ -749,16 +768,8 @@ fn import_store(
                 break;
             }
         }
-        // Whatever stopped the loop, what came before it is written: a re-run then has less to redo.
         stop.store(true, Ordering::Relaxed);
         drop(parsed_rxs);
-        let _ = write_tx.send(store.bulk_prepare(&mut bulk));
-        drop(write_tx);
-        match writer_thread.join() {
-            Ok(Ok(n)) => summary.points += n,
-            Ok(Err(e)) => result = result.and(Err(e)),
-            Err(_) => result = result.and(Err(ImportError::Store("the writer thread panicked".into()))),
-        }
         let read =
             reader_thread.join().unwrap_or_else(|_| Err(ImportError::Store("the reader thread panicked".into())));
         result.and(read)
@@ -827,10 +838,14 @@ mod tests {
         let mut text = String::new();
         let n = 60_000u64;
         for i in 1..=n {
+            // ~58 bytes a line: blocks of 1 MB start near lines 18k, 36k and 54k, dealt to parsers 0, 1, 0, 1.
             let line = match i {
                 10 => "m 1356998400 1 host=h0 extra=padding-padding-padding-padding".to_string(),
                 45_000 => "m 1356998400 x host=h0".to_string(),
                 59_990 => "m 1356998400 2 host=h0 extra=padding-padding-padding-padding".to_string(),
+                // One cell written in blocks 0, 1 and 2 (parsers 0, 1, 0): the last line wins.
+                17 | 20_000 => format!("m 1356998399 {} host=h1 extra=padding-padding-padding-padding", i % 100),
+                40_000 => "m 1356998399 3 host=h1 extra=padding-padding-padding-padding".to_string(),
                 _ => format!("m {} {i} host=h{} extra=padding-padding-padding-padding", 1356998400 + i, i % 50),
             };
             text.push_str(&line);
@@ -858,8 +873,9 @@ mod tests {
         assert_eq!(errors, format!("{path}:45000: invalid value: Invalid character 'x' in x\n"));
         assert_eq!(summary.stopped_at, Some(format!("{path}:45000")));
         assert_eq!(summary.points, 44_999);
-        // Every line before the bad one is a distinct cell, and nothing after it was written.
-        assert_eq!(count(&stopped).len(), 44_999);
+        // Every line before the bad one is a distinct cell but two (the cell written three times), and nothing
+        // after it was written.
+        assert_eq!(count(&stopped).len(), 44_997);
         drop(stopped);
 
         let skipped = store(&dir.path().join("b"));
@@ -874,6 +890,70 @@ mod tests {
             .collect();
         assert_eq!(cell.len(), 1, "{cell:?}");
         assert_eq!(cell[0].2, rtsd_protocol::codec::Value::Int(2));
+        let h1 = skipped.uids().get(rtsd_protocol::point::UidKind::TagValue, "h1").unwrap().unwrap();
+        let cell: Vec<_> = points
+            .iter()
+            .filter(|(ts, tags, _)| *ts == 1356998399000 && tags.iter().any(|t| t == h1.as_bytes()))
+            .collect();
+        assert_eq!(cell.len(), 1, "{cell:?}");
+        assert_eq!(cell[0].2, rtsd_protocol::codec::Value::Int(3));
+    }
+
+    /// Every data row (key, value) and every series-index entry but the wall-clock ones (first seen, counters).
+    fn stored(s: &Store) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>) {
+        let mut rows = Vec::new();
+        s.scan_raw(crate::store::CF_DATA, &[], |k, v| {
+            rows.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+        let mut index = Vec::new();
+        s.scan_raw(crate::store::CF_SERIES, &[], |k, v| {
+            if k[0] == b'S' || k[0] == b'T' {
+                index.push((k.to_vec(), v.to_vec()));
+            }
+            true
+        })
+        .unwrap();
+        (rows, index)
+    }
+
+    #[test]
+    fn an_interrupted_import_run_again_stores_what_one_clean_run_stores() {
+        // Two hours of 40 series, packed and not, with a bad line two thirds in.
+        let dir = tempfile::tempdir().unwrap();
+        let mut good = String::new();
+        for i in 0..720u64 {
+            for h in 0..40 {
+                good.push_str(&format!("m {} {} host=h{h}\n", 1356998400 + i * 10, (i * 7 + h) % 1000));
+            }
+        }
+        let lines: Vec<&str> = good.lines().collect();
+        let mut bad = lines.clone();
+        bad[lines.len() * 2 / 3] = "m 1356998400 oops host=h0";
+        let (good_file, bad_file) = (dir.path().join("good.txt"), dir.path().join("bad.txt"));
+        std::fs::write(&good_file, &good).unwrap();
+        std::fs::write(&bad_file, bad.join("\n") + "\n").unwrap();
+
+        let clean = store(&dir.path().join("clean"));
+        let (summary, _) = run_import(&clean, &good_file.display().to_string(), false);
+        assert_eq!(summary.points, lines.len() as u64);
+
+        // A run that stopped at the bad line, after an earlier run killed while it was making its table files.
+        let data = dir.path().join("again");
+        std::fs::create_dir_all(data.join("bulk-load")).unwrap();
+        std::fs::write(data.join("bulk-load").join("000000-data-0.sst"), b"half a table file").unwrap();
+        let again = store(&data);
+        let (summary, _) = run_import(&again, &bad_file.display().to_string(), false);
+        assert_eq!(summary.points, (lines.len() * 2 / 3) as u64);
+        let (summary, errors) = run_import(&again, &good_file.display().to_string(), false);
+        assert_eq!((summary.points, errors.as_str()), (lines.len() as u64, ""));
+        // Run twice more: nothing changes.
+        let (rows, index) = stored(&again);
+        run_import(&again, &good_file.display().to_string(), false);
+        assert_eq!(stored(&again), (rows.clone(), index.clone()));
+        assert_eq!((rows, index), stored(&clean));
+        assert!(!data.join("bulk-load").exists());
     }
 
     #[test]

@@ -1,0 +1,328 @@
+//! Bulk loads (`rtsd import`): rows built whole in memory and handed to RocksDB as sorted table files.
+//!
+//! The daemon's write path ends with every row merged (OpenTSDB's compaction, [`codec::merge_row`]) and, for a
+//! closed hour, packed, by RocksDB's flushes and compactions; on the way each row costs memtable inserts, a
+//! write-ahead log record and the merge itself. A bulk load knows every point of a row before it writes it, so
+//! it builds the row's final value directly ([`codec::FreshRow::merged`], packed as the merge operator would pack
+//! it) and writes the rows of a batch, sorted, into table files that RocksDB takes in whole
+//! (`ingest_external_file`): no memtable, no log, no later merge. A row that may already be stored (a data
+//! directory with data, or a second batch of the same load) is written as a merge operand holding the new
+//! points instead, which RocksDB merges with what is stored exactly as it merges a daemon's writes.
+//!
+//! Beside the rows, each batch writes what the daemon's series-table flush writes per row
+//! ([`super::Store::flush_pending`]): the series index (newest hour, postings, first-seen time, the TSMeta point
+//! counter, see [`super::series`]) and, with automatic rollups on, a dirty mark per row (whole row: the daemon
+//! folds it after its next start), each as a table file of its family. A batch's files are ingested data first,
+//! then index, then marks; an import interrupted in between is completed by running it again (points land on
+//! their cells, so nothing is duplicated).
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use rocksdb::{IngestExternalFileOptions, Options, SstFileWriter};
+use rtsd_protocol::codec::{self, FreshRow, Value};
+
+use super::{rollup, series, SeriesKey, Store, StoreError, CF_DATA, CF_SERIES};
+
+/// The table options bulk files are written with: those of the families they go into.
+pub(super) struct BulkOptions {
+    pub(super) data: Options,
+    pub(super) series: Options,
+    pub(super) dirty: Options,
+}
+
+/// Where a load's table files are made before RocksDB takes them (inside the data directory: same file system,
+/// so ingesting moves them instead of copying). Left-overs of an interrupted load are removed at the next.
+const BULK_DIR: &str = "bulk-load";
+
+/// Points of a bulk load not yet written, grouped by row.
+pub struct BulkLoad {
+    /// Series by row-key template, so that a series reached through different names (tag order) is one.
+    ids: HashMap<Vec<u8>, u32>,
+    series: Vec<SeriesState>,
+    /// Rows in first-touch order; a row is touched again (a second entry) when its series went back to it.
+    rows: Vec<(u32, u32, FreshRow)>,
+    points: u64,
+    bytes: usize,
+    /// Whether a row of this load may already be stored: the data table was not empty when the load began, or a
+    /// batch was written.
+    may_exist: bool,
+    dir: PathBuf,
+    files: u64,
+}
+
+#[derive(Debug, Clone)]
+struct SeriesState {
+    template: Vec<u8>,
+    /// The series' current row in [`BulkLoad::rows`] and its hour.
+    row: u32,
+    hour: u32,
+    /// The newest hour and the points of this batch.
+    newest: u32,
+    points: u64,
+}
+
+const NO_ROW: u32 = u32::MAX;
+
+impl BulkLoad {
+    /// The load's number of a resolved series (see [`Store::series_key`]).
+    pub fn series(&mut self, key: &SeriesKey) -> u32 {
+        if let Some(&id) = self.ids.get(&key.template) {
+            return id;
+        }
+        let id = self.series.len() as u32;
+        self.series.push(SeriesState { template: key.template.clone(), row: NO_ROW, hour: 0, newest: 0, points: 0 });
+        self.ids.insert(key.template.clone(), id);
+        id
+    }
+
+    /// Adds a point of series `id` (from [`BulkLoad::series`]). Points of one cell keep their order: the later
+    /// one wins, as with puts.
+    #[inline]
+    pub fn add(&mut self, id: u32, timestamp: i64, value: &Value) {
+        let s = &mut self.series[id as usize];
+        let hour = codec::base_time(timestamp);
+        if s.row == NO_ROW || s.hour != hour {
+            if s.points == 0 || hour > s.newest {
+                s.newest = hour;
+            }
+            s.row = self.rows.len() as u32;
+            s.hour = hour;
+            self.rows.push((id, hour, FreshRow::default()));
+            self.bytes += 64;
+        }
+        s.points += 1;
+        let row = &mut self.rows[s.row as usize].2;
+        let before = row.len();
+        row.push(timestamp, value);
+        self.bytes += row.len() - before;
+        self.points += 1;
+    }
+
+    /// Points added since the last write.
+    pub fn len(&self) -> u64 {
+        self.points
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points == 0
+    }
+
+    /// Bytes of points and rows buffered (for a caller's memory bound).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for BulkLoad {
+    fn drop(&mut self) {
+        // Files of a batch that was not ingested are of no use to anyone.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One sorted table file in the making.
+struct Sst<'o> {
+    writer: SstFileWriter<'o>,
+    path: PathBuf,
+    entries: u64,
+}
+
+impl<'o> Sst<'o> {
+    fn new(options: &'o Options, path: PathBuf) -> Result<Sst<'o>, StoreError> {
+        let writer = SstFileWriter::create(options);
+        writer.open(&path)?;
+        Ok(Sst { writer, path, entries: 0 })
+    }
+
+    /// Finishes the file; `None` when nothing was written (RocksDB refuses an empty file).
+    fn finish(mut self) -> Result<Option<PathBuf>, StoreError> {
+        if self.entries == 0 {
+            drop(self.writer);
+            let _ = std::fs::remove_file(&self.path);
+            return Ok(None);
+        }
+        self.writer.finish()?;
+        Ok(Some(self.path))
+    }
+}
+
+impl Store {
+    /// Starts a bulk load. Only for a store no daemon serves (the tools' writable open).
+    pub fn bulk_load(&self) -> Result<BulkLoad, StoreError> {
+        let dir = self.db.path().join(BULK_DIR);
+        let io = |e: std::io::Error| StoreError::Corrupt(format!("bulk load directory {}: {e}", dir.display()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io)?;
+        }
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+        iter.seek_to_first();
+        let may_exist = iter.valid();
+        iter.status()?;
+        Ok(BulkLoad {
+            ids: HashMap::new(),
+            series: Vec::new(),
+            rows: Vec::new(),
+            points: 0,
+            bytes: 0,
+            may_exist,
+            dir,
+            files: 0,
+        })
+    }
+
+    /// Writes the points added to `load` so far (see the module comment) and returns how many; the load goes on
+    /// with the next points. Durable when it returns: the table files are synced by RocksDB, and the UIDs they
+    /// refer to are made durable first.
+    pub fn bulk_write(&self, load: &mut BulkLoad) -> Result<u64, StoreError> {
+        if load.points == 0 {
+            return Ok(0);
+        }
+        // The rows refer to UIDs assigned by ordinary (logged) writes: those must survive a crash whenever the
+        // rows do.
+        self.db.flush_wal(true)?;
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let now = super::unix_now();
+        // Sorted by row key; a row reached twice keeps its entries in touch order.
+        let mut rows = std::mem::take(&mut load.rows);
+        let mut keys: Vec<(Vec<u8>, u32)> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (id, hour, _))| {
+                let mut key = load.series[*id as usize].template.clone();
+                key[sw + mw..sw + mw + 4].copy_from_slice(&hour.to_be_bytes());
+                (key, i as u32)
+            })
+            .collect();
+        keys.sort_unstable();
+        // Rows reached twice become one: later entries appended to the first.
+        let mut order: Vec<(Vec<u8>, u32)> = Vec::with_capacity(keys.len());
+        for (key, i) in keys {
+            match order.last() {
+                Some((last, first)) if *last == key => {
+                    let later = std::mem::take(&mut rows[i as usize].2);
+                    rows[*first as usize].2.extend(&later);
+                }
+                _ => order.push((key, i)),
+            }
+        }
+        let batch = load.files;
+        load.files += 1;
+        let path = |name: &str, part: usize| load.dir.join(format!("{batch:06}-{name}-{part}.sst"));
+        let may_exist = load.may_exist;
+        let data_cf = self.cf(CF_DATA);
+        let fix = self.fix_duplicates;
+        // The rows' table files, in two halves of the key range built on two threads (import machines have
+        // cores to spare once the input is parsed), and meanwhile the index and the marks.
+        let halves = if order.len() >= 1024 { 2 } else { 1 };
+        let per = order.len().div_ceil(halves);
+        let rows_ref = &rows;
+        let (data_files, index_file, marks_file) = std::thread::scope(|scope| {
+            let mut workers = Vec::new();
+            for (part, chunk) in order.chunks(per).enumerate() {
+                let path = path("data", part);
+                workers.push(scope.spawn(move || -> Result<Option<PathBuf>, StoreError> {
+                    let mut sst = Sst::new(&self.bulk_options.data, path)?;
+                    let mut value = Vec::new();
+                    for (key, i) in chunk {
+                        let row = &rows_ref[*i as usize].2;
+                        value.clear();
+                        if may_exist && self.db.key_may_exist_cf(data_cf, key) {
+                            // Merged with what is stored, as the daemon's writes are.
+                            row.columns(&mut value);
+                            sst.writer.merge(key, &value)?;
+                        } else {
+                            let merged = row.merged(fix);
+                            let hour = codec::row_base_time(key, sw, mw);
+                            let packed = if super::hour_closed(hour, now) { codec::pack_row(&merged) } else { None };
+                            sst.writer.put(key, packed.as_deref().unwrap_or(&merged))?;
+                        }
+                        sst.entries += 1;
+                    }
+                    sst.finish()
+                }));
+            }
+            let index = self.bulk_index(&load.series, &path("series", 0), now);
+            let marks = self.bulk_marks(&order, rows_ref, &path("marks", 0));
+            let data: Result<Vec<PathBuf>, StoreError> = workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|_| Err(StoreError::Corrupt("a bulk writer panicked".into()))))
+                .filter_map(Result::transpose)
+                .collect();
+            (data, index, marks)
+        });
+        let (data_files, index_file, marks_file) = (data_files?, index_file?, marks_file?);
+        let mut opts = IngestExternalFileOptions::default();
+        opts.set_move_files(true);
+        if !data_files.is_empty() {
+            self.db.ingest_external_file_cf_opts(data_cf, &opts, data_files)?;
+        }
+        if let Some(file) = index_file {
+            self.db.ingest_external_file_cf_opts(self.cf(CF_SERIES), &opts, vec![file])?;
+        }
+        if let Some(file) = marks_file {
+            self.db.ingest_external_file_cf_opts(self.cf(rollup::CF_ROLLUP_DIRTY), &opts, vec![file])?;
+        }
+        let points = load.points;
+        load.points = 0;
+        load.bytes = 0;
+        load.may_exist = true;
+        for s in &mut load.series {
+            s.row = NO_ROW;
+            s.points = 0;
+        }
+        Ok(points)
+    }
+
+    /// The series index entries of the series that got points in this batch, as one table file.
+    fn bulk_index(
+        &self,
+        series: &[SeriesState],
+        path: &std::path::Path,
+        now: i64,
+    ) -> Result<Option<PathBuf>, StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let mut entries: Vec<(Vec<u8>, bool, smallvec::SmallVec<[u8; 12]>)> = Vec::new();
+        let mut tsuid = Vec::with_capacity(64);
+        for s in series.iter().filter(|s| s.points > 0) {
+            tsuid.clear();
+            tsuid.extend_from_slice(&s.template[sw..sw + mw]);
+            tsuid.extend_from_slice(&s.template[sw + mw + 4..]);
+            series::bulk_entries(&self.layout, &tsuid, s.newest, s.points, now as u32, |key, merge, value| {
+                entries.push((key, merge, smallvec::SmallVec::from_slice(value)));
+            });
+        }
+        // Postings of different series can coincide only for the same series: keep one.
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        let mut sst = Sst::new(&self.bulk_options.series, path.to_path_buf())?;
+        for (key, merge, value) in &entries {
+            if *merge {
+                sst.writer.merge(key, value)?;
+            } else {
+                sst.writer.put(key, value)?;
+            }
+            sst.entries += 1;
+        }
+        sst.finish()
+    }
+
+    /// The rollup dirty marks of the rows (whole rows: the daemon's next fold recomputes them), as one table
+    /// file; `None` without automatic rollups.
+    fn bulk_marks(
+        &self,
+        order: &[(Vec<u8>, u32)],
+        rows: &[(u32, u32, FreshRow)],
+        path: &std::path::Path,
+    ) -> Result<Option<PathBuf>, StoreError> {
+        let Some(generation) = self.bulk_mark_generation() else { return Ok(None) };
+        let mut sst = Sst::new(&self.bulk_options.dirty, path.to_path_buf())?;
+        let mut key = Vec::with_capacity(64);
+        for (row, i) in order {
+            rollup::mark_key(generation, row, &mut key);
+            sst.writer.merge(&key, i64::from(rows[*i as usize].2.points()).to_le_bytes())?;
+            sst.entries += 1;
+        }
+        sst.finish()
+    }
+}
