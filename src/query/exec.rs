@@ -13,7 +13,8 @@ use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as Reques
 use super::output::{split_tags, GroupOutput};
 use super::stats::{QueryStats, ResultStats, SubStats};
 use super::{
-    format_value, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, Point, Query, RateConfig,
+    format_value, grid_points, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, GridRow,
+    Point, Query, RateConfig,
 };
 use crate::config::QueryLimits;
 use crate::store::{BudgetExceeded, ReadBudget, Store, StoreError, StoredSeries};
@@ -119,6 +120,9 @@ struct ReadSeries {
     /// JSON of the annotations stored in its scanned rows.
     annotations: Vec<Vec<u8>>,
     points: Vec<Point>,
+    /// Its staged values on the sub-query's grid instead of `points`, when the read was onto one (values,
+    /// present buckets; see [`super::GridRow`]).
+    grid: Option<(Vec<f64>, Vec<u64>)>,
     /// How many stored points (or rollup cells) were read for it, before staging.
     stored_points: usize,
 }
@@ -293,22 +297,40 @@ fn execute_sub(
     let stage = |s: StoredSeries| ReadSeries {
         stored_points: s.points.len(),
         points: engine.stage(s.points.iter().map(Point::from)),
+        grid: None,
         tsuid: s.tsuid,
         tags: s.tags,
         annotations: s.annotations,
     };
+    // The bucket grid (first bucket, width) the series were read onto, if they were.
+    let mut grid = None;
     let mut series: Vec<ReadSeries> = match (rolled, targeted) {
-        (Some(answer), _) => answer
-            .series
-            .into_iter()
-            .map(|(s, points)| ReadSeries {
-                stored_points: points.len(),
-                points: engine.stage_bucketed(points),
-                tsuid: s.tsuid,
-                tags: s.tags,
-                annotations: s.annotations,
-            })
-            .collect(),
+        (Some(answer), _) => {
+            let mut out: Vec<ReadSeries> = answer
+                .series
+                .into_iter()
+                .map(|(s, points)| ReadSeries {
+                    stored_points: points.len(),
+                    points: engine.stage_bucketed(points),
+                    grid: None,
+                    tsuid: s.tsuid,
+                    tags: s.tags,
+                    annotations: s.annotations,
+                })
+                .collect();
+            if let Some(g) = answer.grid {
+                grid = Some((g.first_ms, g.step_ms));
+                out.extend(g.series.into_iter().map(|s| ReadSeries {
+                    stored_points: s.cells,
+                    points: Vec::new(),
+                    grid: Some((s.values, s.present)),
+                    tsuid: s.series.tsuid,
+                    tags: s.series.tags,
+                    annotations: s.series.annotations,
+                }));
+            }
+            out
+        }
         (None, Some(selected)) => {
             let mut out = Vec::with_capacity(selected.len());
             for tsuid in &selected {
@@ -378,18 +400,39 @@ fn execute_sub(
     let mut out = Vec::with_capacity(groups.len());
     for indices in groups.values() {
         let started = Instant::now();
-        let staged: Vec<Vec<Point>> = indices.iter().map(|&i| std::mem::take(&mut series[i].points)).collect();
-        let members: Vec<&ReadSeries> = indices.iter().map(|&i| &series[i]).collect();
         let mut dps = Vec::new();
         let mut emit = |p: Result<super::OutPoint, super::QueryError>| -> Result<(), ExecError> {
             let (ts, value) = p.map_err(internal)?;
             dps.push((ts, format_value(&value)));
             Ok(())
         };
-        match engine.run_aligned(&staged) {
+        // Series read onto a grid aggregate there when the aggregator can; otherwise they become points.
+        let gridded = grid.and_then(|(first_ms, step_ms)| {
+            let rows: Option<Vec<GridRow<'_>>> = indices
+                .iter()
+                .map(|&i| series[i].grid.as_ref().map(|(values, present)| GridRow { values, present }))
+                .collect();
+            engine.run_grid(first_ms, step_ms, &rows?)
+        });
+        match gridded {
             Some(points) => points.into_iter().try_for_each(&mut emit)?,
-            None => engine.run_staged(staged).try_for_each(&mut emit)?,
+            None => {
+                let staged: Vec<Vec<Point>> = indices
+                    .iter()
+                    .map(|&i| match (series[i].grid.take(), grid) {
+                        (Some((values, present)), Some((first_ms, step_ms))) => {
+                            grid_points(first_ms, step_ms, GridRow { values: &values, present: &present })
+                        }
+                        _ => std::mem::take(&mut series[i].points),
+                    })
+                    .collect();
+                match engine.run_aligned(&staged) {
+                    Some(points) => points.into_iter().try_for_each(&mut emit)?,
+                    None => engine.run_staged(staged).try_for_each(&mut emit)?,
+                }
+            }
         }
+        let members: Vec<&ReadSeries> = indices.iter().map(|&i| &series[i]).collect();
         let aggregation = started.elapsed();
         let naming = Instant::now();
         let mut tag_sets = Vec::with_capacity(members.len());

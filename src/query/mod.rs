@@ -23,7 +23,7 @@ pub mod series;
 pub use aggregators::{Aggregator, Estimation, Interpolation, PercentileLevel, AGGREGATOR_NAMES};
 pub use calendar::{time_zone, Calendar, CalendarUnit};
 pub use downsample::{Downsampler, FillPolicy, Window};
-pub use pipeline::{in_output_window, run_group, scan_window, GroupIter, Query, QueryError};
+pub use pipeline::{grid_points, in_output_window, run_group, scan_window, GridRow, GroupIter, Query, QueryError};
 pub use rate::RateConfig;
 pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 

@@ -20,11 +20,17 @@
 //! can round differently from adding their points one by one; such a bucket is computed from the raw points
 //! instead while they are all still stored (their number equals the rollup count), and from the rollups once
 //! raw data has expired.
+//!
+//! A scan (no literal filter) whose downsample is the interval's own width, without fill or rate, reads the
+//! rollups rtsd computes onto a grid instead ([`Store::read_rollup_grid`]): per series one double per bucket,
+//! already the staged value ([`grid_cells`]), which the sum aggregators add up on the grid
+//! ([`Query::run_grid`]); the cell lists and point lists of the general read are never built.
 use rtsd_protocol::codec::{self, Value};
 use rtsd_protocol::query::{FilterKind, RollupUsage, SubQuery};
 
-use super::{Aggregator, Point, Query};
+use super::{Aggregator, FillPolicy, Point, Query};
 use crate::rollup::{RollupConfig, RollupInterval};
+use crate::store::rollup::{Keep, RollupGrid};
 use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
 
 /// Which cells a downsample function needs, and how a bucket's value is made of them.
@@ -53,6 +59,9 @@ fn need(function: Aggregator) -> Option<Need> {
 /// points were read for a bucket) and the interval read, echoed as `query.rollupTable`.
 pub struct RollupAnswer {
     pub series: Vec<(StoredSeries, Vec<Point>)>,
+    /// The answer read onto a grid instead (then `series` is empty): per series and bucket the value
+    /// [`Query::stage_bucketed`] gives it, so the series are already staged.
+    pub grid: Option<RollupGrid>,
     pub table: String,
 }
 
@@ -107,6 +116,33 @@ pub fn read(
                 folded = true;
             }
             let family = RollupInterval::family(table);
+            let stage_row =
+                (!pre_aggregate && targeted.is_none()).then(|| grid_cells(engine, need, interval)).flatten();
+            if let Some(stage_row) = stage_row {
+                let keep: Option<&mut Keep<'_>> = if keep_all { None } else { Some(&mut keep) };
+                let read = store.read_rollup_grid(
+                    &family, interval, &ids, metric, scan_start, scan_end, budget, keep, &stage_row,
+                )?;
+                if let Some(grid) = read {
+                    last_tried = Some(interval.interval.clone());
+                    if !grid.series.is_empty() {
+                        pass_through(engine);
+                        return Ok(Some(RollupAnswer {
+                            series: Vec::new(),
+                            grid: Some(grid),
+                            table: interval.interval.clone(),
+                        }));
+                    }
+                    match usage {
+                        RollupUsage::Fallback => continue,
+                        RollupUsage::FallbackRaw => {
+                            last_tried = None;
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+            }
             let found = match targeted {
                 Some(tsuids) => {
                     store.read_rollup_series(&family, interval, &ids, tsuids, scan_start, scan_end, budget)?
@@ -129,7 +165,7 @@ pub fn read(
                     series.push((r.series, points));
                 }
                 pass_through(engine);
-                return Ok(Some(RollupAnswer { series, table: interval.interval.clone() }));
+                return Ok(Some(RollupAnswer { series, grid: None, table: interval.interval.clone() }));
             }
             match usage {
                 RollupUsage::Fallback => continue,
@@ -145,7 +181,7 @@ pub fn read(
         // Nothing in the rollup table and no fallback: an empty answer from that table.
         Some(table) if usage == RollupUsage::NoFallback => {
             pass_through(engine);
-            Ok(Some(RollupAnswer { series: Vec::new(), table }))
+            Ok(Some(RollupAnswer { series: Vec::new(), grid: None, table }))
         }
         // Otherwise the base table: raw data, or for pre-aggregates the default interval's pre-aggregate table
         // (raw-style cells in hourly rows).
@@ -160,7 +196,7 @@ pub fn read(
                     (s, points)
                 })
                 .collect();
-            Ok(Some(RollupAnswer { series, table: "raw".to_string() }))
+            Ok(Some(RollupAnswer { series, grid: None, table: "raw".to_string() }))
         }
         _ => Ok(None),
     }
@@ -195,10 +231,50 @@ fn plan<'c>(config: &'c RollupConfig, engine: &Query) -> Option<(Need, Vec<u8>, 
 /// The engine downsamples one point per bucket: every function gives that point back, except `count`.
 fn pass_through(engine: &mut Query) {
     if let Some(ds) = &mut engine.downsample {
-        if ds.function == Aggregator::Count {
-            ds.function = Aggregator::Sum;
-        }
+        ds.function = passed(ds.function);
     }
+}
+
+/// The function [`pass_through`] gives a downsample of one point per bucket.
+fn passed(function: Aggregator) -> Aggregator {
+    match function {
+        Aggregator::Count => Aggregator::Sum,
+        f => f,
+    }
+}
+
+/// How the buckets of a grid read ([`Store::read_rollup_grid`]) get their values from a row's columns (sum,
+/// count, min, max): as [`per_bucket`] and then [`Query::stage_bucketed`] make the value of a downsample bucket
+/// that is exactly one rollup bucket. `None` when a grid cannot hold the staged series: the downsample is not of
+/// the interval's own width, or a fill policy or a rate adds or changes points.
+fn grid_cells(
+    engine: &Query,
+    need: Need,
+    interval: &RollupInterval,
+) -> Option<impl Fn(&[Vec<f64>; 4], &mut Vec<f64>) + Sync> {
+    let ds = engine.downsample.as_ref()?;
+    if ds.interval_ms != i64::from(interval.interval_secs) * 1000
+        || ds.fill != FillPolicy::None
+        || ds.all
+        || ds.calendar.is_some()
+        || engine.rate.is_some()
+    {
+        return None;
+    }
+    let function = passed(ds.function);
+    Some(move |[sum, count, min, max]: &[Vec<f64>; 4], out: &mut Vec<f64>| {
+        out.clear();
+        // Column by column, one straight loop per function.
+        let one = |v: f64| function.run_double_one(v);
+        match need {
+            Need::Sum => out.extend(sum.iter().map(|&s| one(0.0 + s))),
+            // The count read as `per_bucket` reads it (through an integer).
+            Need::Avg => out.extend(sum.iter().zip(count).map(|(&s, &n)| one((0.0 + s) / (n as i64) as f64))),
+            Need::Count => out.extend(count.iter().map(|&n| one(0.0 + n))),
+            Need::Min => out.extend(min.iter().map(|&v| one(v))),
+            Need::Max => out.extend(max.iter().map(|&v| one(v))),
+        }
+    })
 }
 
 fn as_f64(v: Value) -> f64 {
@@ -389,8 +465,12 @@ mod tests {
                     store.fold_rollups(None).unwrap();
                 }
             }
-            for ds in ["1m-sum", "1m-avg", "10m-count", "10m-min", "1h-max", "1h-avg", "2h-avg", "20m-sum", "30m-avg-zero"] {
-                for (agg, filter) in [("sum", ""), ("none", ""), ("avg", "{host=a|c}"), ("max", "{host=*}")] {
+            // One-minute and one-hour downsamples without fill are read onto a grid (`Store::read_rollup_grid`),
+            // the others cell by cell; the sums aggregate on the grid, the other aggregators on its points.
+            for ds in ["1m-sum", "1m-avg", "1m-count", "1m-min", "1m-zimsum", "1m-avg-nan", "10m-count", "10m-min",
+                "1h-max", "1h-avg", "2h-avg", "20m-sum", "30m-avg-zero"] {
+                for (agg, filter) in [("sum", ""), ("none", ""), ("avg", "{host=a|c}"), ("max", "{host=*}"),
+                    ("zimsum", "{host=*}"), ("pfsum", ""), ("sum", "{}{host=regexp(a|c)}")] {
                     let m = format!("{agg}:{ds}:m{filter}");
                     prop_assert_eq!(run(&store, &m, ""), run(&store, &m, "rollup_raw:"), "{}", m);
                 }
