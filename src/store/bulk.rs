@@ -59,6 +59,8 @@ struct SeriesState {
     /// The newest hour and the points of this batch.
     newest: u32,
     points: u64,
+    /// Points of the series' last row before its current one (what its next row will likely get).
+    last_row: u32,
 }
 
 const NO_ROW: u32 = u32::MAX;
@@ -70,7 +72,14 @@ impl BulkLoad {
             return id;
         }
         let id = self.series.len() as u32;
-        self.series.push(SeriesState { template: key.template.clone(), row: NO_ROW, hour: 0, newest: 0, points: 0 });
+        self.series.push(SeriesState {
+            template: key.template.clone(),
+            row: NO_ROW,
+            hour: 0,
+            newest: 0,
+            points: 0,
+            last_row: 0,
+        });
         self.ids.insert(key.template.clone(), id);
         id
     }
@@ -85,16 +94,21 @@ impl BulkLoad {
             if s.points == 0 || hour > s.newest {
                 s.newest = hour;
             }
+            if s.row != NO_ROW {
+                s.last_row = self.rows[s.row as usize].2.points();
+            }
             s.row = self.rows.len() as u32;
             s.hour = hour;
-            self.rows.push((id, hour, FreshRow::default()));
-            self.bytes += 64;
+            // Room for as many points as the series' last row had (few reallocations as rows fill up).
+            let row = FreshRow::with_capacity(if s.last_row > 0 { s.last_row as usize } else { 16 });
+            self.bytes += 64 + row.capacity();
+            self.rows.push((id, hour, row));
         }
         s.points += 1;
         let row = &mut self.rows[s.row as usize].2;
-        let before = row.len();
+        let before = row.capacity();
         row.push(timestamp, value);
-        self.bytes += row.len() - before;
+        self.bytes += row.capacity() - before;
         self.points += 1;
     }
 

@@ -137,6 +137,7 @@ fn import_paths(
             (Sink::Store(_), None) => unreachable!("a store import has a bulk load"),
             (Sink::Daemon(_), _) => {
                 let mut writer = Writer::new(sink, options.skip_errors);
+                let reader = Box::new(BufReader::with_capacity(1 << 20, reader));
                 let result = import_reader(reader, path, &mut writer, rules, options, summary, errors, bar);
                 // Whatever happened, what was read before it is sent: a re-run then has less to redo.
                 let flushed = writer.flush(summary, errors, path);
@@ -162,19 +163,19 @@ fn import_paths(
     Ok(())
 }
 
-/// Opens a path for line reading: `-` is stdin, `*.gz` is inflated (multi-member gzip too).
-fn open(path: &str, bar: &ProgressBar) -> Result<Box<dyn BufRead + Send>, ImportError> {
+/// Opens a path for reading: `-` is stdin, `*.gz` is inflated (multi-member gzip too). Not buffered: the store
+/// path reads straight into its blocks; the daemon path adds a `BufReader`.
+fn open(path: &str, bar: &ProgressBar) -> Result<Box<dyn Read + Send>, ImportError> {
     if path == "-" {
-        return Ok(Box::new(BufReader::with_capacity(1 << 20, std::io::stdin())));
+        return Ok(Box::new(std::io::stdin()));
     }
     let file = std::fs::File::open(path).map_err(|source| ImportError::Read { path: path.to_string(), source })?;
     let counted = bar.wrap_read(file);
-    let reader: Box<dyn Read + Send> = if Path::new(path).extension().is_some_and(|e| e == "gz") {
+    Ok(if Path::new(path).extension().is_some_and(|e| e == "gz") {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 16, counted)))
     } else {
         Box::new(counted)
-    };
-    Ok(Box::new(BufReader::with_capacity(1 << 20, reader)))
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -635,47 +636,66 @@ impl std::hash::Hasher for FastHasher {
     }
 }
 
-/// Reads blocks of whole lines and deals them round-robin to the parsers; stops early when `stop` is set.
+/// A block of whole lines: the first `len` bytes of `buf` (the rest is buffer space, kept initialized so that a
+/// recycled buffer is read into without clearing it first).
+struct Block {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+/// Reads blocks of whole lines straight into buffers the parsers hand back (`free`), and deals them round-robin
+/// to the parsers; stops early when `stop` is set.
 fn read_blocks(
-    mut reader: Box<dyn BufRead + Send>,
+    mut reader: Box<dyn Read + Send>,
     path: &str,
-    to_parsers: Vec<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    to_parsers: Vec<std::sync::mpsc::SyncSender<Block>>,
+    free: std::sync::mpsc::Receiver<Vec<u8>>,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<(), ImportError> {
+    let fail = |source| ImportError::Read { path: path.to_string(), source };
+    // The partial last line of the previous block.
     let mut carry: Vec<u8> = Vec::new();
     let mut next = 0usize;
     loop {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(());
         }
-        let mut block = std::mem::take(&mut carry);
-        block.reserve(BLOCK_BYTES);
-        // Fill up to the block size; a read of 0 is the end of the input.
+        let mut buf = free.try_recv().unwrap_or_default();
+        if buf.len() < BLOCK_BYTES.max(2 * carry.len()) {
+            buf.resize(BLOCK_BYTES.max(2 * carry.len()), 0);
+        }
+        buf[..carry.len()].copy_from_slice(&carry);
+        let mut filled = carry.len();
+        carry.clear();
+        // Fill the buffer; a read of 0 is the end of the input.
         let mut eof = false;
-        while block.len() < BLOCK_BYTES {
-            let buf = reader.fill_buf().map_err(|source| ImportError::Read { path: path.to_string(), source })?;
-            if buf.is_empty() {
-                eof = true;
-                break;
-            }
-            let n = buf.len().min(BLOCK_BYTES - block.len());
-            block.extend_from_slice(&buf[..n]);
-            reader.consume(n);
-        }
-        if !eof {
-            // Keep the partial last line for the next block (a line longer than a block grows this one).
-            match block.iter().rposition(|&b| b == b'\n') {
-                Some(i) => carry = block.split_off(i + 1),
-                None => {
-                    carry = block;
-                    continue;
+        while filled < buf.len() {
+            match reader.read(&mut buf[filled..]) {
+                Ok(0) => {
+                    eof = true;
+                    break;
                 }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(fail(e)),
             }
         }
-        if !block.is_empty() && to_parsers[next % to_parsers.len()].send(block).is_err() {
+        let len = if eof {
+            filled
+        } else {
+            // Keep the partial last line for the next block (a line longer than a block grows the next buffer).
+            match buf[..filled].iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None => 0,
+            }
+        };
+        carry.extend_from_slice(&buf[len..filled]);
+        if len > 0 && to_parsers[next % to_parsers.len()].send(Block { buf, len }).is_err() {
             return Ok(());
         }
-        next += 1;
+        if len > 0 {
+            next += 1;
+        }
         if eof {
             return Ok(());
         }
@@ -686,7 +706,7 @@ fn read_blocks(
 /// the caller's to write).
 #[allow(clippy::too_many_arguments)]
 fn import_store(
-    reader: Box<dyn BufRead + Send>,
+    reader: Box<dyn Read + Send>,
     path: &str,
     store: &Store,
     load: &mut BulkLoad,
@@ -703,9 +723,12 @@ fn import_store(
     std::thread::scope(|scope| {
         let mut block_txs = Vec::with_capacity(parsers);
         let mut parsed_rxs = Vec::with_capacity(parsers);
+        // Parsed blocks' buffers go back to the reader: no fresh (page-faulting) megabyte per block.
+        let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         for _ in 0..parsers {
-            let (block_tx, block_rx) = sync_channel::<Vec<u8>>(2);
+            let (block_tx, block_rx) = sync_channel::<Block>(2);
             let (parsed_tx, parsed_rx) = sync_channel::<Parsed>(2);
+            let free_tx = free_tx.clone();
             block_txs.push(block_tx);
             parsed_rxs.push(parsed_rx);
             let mut parser = Parser {
@@ -720,13 +743,17 @@ fn import_store(
             };
             scope.spawn(move || {
                 for block in block_rx {
-                    if parsed_tx.send(parser.parse_block(&block)).is_err() {
+                    let parsed = parser.parse_block(&block.buf[..block.len]);
+                    let _ = free_tx.send(block.buf);
+                    if parsed_tx.send(parsed).is_err() {
                         return;
                     }
                 }
             });
         }
-        let reader_thread = scope.spawn(|| read_blocks(reader, path, block_txs, &stop));
+        drop(free_tx);
+        let stop = &stop;
+        let reader_thread = scope.spawn(move || read_blocks(reader, path, block_txs, free_rx, stop));
 
         // Apply parsed blocks in input order: block b came from parser b % parsers. Each parser numbers the
         // series it meets; the load's number of each is kept per parser (a series met by two parsers is one
@@ -827,6 +854,19 @@ mod tests {
                  {path}:4: illegal argument: not enough arguments (need least 4, got 3)\n"
             )
         );
+    }
+
+    #[test]
+    fn a_line_longer_than_a_block_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("long.txt");
+        let long = "x".repeat(BLOCK_BYTES * 5 / 2);
+        std::fs::write(&file, format!("m 1356998400 1 host=a\n{long}\nm 1356998401 2 host=a")).unwrap();
+        let s = store(&dir.path().join("data"));
+        let path = file.display().to_string();
+        let (summary, errors) = run_import(&s, &path, true);
+        assert_eq!((summary.points, summary.bad_lines), (2, 1));
+        assert_eq!(errors, format!("{path}:2: illegal argument: not enough arguments (need least 4, got 1)\n"));
     }
 
     #[test]
