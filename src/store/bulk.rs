@@ -39,7 +39,8 @@ pub struct BulkLoad {
     /// Series by row-key template, so that a series reached through different names (tag order) is one.
     ids: HashMap<Vec<u8>, u32>,
     series: Vec<SeriesState>,
-    /// Rows in first-touch order; a row is touched again (a second entry) when its series went back to it.
+    /// Rows a series left for another hour, in the order they were left; a row is reached again (a second
+    /// entry) when its series goes back to its hour. Each series' current row is in its [`SeriesState`].
     rows: Vec<(u32, u32, FreshRow)>,
     points: u64,
     bytes: usize,
@@ -53,17 +54,14 @@ pub struct BulkLoad {
 #[derive(Debug, Clone)]
 struct SeriesState {
     template: Vec<u8>,
-    /// The series' current row in [`BulkLoad::rows`] and its hour.
-    row: u32,
+    /// The series' current row (kept here: the next point of a series finds it without another lookup) and
+    /// its hour; empty when the series has no point in this batch yet.
+    row: FreshRow,
     hour: u32,
     /// The newest hour and the points of this batch.
     newest: u32,
     points: u64,
-    /// Points of the series' last row before its current one (what its next row will likely get).
-    last_row: u32,
 }
-
-const NO_ROW: u32 = u32::MAX;
 
 impl BulkLoad {
     /// The load's number of a resolved series (see [`Store::series_key`]).
@@ -72,14 +70,8 @@ impl BulkLoad {
             return id;
         }
         let id = self.series.len() as u32;
-        self.series.push(SeriesState {
-            template: key.template.clone(),
-            row: NO_ROW,
-            hour: 0,
-            newest: 0,
-            points: 0,
-            last_row: 0,
-        });
+        let template = key.template.clone();
+        self.series.push(SeriesState { template, row: FreshRow::default(), hour: 0, newest: 0, points: 0 });
         self.ids.insert(key.template.clone(), id);
         id
     }
@@ -90,25 +82,23 @@ impl BulkLoad {
     pub fn add(&mut self, id: u32, timestamp: i64, value: &Value) {
         let s = &mut self.series[id as usize];
         let hour = codec::base_time(timestamp);
-        if s.row == NO_ROW || s.hour != hour {
+        if s.row.is_empty() || s.hour != hour {
             if s.points == 0 || hour > s.newest {
                 s.newest = hour;
             }
-            if s.row != NO_ROW {
-                s.last_row = self.rows[s.row as usize].2.points();
-            }
-            s.row = self.rows.len() as u32;
-            s.hour = hour;
             // Room for as many points as the series' last row had (few reallocations as rows fill up).
-            let row = FreshRow::with_capacity(if s.last_row > 0 { s.last_row as usize } else { 16 });
-            self.bytes += 64 + row.capacity();
-            self.rows.push((id, hour, row));
+            let room = if s.row.is_empty() { 16 } else { s.row.points() as usize };
+            let left = std::mem::replace(&mut s.row, FreshRow::with_capacity(room));
+            if !left.is_empty() {
+                self.rows.push((id, s.hour, left));
+            }
+            s.hour = hour;
+            self.bytes += 64 + s.row.capacity();
         }
         s.points += 1;
-        let row = &mut self.rows[s.row as usize].2;
-        let before = row.capacity();
-        row.push(timestamp, value);
-        self.bytes += row.capacity() - before;
+        let before = s.row.capacity();
+        s.row.push(timestamp, value);
+        self.bytes += s.row.capacity() - before;
         self.points += 1;
     }
 
@@ -197,8 +187,14 @@ impl Store {
         self.db.flush_wal(true)?;
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let now = super::unix_now();
-        // Sorted by row key; a row reached twice keeps its entries in touch order.
+        // Sorted by row key; a row reached twice keeps its entries in the order they were written to (a series'
+        // current row comes after every row it left).
         let mut rows = std::mem::take(&mut load.rows);
+        for (id, s) in load.series.iter_mut().enumerate() {
+            if !s.row.is_empty() {
+                rows.push((id as u32, s.hour, std::mem::take(&mut s.row)));
+            }
+        }
         let mut keys: Vec<(Vec<u8>, u32)> = rows
             .iter()
             .enumerate()
@@ -282,7 +278,6 @@ impl Store {
         load.bytes = 0;
         load.may_exist = true;
         for s in &mut load.series {
-            s.row = NO_ROW;
             s.points = 0;
         }
         Ok(points)

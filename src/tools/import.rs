@@ -503,7 +503,20 @@ impl Parser<'_> {
             stopped: false,
             fatal: None,
         };
-        for raw in block.split(|&b| b == b'\n') {
+        // The pieces `block.split(|&b| b == b'\n')` gives (the last one empty when the block ends with a
+        // newline), found with a vectorized search.
+        let mut rest = Some(block);
+        while let Some(piece) = rest {
+            let raw = match memchr::memchr(b'\n', piece) {
+                Some(i) => {
+                    rest = Some(&piece[i + 1..]);
+                    &piece[..i]
+                }
+                None => {
+                    rest = None;
+                    piece
+                }
+            };
             out.lines += 1;
             let text = raw.strip_suffix(b"\r").unwrap_or(raw);
             if text.is_empty() {
@@ -592,7 +605,7 @@ type Head<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8]);
 /// A line's metric, timestamp and value words and the rest (its tag words, as written), split at the first three
 /// spaces; `None` with fewer than four words.
 fn split_head(text: &[u8]) -> Option<Head<'_>> {
-    let space = |from: usize| text[from..].iter().position(|&b| b == b' ').map(|i| from + i);
+    let space = |from: usize| memchr::memchr(b' ', &text[from..]).map(|i| from + i);
     let s1 = space(0)?;
     let s2 = space(s1 + 1)?;
     let s3 = space(s2 + 1)?;
