@@ -83,6 +83,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
         return rtsd_bench::soak::cli(args, &root);
     }
     let mut render_set = None;
+    let mut no_record = false;
     let mut i = 2;
     let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", args[i]));
     let num = |i: usize| -> Result<f64, String> {
@@ -129,7 +130,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
                 used = 1
             }
             "--no-record" => {
-                opts.results = None;
+                no_record = true;
                 used = 1
             }
             "-h" | "--help" => {
@@ -143,6 +144,10 @@ fn real_main(args: &[String]) -> Result<(), String> {
             o => return Err(format!("unknown argument {o:?} (see --help)")),
         }
         i += used;
+    }
+    // Whatever the order: `--no-record --results F` must not append to F.
+    if no_record {
+        opts.results = None;
     }
     if opts.conns == 0 || opts.runs == 0 || opts.per_request == 0 {
         return Err("--conns, --runs and --per-request must be at least 1".into());
