@@ -57,6 +57,13 @@ fn json_put_parse(c: &mut Criterion) {
             points
         })
     });
+    g.bench_function("1000-point body, plain reader", |b| {
+        b.iter(|| {
+            let plain = json_put::parse_plain_put_body(black_box(body)).expect("a plain body");
+            assert_eq!(plain.points.len(), 1000);
+            plain
+        })
+    });
     g.finish();
 }
 

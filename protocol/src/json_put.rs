@@ -25,6 +25,9 @@ use std::fmt;
 use crate::http_json::escape_json_string;
 use crate::javafmt::hashmap_order;
 
+mod plain;
+pub use plain::{parse_plain_put_body, PlainBody, PlainPoint};
+
 /// One element of a put body as OpenTSDB's `IncomingDataPoint` holds it, before any validation.
 ///
 /// Validation (empty metric, bad timestamp, unparseable value, missing tags, ...) happens per point later and

@@ -524,15 +524,21 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
         return Reply::method_not_allowed(&req.method);
     }
     tsd.metrics.rpc(if rollup { "rollup" } else { "put" });
-    let parsed = if rollup { json_put::parse_rollup_body(&req.body) } else { json_put::parse_put_body(&req.body) };
-    let points = match parsed {
-        Ok(points) => points,
+    // Collectors' bodies take the plain reader, which builds no per-point values; anything else the general one.
+    let plain = if rollup { None } else { json_put::parse_plain_put_body(&req.body) };
+    let parsed = match plain {
+        Some(body) => Ok(PutBody::Plain(body)),
+        None if rollup => json_put::parse_rollup_body(&req.body).map(PutBody::General),
+        None => json_put::parse_put_body(&req.body).map(PutBody::General),
+    };
+    let body = match parsed {
+        Ok(body) => body,
         Err(e) => {
             let details = e.details();
             return Reply::error(StatusCode::BAD_REQUEST, &e.to_string(), details.as_deref());
         }
     };
-    if points.is_empty() {
+    if body.is_empty() {
         return Reply::error(StatusCode::BAD_REQUEST, "No datapoints found in content", None);
     }
     let show_details = req.has("details");
@@ -548,31 +554,34 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
 
     let store = &tsd.store;
     let mut batch = store.new_batch();
-    let mut errors: Vec<PutDetail> = Vec::new();
-    let mut success = 0u64;
-    let mut failed = 0u64;
+    let mut tally = Tally { tsd, show_details, errors: Vec::new(), success: 0, failed: 0 };
     let mut series = req.series.lock().unwrap_or_else(|e| e.into_inner());
     series.refresh(store);
-    for body_point in points {
-        let added = if rollup {
-            add_http_rollup_point(&body_point, tsd, &mut batch)
-        } else {
-            add_http_point(&body_point, tsd, &mut batch, &mut series)
-        };
-        match added {
-            Ok(()) => success += 1,
-            Err((category, message)) => {
-                failed += 1;
-                if let Some(category) = category {
-                    tsd.metrics.put_error(category);
+    match body {
+        PutBody::Plain(body) => {
+            for p in &body.points {
+                let tags = body.tags(p).iter().copied();
+                if add_known_point(tsd, &mut batch, &mut series, p.metric, tags, p.timestamp, p.value) {
+                    tally.success += 1;
+                    continue;
                 }
-                tracing::debug!(error = %message, "put point refused");
-                if show_details {
-                    errors.push(PutDetail { point: body_point, error: message });
-                }
+                let body_point = BodyPoint::Point(body.incoming(p));
+                let added = add_http_point(&body_point, tsd, &mut batch, &mut series);
+                tally.record(added, body_point);
+            }
+        }
+        PutBody::General(points) => {
+            for body_point in points {
+                let added = if rollup {
+                    add_http_rollup_point(&body_point, tsd, &mut batch)
+                } else {
+                    add_http_point(&body_point, tsd, &mut batch, &mut series)
+                };
+                tally.record(added, body_point);
             }
         }
     }
+    let Tally { success, failed, errors, .. } = tally;
     // The batch is one atomic write: either every accepted point is in the WAL or none is, and then the client
     // hears a 500 and can resend (spec: ingest §3.5 leaves storage failures without `sync` invisible; rtsd writes
     // synchronously, so it can and does tell).
@@ -599,6 +608,48 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     let status = if failed > 0 { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     let details = if show_details { Some(errors.as_slice()) } else { None };
     Reply::json(status, json_put::summary_json(success, failed, timeouts, details))
+}
+
+/// A put body as read: by the plain reader (the common shape) or the general one.
+enum PutBody<'a> {
+    Plain(json_put::PlainBody<'a>),
+    General(Vec<BodyPoint<'a>>),
+}
+
+impl PutBody<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            PutBody::Plain(body) => body.points.is_empty(),
+            PutBody::General(points) => points.is_empty(),
+        }
+    }
+}
+
+/// The counts and `details` of one put request.
+struct Tally<'t, 'a> {
+    tsd: &'t Tsd,
+    show_details: bool,
+    errors: Vec<PutDetail<'a>>,
+    success: u64,
+    failed: u64,
+}
+
+impl<'a> Tally<'_, 'a> {
+    fn record(&mut self, added: Result<(), PointFailure>, point: BodyPoint<'a>) {
+        match added {
+            Ok(()) => self.success += 1,
+            Err((category, message)) => {
+                self.failed += 1;
+                if let Some(category) = category {
+                    self.tsd.metrics.put_error(category);
+                }
+                tracing::debug!(error = %message, "put point refused");
+                if self.show_details {
+                    self.errors.push(PutDetail { point, error: message });
+                }
+            }
+        }
+    }
 }
 
 /// Why one element of a put body was refused: the stats category it counts under (none for our own failures)
@@ -653,28 +704,45 @@ fn add_failure(e: AddError) -> PointFailure {
     }
 }
 
-/// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch. A point of a series the
-/// connection wrote before (same metric and tag strings) skips the name lookups and series checks.
+/// Adds a point of a series this connection wrote before (same metric and tag strings in the same order),
+/// skipping the name lookups and series checks; false when the point needs [`add_http_point`]: its series is
+/// new to the connection, or its timestamp or value is not one the shortcut takes. Either way the cache's key is
+/// left set to the point's series.
+fn add_known_point<'s>(
+    tsd: &Tsd,
+    batch: &mut crate::store::PointBatch,
+    cache: &mut SeriesCache,
+    metric: &str,
+    tags: impl Iterator<Item = (&'s str, &'s str)>,
+    timestamp: i64,
+    value: &str,
+) -> bool {
+    let pairs = tags.flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]);
+    cache.set_key(std::iter::once(metric.as_bytes()).chain(pairs));
+    let Some(series) = cache.get() else { return false };
+    let Some(value) = point::known_series_value(timestamp, value) else { return false };
+    tsd.store.add_to_series(batch, series, timestamp, value);
+    true
+}
+
+/// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch.
 fn add_http_point(
     body_point: &BodyPoint<'_>,
     tsd: &Tsd,
     batch: &mut crate::store::PointBatch,
     cache: &mut SeriesCache,
 ) -> Result<(), PointFailure> {
+    // Only a point with a metric and tags can be of a known series.
     let keyed = match body_point {
-        BodyPoint::Point(IncomingPoint { metric: Some(metric), tags: Some(tags), .. }) => {
-            let pairs = tags.iter().flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]);
-            cache.set_key(std::iter::once(metric.as_bytes()).chain(pairs));
+        BodyPoint::Point(IncomingPoint { metric: Some(metric), tags: Some(tags), timestamp, value, .. }) => {
+            let tags = tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
+            if add_known_point(tsd, batch, cache, metric, tags, *timestamp, value.as_deref().unwrap_or("")) {
+                return Ok(());
+            }
             true
         }
         _ => false,
     };
-    if let (true, BodyPoint::Point(p), Some(series)) = (keyed, body_point, cache.get()) {
-        if let Some(value) = point::known_series_value(p.timestamp, p.value.as_deref().unwrap_or("")) {
-            tsd.store.add_to_series(batch, series, p.timestamp, value);
-            return Ok(());
-        }
-    }
     let dp = http_data_point(body_point, |_| Ok(()))?;
     point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
     let series = tsd.store.series_key(&dp).map_err(add_failure)?;
