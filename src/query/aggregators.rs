@@ -232,16 +232,31 @@ impl Aggregator {
     }
 
     /// [`Aggregator::run_double`] of one value (a downsample bucket of one point, as rollup reads give one per
-    /// bucket), with the common functions' answer given directly rather than through the general loop.
+    /// bucket).
     #[inline]
     pub fn run_double_one(self, v: f64) -> f64 {
+        let mut one = [v];
+        self.run_double_each(&mut one);
+        one[0]
+    }
+
+    /// [`Aggregator::run_double_one`] of every value, in place: the common functions' answer for one value given
+    /// directly, the function matched once rather than per value.
+    pub fn run_double_each(self, values: &mut [f64]) {
         match self {
-            // The sum starts at 0.0 (so -0.0 gives 0.0); an average of one divides that by 1.
-            Aggregator::Sum | Aggregator::Pfsum | Aggregator::Zimsum | Aggregator::Avg if !v.is_nan() => 0.0 + v,
-            // The fold starts at the infinity, which alone gives NaN.
-            Aggregator::Min | Aggregator::Mimmin if v < f64::INFINITY => v,
-            Aggregator::Max | Aggregator::Mimmax if v > f64::NEG_INFINITY => v,
-            _ => self.run_double(&[v]),
+            // The sum starts at 0.0 (so -0.0 gives 0.0); an average of one divides that by 1; NaN is skipped,
+            // leaving nothing: NaN.
+            Aggregator::Sum | Aggregator::Pfsum | Aggregator::Zimsum | Aggregator::Avg => {
+                values.iter_mut().for_each(|v| *v = if v.is_nan() { f64::NAN } else { 0.0 + *v })
+            }
+            // The fold starts at the infinity, which alone (or NaN, skipped) gives NaN.
+            Aggregator::Min | Aggregator::Mimmin => {
+                values.iter_mut().for_each(|v| *v = if *v < f64::INFINITY { *v } else { f64::NAN })
+            }
+            Aggregator::Max | Aggregator::Mimmax => {
+                values.iter_mut().for_each(|v| *v = if *v > f64::NEG_INFINITY { *v } else { f64::NAN })
+            }
+            _ => values.iter_mut().for_each(|v| *v = self.run_double(&[*v])),
         }
     }
 

@@ -264,16 +264,15 @@ fn grid_cells(
     let function = passed(ds.function);
     Some(move |[sum, count, min, max]: &[Vec<f64>; 4], out: &mut Vec<f64>| {
         out.clear();
-        // Column by column, one straight loop per function.
-        let one = |v: f64| function.run_double_one(v);
         match need {
-            Need::Sum => out.extend(sum.iter().map(|&s| one(0.0 + s))),
+            Need::Sum => out.extend(sum.iter().map(|&s| 0.0 + s)),
             // The count read as `per_bucket` reads it (through an integer).
-            Need::Avg => out.extend(sum.iter().zip(count).map(|(&s, &n)| one((0.0 + s) / (n as i64) as f64))),
-            Need::Count => out.extend(count.iter().map(|&n| one(0.0 + n))),
-            Need::Min => out.extend(min.iter().map(|&v| one(v))),
-            Need::Max => out.extend(max.iter().map(|&v| one(v))),
+            Need::Avg => out.extend(sum.iter().zip(count).map(|(&s, &n)| (0.0 + s) / (n as i64) as f64)),
+            Need::Count => out.extend(count.iter().map(|&n| 0.0 + n)),
+            Need::Min => out.extend_from_slice(min),
+            Need::Max => out.extend_from_slice(max),
         }
+        function.run_double_each(out);
     })
 }
 

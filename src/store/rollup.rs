@@ -1136,15 +1136,27 @@ impl Store {
         stage_row: &F,
     ) -> Result<Vec<GridSeries>, StoreError> {
         let tags_offset = self.layout.tags_offset();
-        let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
+        // The series met, in the order met (tags, index in `out` if kept), and where each is in that order. The
+        // rows of each base time come in TSUID order, the same series as the previous base time's: the series
+        // after the previous row's is nearly always this row's, found without hashing.
+        let mut met: Vec<(Vec<u8>, Option<usize>)> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut cursor = 0;
         let mut out: Vec<GridSeries> = Vec::new();
         let mut decoded: [Vec<f64>; COLUMNS] = Default::default();
         let mut staged = Vec::new();
         let step = read.step_ms;
         self.for_each_row_in(read.family, read.metric, first_base, last_base, |row| {
             let tags_bytes = &row.key[tags_offset..];
-            let slot = match index.get(tags_bytes) {
-                Some(slot) => *slot,
+            let at = match met.get(cursor) {
+                Some((tags, _)) if tags.as_slice() == tags_bytes => Some(cursor),
+                _ => index.get(tags_bytes).copied(),
+            };
+            let slot = match at {
+                Some(at) => {
+                    cursor = at + 1;
+                    met[at].1
+                }
                 None => {
                     let slot = if keep(&row.tags)? {
                         let mut tsuid = read.metric.to_vec();
@@ -1156,12 +1168,8 @@ impl Store {
                                 points: Vec::new(),
                                 annotations: Vec::new(),
                             },
-                            values: {
-                                // Room for the later half's buckets, appended when the halves are joined.
-                                let mut v = Vec::with_capacity(read.len - lo);
-                                v.resize(hi - lo, 0.0);
-                                v
-                            },
+                            // Room for the later half's buckets too, appended when the halves are joined.
+                            values: Vec::with_capacity(read.len - lo),
                             present: vec![0; read.len.div_ceil(64)],
                             cells: 0,
                         });
@@ -1169,7 +1177,9 @@ impl Store {
                     } else {
                         None
                     };
-                    index.insert(tags_bytes.to_vec(), slot);
+                    index.insert(tags_bytes.to_vec(), met.len());
+                    met.push((tags_bytes.to_vec(), slot));
+                    cursor = met.len();
                     slot
                 }
             };
@@ -1200,7 +1210,7 @@ impl Store {
             if view.k == view.n && row_first >= lo && row_first + view.n as i64 <= hi {
                 // Every slot present and read (a row of a series that reported all along): one copy.
                 let (from, to) = ((row_first - lo) as usize, row_first as usize);
-                s.values[from..from + view.k].copy_from_slice(&staged[..view.k]);
+                put_values(&mut s.values, from, &staged[..view.k]);
                 set_bits(&mut s.present, to..to + view.k);
                 cells = view.k;
             } else {
@@ -1211,7 +1221,7 @@ impl Store {
                         return;
                     }
                     let b = b as usize;
-                    s.values[b - lo as usize] = staged[j];
+                    put_values(&mut s.values, b - lo as usize, &staged[j..j + 1]);
                     s.present[b / 64] |= 1 << (b % 64);
                     cells += 1;
                 });
@@ -1220,6 +1230,9 @@ impl Store {
             budget.charge(cells * read.charged, row.value.len())?;
             Ok(true)
         })?;
+        for s in &mut out {
+            s.values.resize(hi - lo, 0.0);
+        }
         Ok(out)
     }
 
@@ -1443,10 +1456,31 @@ impl Store {
     }
 }
 
-/// Sets bits `range` of a bitmap (bit `i` at bit `i % 64` of word `i / 64`).
+/// Sets bits `range` of a bitmap (bit `i` at bit `i % 64` of word `i / 64`), a word at a time.
 fn set_bits(bits: &mut [u64], range: std::ops::Range<usize>) {
-    for i in range {
-        bits[i / 64] |= 1 << (i % 64);
+    let mut i = range.start;
+    while i < range.end {
+        let (w, from) = (i / 64, i % 64);
+        let to = (range.end - w * 64).min(64);
+        bits[w] |= (!0u64 >> (64 - (to - from))) << from;
+        i = w * 64 + to;
+    }
+}
+
+/// Writes `values` at `at` of a series' grid values, which are written in time order: usually appended, after
+/// zeros for buckets the series does not have.
+fn put_values(into: &mut Vec<f64>, at: usize, values: &[f64]) {
+    if into.len() < at {
+        into.resize(at, 0.0);
+    }
+    if into.len() == at {
+        into.extend_from_slice(values);
+    } else {
+        // Not reached: a series' rows come in time order.
+        if into.len() < at + values.len() {
+            into.resize(at + values.len(), 0.0);
+        }
+        into[at..at + values.len()].copy_from_slice(values);
     }
 }
 
@@ -1591,6 +1625,21 @@ mod tests {
             aggregator: agg.map(str::to_string),
             groupby_aggregator: groupby.map(str::to_string),
         }
+    }
+
+    #[test]
+    fn grid_bitmaps_and_values_are_written_by_range() {
+        let mut bits = vec![0u64; 3];
+        set_bits(&mut bits, 60..130);
+        let want: Vec<bool> = (0..192).map(|i| (60..130).contains(&i)).collect();
+        assert_eq!((0..192).map(|i| bits[i / 64] & (1 << (i % 64)) != 0).collect::<Vec<_>>(), want);
+        set_bits(&mut bits, 0..64);
+        assert_eq!(bits[0], !0);
+        let mut values = Vec::new();
+        put_values(&mut values, 2, &[1.0, 2.0]);
+        put_values(&mut values, 4, &[3.0]);
+        put_values(&mut values, 1, &[9.0]);
+        assert_eq!(values, [0.0, 9.0, 1.0, 2.0, 3.0]);
     }
 
     #[test]
