@@ -184,6 +184,7 @@ impl Store {
         }
         // The rows refer to UIDs assigned by ordinary (logged) writes: those must survive a crash whenever the
         // rows do.
+        let started = std::time::Instant::now();
         self.db.flush_wal(true)?;
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let now = super::unix_now();
@@ -262,6 +263,7 @@ impl Store {
             (data, index, marks)
         });
         let (data_files, index_file, marks_file) = (data_files?, index_file?, marks_file?);
+        let built = started.elapsed();
         let mut opts = IngestExternalFileOptions::default();
         opts.set_move_files(true);
         if !data_files.is_empty() {
@@ -273,6 +275,13 @@ impl Store {
         if let Some(file) = marks_file {
             self.db.ingest_external_file_cf_opts(self.cf(rollup::CF_ROLLUP_DIRTY), &opts, vec![file])?;
         }
+        tracing::debug!(
+            rows = order.len(),
+            points = load.points,
+            files_ms = built.as_millis() as u64,
+            ingest_ms = (started.elapsed() - built).as_millis() as u64,
+            "bulk batch written"
+        );
         let points = load.points;
         load.points = 0;
         load.bytes = 0;
@@ -291,28 +300,25 @@ impl Store {
         now: i64,
     ) -> Result<Option<PathBuf>, StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        let mut entries: Vec<(Vec<u8>, bool, smallvec::SmallVec<[u8; 12]>)> = Vec::new();
-        let mut tsuid = Vec::with_capacity(64);
-        for s in series.iter().filter(|s| s.points > 0) {
-            tsuid.clear();
-            tsuid.extend_from_slice(&s.template[sw..sw + mw]);
-            tsuid.extend_from_slice(&s.template[sw + mw + 4..]);
-            series::bulk_entries(&self.layout, &tsuid, s.newest, s.points, now as u32, |key, merge, value| {
-                entries.push((key, merge, smallvec::SmallVec::from_slice(value)));
-            });
-        }
-        // Postings of different series can coincide only for the same series: keep one.
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        entries.dedup_by(|a, b| a.0 == b.0);
+        let mut touched: Vec<series::BulkSeries> = series
+            .iter()
+            .filter(|s| s.points > 0)
+            .map(|s| {
+                let mut tsuid = Vec::with_capacity(s.template.len() - sw - 4);
+                tsuid.extend_from_slice(&s.template[sw..sw + mw]);
+                tsuid.extend_from_slice(&s.template[sw + mw + 4..]);
+                series::BulkSeries { tsuid, hour: s.newest, points: s.points }
+            })
+            .collect();
         let mut sst = Sst::new(&self.bulk_options.series, path.to_path_buf())?;
-        for (key, merge, value) in &entries {
-            if *merge {
-                sst.writer.merge(key, value)?;
-            } else {
-                sst.writer.put(key, value)?;
-            }
+        series::bulk_entries(&self.layout, &mut touched, now as u32, |key, merge, value| {
             sst.entries += 1;
-        }
+            if merge {
+                sst.writer.merge(key, value)
+            } else {
+                sst.writer.put(key, value)
+            }
+        })?;
         sst.finish()
     }
 

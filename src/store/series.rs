@@ -183,52 +183,83 @@ pub fn set_last_hour(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, tsuid: 
     }
 }
 
-/// `T metric tagk tagv tsuid-tags` for every tag pair of `tsuid`.
+/// `T metric tagk tagv tsuid-tags` for every tag pair of `tsuid` (a bulk load writes the same keys, see
+/// [`bulk_entries`]).
 fn write_postings(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8]) {
-    for key in posting_keys(layout, tsuid) {
-        batch.put_cf(cf, key, []);
-    }
-}
-
-fn posting_keys<'a>(layout: &Layout, tsuid: &'a [u8]) -> impl Iterator<Item = Vec<u8>> + 'a {
     let metric_width = layout.uid_widths[0];
     let pair = layout.uid_widths[1] + layout.uid_widths[2];
     let (metric, tags) = tsuid.split_at(metric_width.min(tsuid.len()));
-    tags.chunks_exact(pair).map(move |p| {
+    for p in tags.chunks_exact(pair) {
         let mut key = Vec::with_capacity(1 + tsuid.len() + pair);
         key.push(POSTING);
         key.extend_from_slice(metric);
         key.extend_from_slice(p);
         key.extend_from_slice(tags);
-        key
-    })
+        batch.put_cf(cf, key, []);
+    }
 }
 
-/// What the index gets for series `tsuid` when a bulk load writes `points` of its points whose newest hour is
-/// `hour`, at `now` (Unix seconds): what [`SeriesIndex::note`] and the counters write over the same points,
-/// as `f(key, merge, value)` (`merge` false: a put). The keys are not in order.
-pub(super) fn bulk_entries(
+/// One series of a bulk load for [`bulk_entries`]: its TSUID, the newest hour and the number of its points the
+/// load writes.
+pub(super) struct BulkSeries {
+    pub tsuid: Vec<u8>,
+    pub hour: u32,
+    pub points: u64,
+}
+
+/// What the index gets for the series of a bulk load at `now` (Unix seconds): what [`SeriesIndex::note`] and the
+/// counters write for the same points (postings, first-seen time, newest hour, counter), as `f(key, merge,
+/// value)` (`merge` false: a put) in key order, for a sorted table file. Sorts `series` by TSUID (each once).
+pub(super) fn bulk_entries<E>(
     layout: &Layout,
-    tsuid: &[u8],
-    hour: u32,
-    points: u64,
+    series: &mut [BulkSeries],
     now: u32,
-    mut f: impl FnMut(Vec<u8>, bool, &[u8]),
-) {
-    for key in posting_keys(layout, tsuid) {
-        f(key, false, &[]);
+    mut f: impl FnMut(&[u8], bool, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    series.sort_unstable_by(|a, b| a.tsuid.cmp(&b.tsuid));
+    let mut key = Vec::with_capacity(64);
+    // `C`, `F` and `S` keys are the prefix and the TSUID: in TSUID order.
+    for prefix in [COUNTER, FIRST_SEEN, SERIES] {
+        for s in series.iter() {
+            key.clear();
+            key.push(prefix);
+            key.extend_from_slice(&s.tsuid);
+            match prefix {
+                COUNTER if s.points > 0 => f(&key, true, &counter_value(s.points, now))?,
+                COUNTER => {}
+                FIRST_SEEN => f(&key, true, &now.to_be_bytes())?,
+                _ => f(&key, true, &s.hour.to_be_bytes())?,
+            }
+        }
     }
-    let prefixed = |prefix: u8| {
-        let mut key = Vec::with_capacity(1 + tsuid.len());
-        key.push(prefix);
-        key.extend_from_slice(tsuid);
-        key
+    // `T metric tagk tagv tags`: every (series, pair) in the order of those keys.
+    let metric_width = layout.uid_widths[0];
+    let pair = layout.uid_widths[1] + layout.uid_widths[2];
+    let split = |tsuid: &[u8]| -> (usize, usize) { (metric_width.min(tsuid.len()), pair) };
+    let mut postings: Vec<(u32, u32)> = Vec::new();
+    for (i, s) in series.iter().enumerate() {
+        let (m, _) = split(&s.tsuid);
+        for p in 0..(s.tsuid.len() - m) / pair {
+            postings.push((i as u32, p as u32));
+        }
+    }
+    let parts = |&(i, p): &(u32, u32)| {
+        let tsuid = &series[i as usize].tsuid;
+        let (m, _) = split(tsuid);
+        let at = m + p as usize * pair;
+        (&tsuid[..m], &tsuid[at..at + pair], &tsuid[m..])
     };
-    f(prefixed(FIRST_SEEN), true, &now.to_be_bytes());
-    f(prefixed(SERIES), true, &hour.to_be_bytes());
-    if points > 0 {
-        f(counter_key(tsuid), true, &counter_value(points, now));
+    postings.sort_unstable_by(|a, b| parts(a).cmp(&parts(b)));
+    for posting in &postings {
+        let (metric, pair, tags) = parts(posting);
+        key.clear();
+        key.push(POSTING);
+        key.extend_from_slice(metric);
+        key.extend_from_slice(pair);
+        key.extend_from_slice(tags);
+        f(&key, false, &[])?;
     }
+    Ok(())
 }
 
 /// Every series of a metric with its newest hour, in TSUID order. `f` returns false to stop.

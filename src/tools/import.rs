@@ -388,8 +388,9 @@ pub fn daemon_addr(config: &crate::config::Config) -> Option<SocketAddr> {
 /// Returns the process exit code: 0 when every line was imported (or skipped with `--skip-errors`), 1 when the
 /// import stopped at a bad line.
 pub fn run(config: &crate::config::Config, paths: &[String], options: ImportOptions) -> Result<u8, String> {
-    let stderr = std::io::stderr();
-    let mut errors = stderr.lock();
+    // Not `stderr().lock()` for the whole import: a log line from another thread (a parser's UID assignment, a
+    // store warning) would then wait for that lock forever.
+    let mut errors = std::io::stderr();
     let mut log = std::io::stderr();
     let summary = match super::open_writable(config, "") {
         Ok(store) => import_files(&Sink::Store(&store), paths, &config.rules, options, &mut errors, &mut log),
