@@ -341,3 +341,102 @@ impl Store {
         sst.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::metrics::Metrics;
+    use rtsd_protocol::point::DataPoint;
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    fn open(dir: &std::path::Path) -> Store {
+        // fix_duplicates: a cell written again after its row was compacted (in an earlier batch, or flushed by the
+        // daemon) is a variant duplicate, which only this setting resolves by write order, as within one batch.
+        let config =
+            Config::for_data_dir(dir, &[("tsd.rollups.enable", "true"), ("tsd.storage.fix_duplicates", "true")])
+                .unwrap();
+        Store::open(&config, Arc::new(Metrics::new())).unwrap()
+    }
+
+    /// Three series over three closed hours, out of order, then overwrites of some of their cells.
+    fn points() -> Vec<(String, i64, Value)> {
+        let mut out = Vec::new();
+        for i in 0..900i64 {
+            let host = format!("h{}", i % 3);
+            let ts = 1356998400 + (i * 37) % 10800;
+            let value = if i % 5 == 0 { Value::Double(i as f64 / 4.0) } else { Value::Int(i % 7) };
+            out.push((host, ts, value));
+        }
+        // Later points of cells written before (same type and width: the later one wins).
+        for j in (1..900).step_by(29).filter(|j| j % 5 != 0) {
+            let (host, ts, _) = out[j].clone();
+            out.push((host, ts, Value::Int(100 + j as i64 % 7)));
+        }
+        out
+    }
+
+    fn stored(s: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut rows = Vec::new();
+        for cf in [CF_DATA, CF_SERIES, rollup::CF_ROLLUP_DIRTY] {
+            s.scan_raw(cf, &[], |k, v| {
+                // First-seen times and counters' times are wall-clock.
+                if cf != CF_SERIES || k[0] == b'S' || k[0] == b'T' {
+                    rows.push((k.to_vec(), v.to_vec()));
+                }
+                true
+            })
+            .unwrap();
+        }
+        rows
+    }
+
+    fn load(s: &Store, points: &[(String, i64, Value)], batches: usize) {
+        let mut load = s.bulk_load().unwrap();
+        let per = points.len().div_ceil(batches);
+        for chunk in points.chunks(per) {
+            for (host, ts, value) in chunk {
+                let tags = vec![(Cow::Borrowed("host"), Cow::Borrowed(host.as_str()))];
+                let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: *ts, value: *value, tags: tags.into() };
+                let id = load.series(&s.series_key(&p).unwrap());
+                load.add(id, *ts, value);
+            }
+            assert_eq!(s.bulk_write(&mut load).unwrap(), chunk.len() as u64);
+        }
+    }
+
+    // A load written in several batches (rows reached again become merge operands over the rows already
+    // ingested) stores what one batch stores, and what the daemon's writes of the same points store.
+    #[test]
+    fn batches_merge_into_rows_already_written_as_one_batch_and_the_daemon_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let points = points();
+        let one = open(&dir.path().join("one"));
+        load(&one, &points, 1);
+        let many = open(&dir.path().join("many"));
+        load(&many, &points, 7);
+        assert_eq!(stored(&many), stored(&one));
+
+        let daemon = open(&dir.path().join("daemon"));
+        let mut batch = daemon.new_batch();
+        for (host, ts, value) in &points {
+            let tags = vec![(Cow::Borrowed("host"), Cow::Borrowed(host.as_str()))];
+            let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: *ts, value: *value, tags: tags.into() };
+            daemon.add_point(&mut batch, &p).unwrap();
+        }
+        daemon.commit(&mut batch, false).unwrap();
+        daemon.settle().unwrap();
+        let rows = |s: &Store| -> Vec<(Vec<u8>, Vec<u8>)> {
+            let mut rows = Vec::new();
+            s.scan_raw(CF_DATA, &[], |k, v| {
+                rows.push((k.to_vec(), v.to_vec()));
+                true
+            })
+            .unwrap();
+            rows
+        };
+        assert_eq!(rows(&one), rows(&daemon));
+        assert!(rows(&one).iter().all(|(_, v)| codec::is_packed(v)), "closed hours are packed");
+    }
+}
