@@ -251,7 +251,7 @@ fn grid_cells(
     engine: &Query,
     need: Need,
     interval: &RollupInterval,
-) -> Option<impl Fn(&[Vec<f64>; 4], &mut Vec<f64>) + Sync> {
+) -> Option<impl Fn(&[Vec<f64>; 4], [bool; 4], &mut Vec<f64>) + Sync> {
     let ds = engine.downsample.as_ref()?;
     if ds.interval_ms != i64::from(interval.interval_secs) * 1000
         || ds.fill != FillPolicy::None
@@ -262,11 +262,12 @@ fn grid_cells(
         return None;
     }
     let function = passed(ds.function);
-    Some(move |[sum, count, min, max]: &[Vec<f64>; 4], out: &mut Vec<f64>| {
+    Some(move |[sum, count, min, max]: &[Vec<f64>; 4], integral: [bool; 4], out: &mut Vec<f64>| {
         out.clear();
         match need {
             Need::Sum => out.extend(sum.iter().map(|&s| 0.0 + s)),
-            // The count read as `per_bucket` reads it (through an integer).
+            // The count read as `per_bucket` reads it, through an integer, which leaves a whole count as it is.
+            Need::Avg if integral[1] => out.extend(sum.iter().zip(count).map(|(&s, &n)| (0.0 + s) / n)),
             Need::Avg => out.extend(sum.iter().zip(count).map(|(&s, &n)| (0.0 + s) / (n as i64) as f64)),
             Need::Count => out.extend(count.iter().map(|&n| 0.0 + n)),
             Need::Min => out.extend_from_slice(min),

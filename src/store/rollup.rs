@@ -1011,7 +1011,8 @@ impl Store {
     /// [`Store::read_rollup_all`]) onto a grid of the table's buckets, for a downsample of the table's own
     /// interval: each series' bucket `i` (starting `first_ms + i * step_ms`) holds the value `stage_row` computes for
     /// it from the bucket's (sum, count, min, max) as doubles: given a row's columns (only those of `ids` decoded,
-    /// the others empty), it replaces its second argument by one value per present slot. One array per
+    /// the others empty) and which of them hold integers, it replaces its last argument by one value per present
+    /// slot. One array per
     /// series instead of a list of timed values per aggregator: a day of 1000 series' one-minute buckets is
     /// 11 MB of doubles rather than 70 MB of cells. Budget and statistics are charged as the cell read charges
     /// them.
@@ -1020,7 +1021,7 @@ impl Store {
     /// on bucket boundaries, or it holds cells of its own in the range (rollups written by clients, or by an
     /// rtsd from before `:a` rows), which that read merges.
     #[allow(clippy::too_many_arguments)]
-    pub fn read_rollup_grid<F: Fn(&[Vec<f64>; COLUMNS], &mut Vec<f64>) + Sync>(
+    pub fn read_rollup_grid<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>) + Sync>(
         &self,
         family: &str,
         interval: &RollupInterval,
@@ -1126,7 +1127,7 @@ impl Store {
     /// The series of `read.family`'s rows with base times in `bases` (inclusive), their buckets `[lo, hi)` of the
     /// grid filled (`values` holds those buckets only, from `lo`; `present` is the whole grid's); `keep` decides
     /// on each series once.
-    fn grid_rows<F: Fn(&[Vec<f64>; COLUMNS], &mut Vec<f64>)>(
+    fn grid_rows<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>)>(
         &self,
         read: &GridRead<'_>,
         (first_base, last_base): (u32, u32),
@@ -1188,13 +1189,16 @@ impl Store {
                 return Ok(true);
             };
             let view = self.auto_row(row.key, row.value)?;
+            let mut integral = [false; COLUMNS];
             for (c, column) in decoded.iter_mut().enumerate() {
                 if read.columns[c] {
                     let corrupt = |e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(row.key)));
-                    view.column(c).map_err(corrupt)?.decode_f64(column);
+                    let view = view.column(c).map_err(corrupt)?;
+                    view.decode_f64(column);
+                    integral[c] = view.is_integral();
                 }
             }
-            stage_row(&decoded, &mut staged);
+            stage_row(&decoded, integral, &mut staged);
             if staged.len() != view.k {
                 return Err(StoreError::Corrupt(format!(
                     "rollup row {}: columns missing",

@@ -376,6 +376,11 @@ impl ColumnView<'_> {
         }
     }
 
+    /// Whether the values are integers (so every double [`ColumnView::decode_f64`] gives is a whole number).
+    pub fn is_integral(&self) -> bool {
+        matches!(self.tag, 1 | 2 | 4 | 8)
+    }
+
     /// Every value as a double (`i as f64`, `f64::from(f)` or the double, as the query engine converts a
     /// [`Value`]) into `out`, replacing what it held: one straight loop per encoding.
     pub fn decode_f64(&self, out: &mut Vec<f64>) {
