@@ -37,7 +37,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.rollups.tag_raw", "false"),
     ("tsd.rollups.block_derived", "true"),
     ("rtsd.rollups.auto", "true"),
-    ("rtsd.rollups.flush_interval_ms", "2000"),
+    ("rtsd.rollups.flush_interval_ms", "60000"),
 ];
 
 /// The aggregators rtsd computes itself, in the order their cells are written.
