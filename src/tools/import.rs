@@ -452,6 +452,8 @@ struct Parser<'a> {
     tags: Words2Id,
     /// Per tag-words number: (metric number, the series' number in this parser), sorted by metric number.
     series: Vec<Vec<(u32, u32)>>,
+    /// Where [`Parser::known`] found the last line's series: (tag-words number, index in its list).
+    last: (u32, usize),
     /// Series remembered (at most [`MAX_SERIES`]).
     remembered: usize,
     numbered: u32,
@@ -460,13 +462,15 @@ struct Parser<'a> {
 /// Numbers for the distinct words of one kind, with the last one looked up remembered.
 struct Words2Id {
     ids: HashMap<Vec<u8>, u32, FastHash>,
+    /// The words of each number.
+    words: Vec<Vec<u8>>,
     last: Vec<u8>,
     last_id: Option<u32>,
 }
 
 impl Words2Id {
     fn new() -> Words2Id {
-        Words2Id { ids: HashMap::with_hasher(FastHash), last: Vec::new(), last_id: None }
+        Words2Id { ids: HashMap::with_hasher(FastHash), words: Vec::new(), last: Vec::new(), last_id: None }
     }
 
     fn get(&mut self, words: &[u8]) -> Option<u32> {
@@ -490,6 +494,7 @@ impl Words2Id {
         }
         let id = self.ids.len() as u32;
         self.ids.insert(words.to_vec(), id);
+        self.words.push(words.to_vec());
         Some(id)
     }
 }
@@ -577,9 +582,21 @@ impl Parser<'_> {
     /// The number of the series a line's metric and tag words name, if this parser has seen them.
     fn known(&mut self, metric: &[u8], tags: &[u8]) -> Option<u32> {
         let t = self.tags.get(tags)?;
+        let list = self.series.get(t as usize)?;
+        // Lines sharing their tags usually name their metrics in the same order every time (a host's metrics
+        // in a round): try the entry after the one found last before hashing the metric word.
+        if self.last.0 == t {
+            if let Some(&(m, series)) = list.get(self.last.1 + 1) {
+                if self.metrics.words[m as usize] == metric {
+                    self.last.1 += 1;
+                    return Some(series);
+                }
+            }
+        }
         let m = self.metrics.get(metric)?;
-        let list = &self.series[t as usize];
-        list.binary_search_by_key(&m, |&(metric, _)| metric).ok().map(|i| list[i].1)
+        let i = list.binary_search_by_key(&m, |&(metric, _)| metric).ok()?;
+        self.last = (t, i);
+        Some(list[i].1)
     }
 
     fn remember(&mut self, metric: &[u8], tags: &[u8], series: u32) {
@@ -752,6 +769,7 @@ fn import_store(
                 metrics: Words2Id::new(),
                 tags: Words2Id::new(),
                 series: Vec::new(),
+                last: (u32::MAX, 0),
                 remembered: 0,
                 numbered: 0,
             };
