@@ -4,7 +4,7 @@
 //! plain ASCII strings and JSON numbers. For those, this scanner records each point as borrowed slices of the
 //! body (no per-point allocation, no token values, no tag vectors) at a fraction of the general reader's cost.
 //! It gives up ([`parse_plain_put_body`] returns `None`) on anything else — escapes, non-ASCII or control
-//! characters, other or repeated fields, repeated tag keys, `null`s, non-numeric values, fractional or huge
+//! characters below the space, other or repeated fields, repeated tag keys, `null`s, non-numeric values, fractional or huge
 //! timestamps, empty arrays or tag maps, any syntax error — and the caller then reads the body with
 //! [`super::parse_put_body`], which owns every coercion and every error text. So when it answers, it answers
 //! exactly what the general reader would (tests below and the `plain_agrees_with_general` property hold it to
@@ -82,20 +82,43 @@ pub fn parse_plain_put_body(body: &[u8]) -> Option<PlainBody<'_>> {
     (s.pos == s.buf.len()).then_some(out)
 }
 
+#[derive(Clone, Copy)]
+enum Field {
+    Metric,
+    Timestamp,
+    Value,
+    Tags,
+}
+
 /// More tag keys than this in one point: left to the general reader (which indexes large maps), so repeated-key
 /// checks here stay a short linear scan.
 const MAX_TAGS: usize = 32;
 
-/// Bytes that may stand in a plain string: printable ASCII except `"` and `\\`.
+/// Bytes that may stand in a plain string: ASCII from the space up, except `"` and `\\` (DEL too: the general
+/// reader takes it raw, and so the same text results).
 static PLAIN_BYTE: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = b' ';
-    while b <= b'~' {
+    while b < 0x80 {
         t[b as usize] = b != b'"' && b != b'\\';
         b += 1;
     }
     t
 };
+
+/// Eight copies of a byte in a word.
+const fn splat(b: u8) -> u64 {
+    u64::from_le_bytes([b; 8])
+}
+
+/// A bit set in the high bit of each byte of `w` that is not a [`PLAIN_BYTE`]; bits above the lowest set one may
+/// be spurious (borrows), the lowest is exact.
+#[inline]
+fn special_bytes(w: u64) -> u64 {
+    let zero = |v: u64| v.wrapping_sub(splat(1)) & !v & splat(0x80);
+    let control = w.wrapping_sub(splat(0x20)) & !w & splat(0x80);
+    zero(w ^ splat(b'"')) | zero(w ^ splat(b'\\')) | control | (w & splat(0x80))
+}
 
 struct Scan<'a> {
     buf: &'a [u8],
@@ -127,17 +150,33 @@ impl<'a> Scan<'a> {
         (self.next()? == b).then_some(())
     }
 
-    /// Whitespace, then a string of printable ASCII without escapes.
+    /// Whitespace, then a string of ASCII from the space up, without escapes.
     #[inline]
     fn string(&mut self) -> Option<&'a str> {
         self.expect(b'"')?;
         let start = self.pos;
-        let len = self.buf.get(start..)?.iter().position(|&b| !PLAIN_BYTE[usize::from(b)])?;
-        if self.buf[start + len] != b'"' {
+        let rest = self.buf.get(start..)?;
+        // Eight bytes at a time while there are eight, then byte by byte.
+        let mut len = 0;
+        let end = loop {
+            match rest.get(len..len + 8) {
+                Some(chunk) => {
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(chunk);
+                    let special = special_bytes(u64::from_le_bytes(word));
+                    if special != 0 {
+                        break len + (special.trailing_zeros() / 8) as usize;
+                    }
+                    len += 8;
+                }
+                None => break len + rest.get(len..)?.iter().position(|&b| !PLAIN_BYTE[usize::from(b)])?,
+            }
+        };
+        if rest[end] != b'"' {
             return None;
         }
-        self.pos += len + 1;
-        self.text.get(start..start + len)
+        self.pos += end + 1;
+        self.text.get(start..start + end)
     }
 
     /// Whitespace, then a JSON number as the general reader's grammar has it (no leading zeros, digits after `.`
@@ -217,19 +256,35 @@ impl<'a> Scan<'a> {
         Some(if negative { -n } else { n })
     }
 
+    /// A field name at the cursor, compared as bytes: only the four fields' plain spellings are taken.
+    #[inline]
+    fn field_name(&mut self) -> Option<Field> {
+        let rest = self.buf.get(self.pos..)?;
+        let (field, len) = match rest.get(1)? {
+            b'm' if rest.starts_with(b"\"metric\"") => (Field::Metric, 8),
+            b't' if rest.starts_with(b"\"timestamp\"") => (Field::Timestamp, 11),
+            b't' if rest.starts_with(b"\"tags\"") => (Field::Tags, 6),
+            b'v' if rest.starts_with(b"\"value\"") => (Field::Value, 7),
+            _ => return None,
+        };
+        self.pos += len;
+        Some(field)
+    }
+
     /// One object with exactly `metric`, `timestamp`, `value` and `tags`, in any order.
     fn point(&mut self, out: &mut PlainBody<'a>) -> Option<()> {
         self.expect(b'{')?;
         let (mut metric, mut timestamp, mut value, mut tags) = (None, None, None, None);
         loop {
-            let key = self.string()?;
+            self.ws();
+            let key = self.field_name()?;
             self.expect(b':')?;
             // A repeated field is the general reader's case (the last one wins there).
             match key {
-                "metric" if metric.is_none() => metric = Some(self.string()?),
-                "timestamp" if timestamp.is_none() => timestamp = Some(self.timestamp()?),
-                "value" if value.is_none() => value = Some(self.text()?),
-                "tags" if tags.is_none() => tags = Some(self.tags(out)?),
+                Field::Metric if metric.is_none() => metric = Some(self.string()?),
+                Field::Timestamp if timestamp.is_none() => timestamp = Some(self.timestamp()?),
+                Field::Value if value.is_none() => value = Some(self.text()?),
+                Field::Tags if tags.is_none() => tags = Some(self.tags(out)?),
                 _ => return None,
             }
             self.ws();
@@ -325,7 +380,6 @@ mod tests {
             p(r#""metric":"m","timestamp":1,"value":1,"tags":{"h\/":"x"}"#),
             p(r#""metric":"métrique","timestamp":1,"value":1,"tags":{"h":"x"}"#),
             p("\"metric\":\"a\tb\",\"timestamp\":1,\"value\":1,\"tags\":{\"h\":\"x\"}"),
-            p("\"metric\":\"a\u{7f}b\",\"timestamp\":1,\"value\":1,\"tags\":{\"h\":\"x\"}"),
             // Numbers and other scalars where strings are expected, strings where numbers are.
             p(r#""metric":42,"timestamp":1,"value":1,"tags":{"h":"x"}"#),
             p(r#""metric":"m","timestamp":"1","value":1,"tags":{"h":"x"}"#),
@@ -387,6 +441,32 @@ mod tests {
         declined(&p(&format!(r#""metric":"m","timestamp":1,"value":1,"tags":{{{}}}"#, many.join(","))));
         let fewer = &many[..MAX_TAGS];
         assert!(plain(&p(&format!(r#""metric":"m","timestamp":1,"value":1,"tags":{{{}}}"#, fewer.join(",")))).is_some());
+    }
+
+    // Strings are scanned eight bytes at a time: every length and every position of a byte that ends a plain
+    // string must come out as the byte-by-byte reading would.
+    #[test]
+    fn strings_of_every_length_and_special_byte_position() {
+        for len in 0..26 {
+            let text: String = (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            let body = format!(
+                r#"{{"metric":"{text}","timestamp":1,"value":1,"tags":{{"h":"{text}~{del}"}}}}"#,
+                del = '\u{7f}'
+            );
+            let points = plain(&body).expect("read");
+            assert_eq!(points[0].metric.as_deref(), Some(text.as_str()));
+            for at in 0..len {
+                for special in [b'\\', b'\n', 0x1f, 0x00, 0x80, 0xc3, 0xff] {
+                    let mut bytes = body.clone().into_bytes();
+                    bytes[11 + at] = special;
+                    assert!(parse_plain_put_body(&bytes).is_none(), "{len} {at} {special}");
+                }
+                // A quote inside ends the string early: the rest is no longer a plain body.
+                let mut bytes = body.clone().into_bytes();
+                bytes[11 + at] = b'"';
+                assert!(parse_plain_put_body(&bytes).is_none(), "{len} {at}");
+            }
+        }
     }
 
     // Java's trim() removes any byte <= U+0020 around the body, as the general reader does.
