@@ -21,8 +21,8 @@
 //! instead while they are all still stored (their number equals the rollup count), and from the rollups once
 //! raw data has expired.
 //!
-//! A scan (no literal filter) whose downsample is the interval's own width, without fill or rate, reads the
-//! rollups rtsd computes onto a grid instead ([`Store::read_rollup_grid`]): per series one double per bucket,
+//! A downsample of the interval's own width, without fill or rate, reads the rollups rtsd computes onto a grid
+//! instead (by scanning, or by key for the series the index selected) ([`Store::read_rollup_grid`]): per series one double per bucket,
 //! already the staged value ([`grid_cells`]), which the sum aggregators add up on the grid
 //! ([`Query::run_grid`]); the cell lists and point lists of the general read are never built.
 use rtsd_protocol::codec::{self, Value};
@@ -30,7 +30,7 @@ use rtsd_protocol::query::{FilterKind, RollupUsage, SubQuery};
 
 use super::{Aggregator, FillPolicy, Point, Query};
 use crate::rollup::{RollupConfig, RollupInterval};
-use crate::store::rollup::{Keep, RollupGrid};
+use crate::store::rollup::{GridSelect, RollupGrid};
 use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
 
 /// Which cells a downsample function needs, and how a bucket's value is made of them.
@@ -116,12 +116,15 @@ pub fn read(
                 folded = true;
             }
             let family = RollupInterval::family(table);
-            let stage_row =
-                (!pre_aggregate && targeted.is_none()).then(|| grid_cells(engine, need, interval)).flatten();
+            let stage_row = (!pre_aggregate).then(|| grid_cells(engine, need, interval)).flatten();
             if let Some(stage_row) = stage_row {
-                let keep: Option<&mut Keep<'_>> = if keep_all { None } else { Some(&mut keep) };
+                let select = match targeted {
+                    Some(tsuids) => GridSelect::Series(tsuids),
+                    None if keep_all => GridSelect::All,
+                    None => GridSelect::Keep(&mut keep),
+                };
                 let read = store.read_rollup_grid(
-                    &family, interval, &ids, metric, scan_start, scan_end, budget, keep, &stage_row,
+                    &family, interval, &ids, metric, scan_start, scan_end, budget, select, &stage_row,
                 )?;
                 if let Some(grid) = read {
                     last_tried = Some(interval.interval.clone());

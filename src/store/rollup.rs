@@ -508,6 +508,23 @@ pub struct GridSeries {
     pub cells: usize,
 }
 
+/// Which series a grid read reads ([`Store::read_rollup_grid`]).
+pub enum GridSelect<'k, 'a> {
+    /// Every series of the metric.
+    All,
+    /// Those `keep` accepts (decided once per series, from its tags).
+    Keep(&'k mut Keep<'a>),
+    /// These TSUIDs (sorted), fetched by key.
+    Series(&'k [Vec<u8>]),
+}
+
+/// A grid read's buffers for one row's columns, reused from row to row.
+#[derive(Default)]
+struct RowBuffers {
+    decoded: [Vec<f64>; COLUMNS],
+    staged: Vec<f64>,
+}
+
 /// What a grid read reads, and onto which grid.
 struct GridRead<'a> {
     /// The `<table>:a` column family.
@@ -1030,7 +1047,7 @@ impl Store {
         start_ms: i64,
         end_ms: i64,
         budget: &mut super::ReadBudget,
-        keep: Option<&mut Keep<'_>>,
+        select: GridSelect<'_, '_>,
         stage_row: &F,
     ) -> Result<Option<RollupGrid>, StoreError> {
         let auto_family = RollupInterval::auto_family(family);
@@ -1058,12 +1075,38 @@ impl Store {
             charged: ids.iter().filter(|id| self.rollups.auto_ids.contains(id)).count(),
         };
         let middle = interval.base_time((i64::from(first_base) + i64::from(last_base)) / 2 + 1);
-        let mut series = match keep {
-            Some(keep) => self.grid_rows(&read, (first_base, last_base), (0, len), budget, keep, stage_row)?,
-            None if middle <= first_base || middle > last_base => {
+        let mut series = match select {
+            GridSelect::Series(tsuids) => {
+                // Fetched by key, as `read_rollup_series` does, several series in two halves side by side.
+                let bases = bases_from(interval, first_base, last_base);
+                let read = &read;
+                if tsuids.len() >= SPLIT_SERIES {
+                    let (earlier, later) = tsuids.split_at(tsuids.len() / 2);
+                    let (out, later) = std::thread::scope(|scope| {
+                        let mut forked = budget.fork();
+                        let bases = &bases;
+                        let later = scope.spawn(move || {
+                            self.grid_series(read, bases, later, &mut forked, stage_row).map(|r| (r, forked))
+                        });
+                        let out = self.grid_series(read, bases, earlier, budget, stage_row);
+                        (out, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                    });
+                    let (later, forked) = later?;
+                    budget.join(forked)?;
+                    let mut out = out?;
+                    out.extend(later);
+                    out
+                } else {
+                    self.grid_series(read, &bases, tsuids, budget, stage_row)?
+                }
+            }
+            GridSelect::Keep(keep) => {
+                self.grid_rows(&read, (first_base, last_base), (0, len), budget, keep, stage_row)?
+            }
+            GridSelect::All if middle <= first_base || middle > last_base => {
                 self.grid_rows(&read, (first_base, last_base), (0, len), budget, &mut |_| Ok(true), stage_row)?
             }
-            None => {
+            GridSelect::All => {
                 // Buckets from `split` on come from the later half's rows.
                 let split =
                     usize::try_from((i64::from(middle) * 1000 - first_ms).div_euclid(step_ms)).unwrap_or(0).min(len);
@@ -1144,9 +1187,7 @@ impl Store {
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut cursor = 0;
         let mut out: Vec<GridSeries> = Vec::new();
-        let mut decoded: [Vec<f64>; COLUMNS] = Default::default();
-        let mut staged = Vec::new();
-        let step = read.step_ms;
+        let mut buffers = RowBuffers::default();
         self.for_each_row_in(read.family, read.metric, first_base, last_base, |row| {
             let tags_bytes = &row.key[tags_offset..];
             let at = match met.get(cursor) {
@@ -1188,56 +1229,125 @@ impl Store {
                 budget.rows_skipped += 1;
                 return Ok(true);
             };
-            let view = self.auto_row(row.key, row.value)?;
-            let mut integral = [false; COLUMNS];
-            for (c, column) in decoded.iter_mut().enumerate() {
-                if read.columns[c] {
-                    let corrupt = |e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(row.key)));
-                    let view = view.column(c).map_err(corrupt)?;
-                    view.decode_f64(column);
-                    integral[c] = view.is_integral();
-                }
-            }
-            stage_row(&decoded, integral, &mut staged);
-            if staged.len() != view.k {
-                return Err(StoreError::Corrupt(format!(
-                    "rollup row {}: columns missing",
-                    codec::uid_to_string(row.key)
-                )));
-            }
-            let s = &mut out[i];
-            // Rows start on bucket boundaries (checked by the caller): slot `i` is bucket `row_first + i`, and the
-            // grid's buckets are those in `[start_ms, end_ms)`.
-            let row_first = (i64::from(row.base_time) * 1000 - read.first_ms).div_euclid(step);
-            let (lo, hi) = (lo as i64, hi as i64);
-            let mut cells = 0;
-            if view.k == view.n && row_first >= lo && row_first + view.n as i64 <= hi {
-                // Every slot present and read (a row of a series that reported all along): one copy.
-                let (from, to) = ((row_first - lo) as usize, row_first as usize);
-                put_values(&mut s.values, from, &staged[..view.k]);
-                set_bits(&mut s.present, to..to + view.k);
-                cells = view.k;
-            } else {
-                view.for_each_present(|slot, j| {
-                    let b = row_first + slot as i64;
-                    if b < lo || b >= hi {
-                        // Outside the read (or, not reached, outside this half: the halves split on a row boundary).
-                        return;
-                    }
-                    let b = b as usize;
-                    put_values(&mut s.values, b - lo as usize, &staged[j..j + 1]);
-                    s.present[b / 64] |= 1 << (b % 64);
-                    cells += 1;
-                });
-            }
-            s.cells += cells;
-            budget.charge(cells * read.charged, row.value.len())?;
+            self.grid_row(
+                read,
+                row.key,
+                row.base_time,
+                row.value,
+                &mut out[i],
+                (lo, hi),
+                &mut buffers,
+                stage_row,
+                budget,
+            )?;
             Ok(true)
         })?;
         for s in &mut out {
             s.values.resize(hi - lo, 0.0);
         }
         Ok(out)
+    }
+
+    /// The given series (TSUIDs of the read's metric), their rows fetched by key (`bases`: the row base times).
+    fn grid_series<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>)>(
+        &self,
+        read: &GridRead<'_>,
+        bases: &[u32],
+        tsuids: &[Vec<u8>],
+        budget: &mut super::ReadBudget,
+        stage_row: &F,
+    ) -> Result<Vec<GridSeries>, StoreError> {
+        let cf = self.cf(read.family);
+        let (mw, kw) = (self.layout.uid_widths[0], self.layout.uid_widths[1]);
+        let pair = kw + self.layout.uid_widths[2];
+        let mut buffers = RowBuffers::default();
+        let mut out = Vec::with_capacity(tsuids.len());
+        for tsuid in tsuids {
+            let keys: Vec<Vec<u8>> =
+                bases.iter().map(|&b| codec::row_key_from_tsuid(tsuid, i64::from(b), &self.layout.salt, mw)).collect();
+            let mut s = GridSeries {
+                series: StoredSeries {
+                    tsuid: tsuid.clone(),
+                    tags: tsuid
+                        .get(mw..)
+                        .unwrap_or_default()
+                        .chunks_exact(pair)
+                        .map(|c| (c[..kw].to_vec(), c[kw..].to_vec()))
+                        .collect(),
+                    points: Vec::new(),
+                    annotations: Vec::new(),
+                },
+                values: Vec::with_capacity(read.len),
+                present: vec![0; read.len.div_ceil(64)],
+                cells: 0,
+            };
+            // Keys ascend by base time; pinned rows are read in place, not copied out.
+            for ((key, &base), row) in keys.iter().zip(bases).zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
+                if let Some(row) = row? {
+                    self.grid_row(read, key, base, &row, &mut s, (0, read.len), &mut buffers, stage_row, budget)?;
+                }
+            }
+            s.values.resize(read.len, 0.0);
+            out.push(s);
+        }
+        Ok(out)
+    }
+
+    /// Reads one `:a` row of a series onto its grid buckets `[lo, hi)` (see [`Store::read_rollup_grid`]) and
+    /// charges it to the budget.
+    #[allow(clippy::too_many_arguments)]
+    fn grid_row<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>)>(
+        &self,
+        read: &GridRead<'_>,
+        key: &[u8],
+        base_time: u32,
+        value: &[u8],
+        s: &mut GridSeries,
+        (lo, hi): (usize, usize),
+        buffers: &mut RowBuffers,
+        stage_row: &F,
+        budget: &mut super::ReadBudget,
+    ) -> Result<(), StoreError> {
+        let view = self.auto_row(key, value)?;
+        let mut integral = [false; COLUMNS];
+        for (c, column) in buffers.decoded.iter_mut().enumerate() {
+            if read.columns[c] {
+                let corrupt = |e| StoreError::Corrupt(format!("rollup row {}: {e}", codec::uid_to_string(key)));
+                let view = view.column(c).map_err(corrupt)?;
+                view.decode_f64(column);
+                integral[c] = view.is_integral();
+            }
+        }
+        stage_row(&buffers.decoded, integral, &mut buffers.staged);
+        if buffers.staged.len() != view.k {
+            return Err(StoreError::Corrupt(format!("rollup row {}: columns missing", codec::uid_to_string(key))));
+        }
+        // Rows start on bucket boundaries (checked by the caller): slot `i` is bucket `row_first + i`, and the
+        // grid's buckets are those in `[start_ms, end_ms)`.
+        let row_first = (i64::from(base_time) * 1000 - read.first_ms).div_euclid(read.step_ms);
+        let (lo, hi) = (lo as i64, hi as i64);
+        let mut cells = 0;
+        if view.k == view.n && row_first >= lo && row_first + view.n as i64 <= hi {
+            // Every slot present and read (a row of a series that reported all along): one copy.
+            let (from, to) = ((row_first - lo) as usize, row_first as usize);
+            put_values(&mut s.values, from, &buffers.staged[..view.k]);
+            set_bits(&mut s.present, to..to + view.k);
+            cells = view.k;
+        } else {
+            view.for_each_present(|slot, j| {
+                let b = row_first + slot as i64;
+                if b < lo || b >= hi {
+                    // Outside the read (or, not reached, outside this half: the halves split on a row boundary).
+                    return;
+                }
+                let b = b as usize;
+                put_values(&mut s.values, b - lo as usize, &buffers.staged[j..j + 1]);
+                s.present[b / 64] |= 1 << (b % 64);
+                cells += 1;
+            });
+        }
+        s.cells += cells;
+        budget.charge(cells * read.charged, value.len())
     }
 
     /// Whether rollup table `family` has any row of `metric` with a base time in `[first_base, last_base]`.
@@ -1400,15 +1510,7 @@ impl Store {
         }
         let start_s = start_ms.div_euclid(1000).max(0);
         let end_s = (end_ms - 1).div_euclid(1000).clamp(0, codec::MAX_SECONDS);
-        let mut bases = vec![interval.base_time(start_s)];
-        let last_base = interval.base_time(end_s);
-        while let Some(&b) = bases.last().filter(|&&b| b < last_base) {
-            let next = interval.next_base_time(b);
-            if next <= b {
-                break;
-            }
-            bases.push(next);
-        }
+        let bases = bases_from(interval, interval.base_time(start_s), interval.base_time(end_s));
         let (mw, kw) = (self.layout.uid_widths[0], self.layout.uid_widths[1]);
         let pair = kw + self.layout.uid_widths[2];
         let mut out = Vec::new();
@@ -1458,6 +1560,19 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// The row base times of `interval` from `first` to `last` (inclusive).
+fn bases_from(interval: &RollupInterval, first: u32, last: u32) -> Vec<u32> {
+    let mut bases = vec![first];
+    while let Some(&b) = bases.last().filter(|&&b| b < last) {
+        let next = interval.next_base_time(b);
+        if next <= b {
+            break;
+        }
+        bases.push(next);
+    }
+    bases
 }
 
 /// Sets bits `range` of a bitmap (bit `i` at bit `i % 64` of word `i / 64`), a word at a time.
