@@ -130,7 +130,9 @@ struct ReadSeries {
 /// Caches UID -> name for one query: rows of a series repeat the same UIDs.
 struct Names<'a> {
     store: &'a Store,
-    cache: HashMap<(UidKind, Vec<u8>), String>,
+    /// Per kind (metric, tag key, tag value), by UID: looked up by slice, with no key built per lookup (a wide
+    /// query names thousands of series' tags).
+    cache: [HashMap<Vec<u8>, String>; 3],
     /// Names looked up in the store (cache misses), and the time they took.
     resolved: u64,
     resolving: std::time::Duration,
@@ -138,14 +140,19 @@ struct Names<'a> {
 
 impl Names<'_> {
     fn name(&mut self, kind: UidKind, uid: &[u8]) -> Result<String, StoreError> {
-        if let Some(n) = self.cache.get(&(kind, uid.to_vec())) {
+        let cache = match kind {
+            UidKind::Metric => 0,
+            UidKind::TagKey => 1,
+            UidKind::TagValue => 2,
+        };
+        if let Some(n) = self.cache[cache].get(uid) {
             return Ok(n.clone());
         }
         let started = Instant::now();
         let n = self.store.uids().name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid));
         self.resolved += 1;
         self.resolving += started.elapsed();
-        self.cache.insert((kind, uid.to_vec()), n.clone());
+        self.cache[cache].insert(uid.to_vec(), n.clone());
         Ok(n)
     }
 }
@@ -178,7 +185,7 @@ fn execute_sub(
         },
         (None, None) => return Err(bad("Missing the metric or tsuids, provide at least one".into())),
     };
-    let mut names = Names { store, cache: HashMap::new(), resolved: 0, resolving: std::time::Duration::ZERO };
+    let mut names = Names { store, cache: Default::default(), resolved: 0, resolving: std::time::Duration::ZERO };
     let metric_name = names.name(UidKind::Metric, &metric_uid)?;
 
     let filters = if tsuid_filter.is_some() { Vec::new() } else { sub.filters.clone() };
