@@ -51,7 +51,7 @@ pub(super) struct Rollups {
     /// fold to move to the next generation.
     gate: RwLock<()>,
     /// Rows with a stored mark not yet handled by a fold, and what was written to them since it was stored.
-    pending: Mutex<HashMap<Vec<u8>, Change>>,
+    pending: Mutex<Notes>,
     /// Whether stored marks may exist that `pending` has no note of (marks from before a restart, or rows past
     /// [`PENDING_CAPACITY`]): then a fold of one metric must read the stored marks too. Cleared by a full fold.
     unnoted: std::sync::atomic::AtomicBool,
@@ -100,6 +100,47 @@ impl Change {
     }
 }
 
+/// The notes of rows with a stored mark not yet folded, by metric (a row key's metric UID): a query's fold of its
+/// metric takes that metric's notes without walking every other metric's (right after a burst of writes that was
+/// every raw row of the burst, ~0.5 ms per query for data set B's 96 000 rows).
+#[derive(Default)]
+struct Notes {
+    by_metric: HashMap<Vec<u8>, HashMap<Vec<u8>, Change>>,
+    len: usize,
+}
+
+impl Notes {
+    fn get_mut(&mut self, metric: &[u8], row: &[u8]) -> Option<&mut Change> {
+        self.by_metric.get_mut(metric)?.get_mut(row)
+    }
+
+    /// Notes a change to `row` (its metric UID at `metric`), merged into its note if it has one.
+    fn note(&mut self, metric: std::ops::Range<usize>, row: Vec<u8>, change: Change) {
+        let m = row.get(metric).unwrap_or_default();
+        let rows = match self.by_metric.get_mut(m) {
+            Some(rows) => rows,
+            None => self.by_metric.entry(m.to_vec()).or_default(),
+        };
+        match rows.get_mut(&row) {
+            Some(c) => c.merge(change),
+            None => {
+                rows.insert(row, change);
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Takes the notes of `metric`, or of every metric.
+    fn take(&mut self, metric: Option<&[u8]>) -> HashMap<Vec<u8>, Change> {
+        let taken = match metric {
+            Some(m) => self.by_metric.remove(m).unwrap_or_default(),
+            None => std::mem::take(&mut self.by_metric).into_values().flatten().collect(),
+        };
+        self.len -= taken.len();
+        taken
+    }
+}
+
 /// Rows tracked in memory per generation at most; past it, batches store a mark for every row they change.
 const PENDING_CAPACITY: usize = 1 << 18;
 
@@ -139,7 +180,7 @@ impl Rollups {
             fold_lock: Mutex::new(()),
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Notes::default()),
             unnoted: std::sync::atomic::AtomicBool::new(false),
             refolded: Mutex::new(HashMap::new()),
             marks_flushed: Mutex::new(std::time::Instant::now()),
@@ -586,10 +627,11 @@ impl Store {
         // Rows already marked in this generation only need their note updated; the others get a stored mark,
         // noted once the write succeeded (a batch that skips its mark must come after a mark that is written).
         let mut fresh = Vec::new();
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         {
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
             for (row, change) in entries {
-                match pending.get_mut(&row) {
+                match pending.get_mut(row.get(sw..sw + mw).unwrap_or_default(), &row) {
                     Some(c) => c.merge(change),
                     None => fresh.push((row, change)),
                 }
@@ -599,11 +641,11 @@ impl Store {
         self.db.write_opt(batch, opts)?;
         let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
         for (row, change) in fresh {
-            if pending.len() >= PENDING_CAPACITY {
+            if pending.len >= PENDING_CAPACITY {
                 self.rollups.unnoted.store(true, Ordering::Release);
                 break;
             }
-            pending.entry(row).and_modify(|c| c.merge(change)).or_insert(Change { generation, ..change });
+            pending.note(sw..sw + mw, row, Change { generation, ..change });
         }
         Ok(())
     }
@@ -673,10 +715,7 @@ impl Store {
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
-            let notes: HashMap<Vec<u8>, Change> = match metric {
-                None => std::mem::take(&mut *pending),
-                Some(_) => pending.extract_if(|row, _| of_metric(row)).collect(),
-            };
+            let notes = pending.take(metric);
             let read_marks = match metric {
                 None => {
                     self.rollups.unnoted.store(false, Ordering::Release);
