@@ -1239,13 +1239,15 @@ impl Store {
     }
 
     /// Brings every table to its settled form after a burst of writes (an import, a backfill, a benchmark's
-    /// ingest): a large memtable is flushed, and level-0 files are compacted into the tree below, as RocksDB would
+    /// ingest): the burst's rows are folded into the automatic rollups, a large memtable is flushed, and level-0 files are compacted into the tree below, as RocksDB would
     /// do only once more files pile up. Until then the data table's newest rows are merge operands in
     /// uncompressed files, merged again on every read; compacted, they are merged once, compressed, and a closed
     /// hour's rows packed. The daemon calls this once writes have paused (see `daemon`); the bottom level is not
     /// rewritten (only what level 0 overlaps), so a large store pays what its next level-0 compaction costs.
     pub fn compact_written(&self) -> Result<(), StoreError> {
-        self.settle()?;
+        // The burst's rollups first (settling the series table on the way), so they are compacted with it rather
+        // than left in level 0 by the next background fold.
+        self.fold_rollups(None)?;
         let mut opts = rocksdb::CompactOptions::default();
         opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Skip);
         for cf in self.family_names().into_iter().filter_map(|f| self.db.cf_handle(f)) {
