@@ -5,10 +5,6 @@
 //! read buffer: an ASCII `put` line with up to 15 words and 8 tags is parsed without touching the heap.
 use std::borrow::Cow;
 
-use nom::bytes::complete::{tag, take_till};
-use nom::combinator::opt;
-use nom::IResult;
-use nom::Parser;
 use smallvec::SmallVec;
 
 use crate::codec::Value;
@@ -59,35 +55,24 @@ impl Command<'_> {
 /// Finds the first complete line in `buf`: returns the line without its `\n` (and without a `\r` right before
 /// it) and the number of bytes it used up. A lone `\r` stays in the line (spec: ingest §1.2).
 pub fn next_line(buf: &[u8]) -> Option<(&[u8], usize)> {
-    let end = memchr(b'\n', buf)?;
+    // SIMD search: framing is a pass over every byte received (perf: ~1% of A ingest with a byte loop).
+    let end = memchr::memchr(b'\n', buf)?;
     let line = &buf[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     Some((line, end + 1))
 }
 
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
-/// One word: everything up to the next space (possibly nothing).
-fn word(input: &[u8]) -> IResult<&[u8], &[u8]> {
-    take_till(|b| b == b' ')(input)
-}
-
 /// Splits a line on single spaces as OpenTSDB's `Tags.splitString(line, ' ')` does: nothing is dropped, so
-/// `"a  b"` gives `["a", "", "b"]` and `""` gives `[""]`.
+/// `"a  b"` gives `["a", "", "b"]` and `""` gives `[""]`. One SIMD scan for the spaces, no allocation for up to
+/// 16 words (perf: a byte-at-a-time combinator split was ~4% of A ingest).
 pub fn split_words(line: &[u8]) -> Words<'_> {
     let mut words = Words::new();
-    let mut rest = line;
-    loop {
-        // `word` and `opt(tag)` cannot fail on complete input: they accept the empty string.
-        let Ok((after_word, w)) = word(rest) else { break };
-        words.push(w);
-        match opt(tag::<_, _, nom::error::Error<&[u8]>>(&b" "[..])).parse(after_word) {
-            Ok((after_space, Some(_))) => rest = after_space,
-            _ => break,
-        }
+    let mut start = 0;
+    for space in memchr::memchr_iter(b' ', line) {
+        words.push(&line[start..space]);
+        start = space + 1;
     }
+    words.push(&line[start..]);
     words
 }
 

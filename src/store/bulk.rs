@@ -66,13 +66,13 @@ struct SeriesState {
 impl BulkLoad {
     /// The load's number of a resolved series (see [`Store::series_key`]).
     pub fn series(&mut self, key: &SeriesKey) -> u32 {
-        if let Some(&id) = self.ids.get(&key.template) {
+        if let Some(&id) = self.ids.get(key.template.as_slice()) {
             return id;
         }
         let id = self.series.len() as u32;
-        let template = key.template.clone();
+        let template = key.template.to_vec();
         self.series.push(SeriesState { template, row: FreshRow::default(), hour: 0, newest: 0, points: 0 });
-        self.ids.insert(key.template.clone(), id);
+        self.ids.insert(key.template.to_vec(), id);
         id
     }
 

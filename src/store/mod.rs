@@ -262,7 +262,7 @@ pub struct PointBatch {
     /// The raw data points, logged as one record and then added to the in-memory series table.
     log: pending::PointLog,
     /// Scratch space of the series table's insert.
-    order: Vec<(u32, u32)>,
+    order: pending::InsertOrder,
     points: u64,
     /// Rollup and pre-aggregate points (not data points: OpenTSDB counts them apart).
     rollup_points: u64,
@@ -286,10 +286,12 @@ impl PointBatch {
     }
 }
 
-/// A series resolved to UIDs: its row key with the hour left zero.
+/// A series resolved to UIDs: its row key with the hour left zero. Held inline (a key of three tags is ~25 bytes):
+/// connections keep one per series they write and read it for every point, and a pointer to chase would be a
+/// cache miss per point.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeriesKey {
-    template: Vec<u8>,
+    template: smallvec::SmallVec<[u8; 32]>,
 }
 
 /// The points of one series read by [`Store::scan_series`].
@@ -417,7 +419,8 @@ impl Store {
         let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
         let full_merge = move |key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| {
             let hour = codec::row_base_time(key, salt_width, metric_width);
-            Some(merge_data_row(existing, operands, fix_duplicates, hour_closed(hour, unix_now()), &merge_metrics))
+            let pack = hour_closed(hour, unix_now());
+            Some(merge_data_row(existing, operands, fix_duplicates, pack, &merge_metrics))
         };
         let mut data_opts = Options::default();
         data_opts.set_merge_operator("opentsdb-row-v1", full_merge, concat_operands);
@@ -540,7 +543,7 @@ impl Store {
             self.pending.replay(record, &mut order);
         }
         let (_, rows, _) = self.pending.take().map_err(log_error)?;
-        self.overlay = rows.into_iter().map(|(key, fragment)| (key, fragment.columns)).collect();
+        self.overlay = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
         Ok(())
     }
 
@@ -584,7 +587,7 @@ impl Store {
         // sorted keys cost a few comparisons each where the shards' hash order cost a walk from the top (perf:
         // ~25% of the daemon's time under A ingest went to `InlineSkipList::FindSpliceForLevel`).
         let mut rows = rows;
-        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         // Written in slices, each row freed once its slice is written: one batch of every row would hold a second
         // copy of the whole table at the flush (peak RSS). A row's merge, its rollup mark and its series-index
         // notes stay in one write; rows need no atomicity between them (a crash before the last slice replays
@@ -601,7 +604,7 @@ impl Store {
                 self.pending.restore(slice.drain(..).chain(rest).collect());
                 return Err(e);
             }
-            let points: u64 = slice.iter().map(|(_, f)| f.points).sum();
+            let points: u64 = slice.iter().map(|row| row.fragment.points).sum();
             self.pending.flushed(points, pending::PendingTable::bytes_of(&slice));
         }
         // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
@@ -615,13 +618,13 @@ impl Store {
 
     /// Writes rows of the series table (in key order) in one write: each row's points as one merge operand, with
     /// its rollup mark and series-index notes.
-    fn write_rows(&self, rows: &[(Vec<u8>, pending::Fragment)]) -> Result<(), StoreError> {
+    fn write_rows(&self, rows: &[pending::Row]) -> Result<(), StoreError> {
         let (data, series_cf) = (self.cf(CF_DATA), self.cf(CF_SERIES));
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut batch = WriteBatch::default();
         let mut marks = rollup::Marks::default();
         let mut tsuid = Vec::with_capacity(64);
-        for (key, fragment) in rows {
+        for pending::Row { key, fragment, .. } in rows {
             batch.merge_cf(data, key, &fragment.columns);
             let hour = codec::row_base_time(key, sw, mw);
             if self.rollups.auto() {
@@ -752,7 +755,7 @@ impl Store {
             tags.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
         // A row key at hour 0 carries everything but the hour: salt, metric, sorted pairs.
         let template = codec::row_key(&self.layout.salt, metric.as_bytes(), 0, &pairs);
-        Ok(SeriesKey { template })
+        Ok(SeriesKey { template: smallvec::SmallVec::from_slice(&template) })
     }
 
     /// Adds one point of an already resolved series to `batch`.
@@ -783,12 +786,12 @@ impl Store {
         opts.set_sync(sync);
         let started = Instant::now();
         let write = std::mem::take(&mut batch.batch);
-        let result = if batch.log.bytes.is_empty() {
+        let result = if batch.log.is_empty() {
             self.write_marked(write, &mut batch.marks, &opts).map_err(StoreError::from)
         } else {
             // One series-log record for all the batch's points; they join the series table once it and the rest of
             // the batch are written (see [`pending`]).
-            let (log, order, marks) = (&batch.log, &mut batch.order, &mut batch.marks);
+            let (log, order, marks) = (&mut batch.log, &mut batch.order, &mut batch.marks);
             self.pending.commit(log, points, order, sync, || {
                 if write.is_empty() {
                     return Ok(());
@@ -798,7 +801,7 @@ impl Store {
         };
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         batch.points = 0;
-        batch.log.bytes.clear();
+        batch.log.clear();
         result?;
         if self.pending.points() > MAX_PENDING_POINTS {
             // Writers outrun the background flush: the writer that finds the table full flushes it (back-pressure
@@ -1397,22 +1400,22 @@ fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and for a closed hour the
-/// compacted column packed ([`codec::pack_row`]; readers that show cells expand it back). If the stored bytes
+/// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and with `pack` (a stored merge
+/// of a closed hour) the compacted column packed ([`codec::pack_row`]; readers that show cells expand it back). If the stored bytes
 /// can't be decoded, the columns are kept concatenated as they are rather than failing the read: nothing written
 /// is ever dropped by a merge.
 fn merge_data_row(
     existing: Option<&[u8]>,
     operands: &MergeOperands,
     fix_duplicates: bool,
-    closed: bool,
+    pack: bool,
     metrics: &Metrics,
 ) -> Vec<u8> {
     let ops: Vec<&[u8]> = operands.iter().collect();
     match codec::merge_row(existing, &ops, fix_duplicates) {
         Ok(merged) => {
             metrics.compaction_duplicates(merged.identical_duplicates, merged.variant_duplicates);
-            match closed.then(|| codec::pack_row(&merged.row)).flatten() {
+            match pack.then(|| codec::pack_row(&merged.row)).flatten() {
                 Some(packed) => packed,
                 None => merged.row,
             }
