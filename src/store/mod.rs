@@ -305,6 +305,24 @@ pub struct StoredSeries {
     pub annotations: Vec<Vec<u8>>,
 }
 
+impl StoredSeries {
+    /// The series of `tsuid` with nothing read yet: its (tagk, tagv) pairs split out by `layout`'s UID widths.
+    pub fn of_tsuid(tsuid: &[u8], layout: &Layout) -> StoredSeries {
+        let [mw, kw, vw] = layout.uid_widths;
+        StoredSeries {
+            tsuid: tsuid.to_vec(),
+            tags: tsuid
+                .get(mw..)
+                .unwrap_or_default()
+                .chunks_exact(kw + vw)
+                .map(|c| (c[..kw].to_vec(), c[kw..].to_vec()))
+                .collect(),
+            points: Vec::new(),
+            annotations: Vec::new(),
+        }
+    }
+}
+
 /// One stored row, decoded far enough to name its series.
 #[derive(Debug)]
 pub struct RowRef<'a> {
@@ -1011,7 +1029,7 @@ impl Store {
         let last = codec::MAX_SECONDS * 1000 + 999;
         let start_hour = codec::base_time(start_ms.clamp(0, last)) as i64;
         let end_hour = codec::base_time((end_ms - 1).clamp(0, last)) as i64;
-        let (mw, pair) = (self.layout.uid_widths[0], self.layout.uid_widths[1] + self.layout.uid_widths[2]);
+        let mw = self.layout.uid_widths[0];
         let cf = self.cf(CF_DATA);
         let mut out = Vec::with_capacity(tsuids.len());
         for tsuid in tsuids {
@@ -1019,20 +1037,7 @@ impl Store {
                 .step_by(3600)
                 .map(|hour| codec::row_key_from_tsuid(tsuid, hour, &self.layout.salt, mw))
                 .collect();
-            let mut series = StoredSeries {
-                tsuid: tsuid.clone(),
-                tags: tsuid
-                    .get(mw..)
-                    .unwrap_or_default()
-                    .chunks_exact(pair)
-                    .map(|c| {
-                        let (k, v) = c.split_at(self.layout.uid_widths[1]);
-                        (k.to_vec(), v.to_vec())
-                    })
-                    .collect(),
-                points: Vec::new(),
-                annotations: Vec::new(),
-            };
+            let mut series = StoredSeries::of_tsuid(tsuid, &self.layout);
             let mut found = false;
             // Keys ascend by hour; pinned values are read in place, not copied out.
             for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {

@@ -1303,25 +1303,14 @@ impl Store {
         stage_row: &F,
     ) -> Result<Vec<GridSeries>, StoreError> {
         let cf = self.cf(read.family);
-        let (mw, kw) = (self.layout.uid_widths[0], self.layout.uid_widths[1]);
-        let pair = kw + self.layout.uid_widths[2];
+        let mw = self.layout.uid_widths[0];
         let mut buffers = RowBuffers::default();
         let mut out = Vec::with_capacity(tsuids.len());
         for tsuid in tsuids {
             let keys: Vec<Vec<u8>> =
                 bases.iter().map(|&b| codec::row_key_from_tsuid(tsuid, i64::from(b), &self.layout.salt, mw)).collect();
             let mut s = GridSeries {
-                series: StoredSeries {
-                    tsuid: tsuid.clone(),
-                    tags: tsuid
-                        .get(mw..)
-                        .unwrap_or_default()
-                        .chunks_exact(pair)
-                        .map(|c| (c[..kw].to_vec(), c[kw..].to_vec()))
-                        .collect(),
-                    points: Vec::new(),
-                    annotations: Vec::new(),
-                },
+                series: StoredSeries::of_tsuid(tsuid, &self.layout),
                 values: Vec::with_capacity(read.len),
                 present: vec![0; read.len.div_ceil(64)],
                 cells: 0,
@@ -1556,25 +1545,14 @@ impl Store {
         let start_s = start_ms.div_euclid(1000).max(0);
         let end_s = (end_ms - 1).div_euclid(1000).clamp(0, codec::MAX_SECONDS);
         let bases = bases_from(interval, interval.base_time(start_s), interval.base_time(end_s));
-        let (mw, kw) = (self.layout.uid_widths[0], self.layout.uid_widths[1]);
-        let pair = kw + self.layout.uid_widths[2];
+        let mw = self.layout.uid_widths[0];
         let mut out = Vec::new();
         let expected = expected_buckets(interval, start_ms, end_ms);
         for tsuid in tsuids {
             let keys: Vec<Vec<u8>> =
                 bases.iter().map(|&b| codec::row_key_from_tsuid(tsuid, i64::from(b), &self.layout.salt, mw)).collect();
             let mut series = RollupSeries {
-                series: StoredSeries {
-                    tsuid: tsuid.clone(),
-                    tags: tsuid
-                        .get(mw..)
-                        .unwrap_or_default()
-                        .chunks_exact(pair)
-                        .map(|c| (c[..kw].to_vec(), c[kw..].to_vec()))
-                        .collect(),
-                    points: Vec::new(),
-                    annotations: Vec::new(),
-                },
+                series: StoredSeries::of_tsuid(tsuid, &self.layout),
                 values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
             };
             // Keys ascend by base time; pinned rows are read in place, not copied out.
