@@ -469,7 +469,7 @@ impl Store {
         let mut series_opts = small_opts.clone();
         series_opts.set_merge_operator_associative("max-hour-v1", series::merge_max_hour);
         let bulk_options = bulk::BulkOptions {
-            data: data_opts.clone(),
+            data: bulk::data_file_options(&data_opts, &block_cache),
             series: series_opts.clone(),
             dirty: rollup::dirty_options(&block_cache),
         };
