@@ -776,6 +776,17 @@ impl Store {
         Ok(SeriesKey { template: smallvec::SmallVec::from_slice(&template) })
     }
 
+    /// The series with `metric_of`'s metric and `tags_of`'s tags, both resolved before: no UID to look up.
+    pub fn series_key_crossed(&self, metric_of: &SeriesKey, tags_of: &SeriesKey) -> SeriesKey {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let tags = &tags_of.template[sw + mw + codec::TIMESTAMP_BYTES..];
+        let mut tsuid: smallvec::SmallVec<[u8; 32]> = smallvec::SmallVec::with_capacity(mw + tags.len());
+        tsuid.extend_from_slice(&metric_of.template[sw..sw + mw]);
+        tsuid.extend_from_slice(tags);
+        let template = codec::row_key_from_tsuid(&tsuid, 0, &self.layout.salt, mw);
+        SeriesKey { template: smallvec::SmallVec::from_slice(&template) }
+    }
+
     /// Adds one point of an already resolved series to `batch`.
     pub fn add_to_series(&self, batch: &mut PointBatch, series: &SeriesKey, timestamp: i64, value: codec::Value) {
         let hour = codec::base_time(timestamp);
@@ -1528,6 +1539,22 @@ mod tests {
             store.add_point(&mut batch, p).unwrap();
         }
         store.commit(&mut batch, false).unwrap();
+    }
+
+    // A series made of one series' metric and another's tags is the one the UIDs of its names give, salt
+    // included (spec: ingest §4.2, the salt a hash of the metric and tags).
+    #[test]
+    fn a_crossed_series_key_is_the_key_of_its_names() {
+        for salt in ["0", "1", "2"] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = open(dir.path(), &[("tsd.core.auto_create_metrics", "true"), ("tsd.storage.salt.width", salt)]);
+            let key =
+                |m: &str, tags: &[(&str, &str)]| s.series_key(&point(m, 1356998400, Value::Int(1), tags)).unwrap();
+            let (a, b) = (key("a", &[("host", "x"), ("dc", "1")]), key("bb", &[("host", "yy")]));
+            assert_eq!(s.series_key_crossed(&a, &b), key("a", &[("host", "yy")]), "salt width {salt}");
+            assert_eq!(s.series_key_crossed(&b, &a), key("bb", &[("dc", "1"), ("host", "x")]), "salt width {salt}");
+            assert_eq!(s.series_key_crossed(&a, &a), a);
+        }
     }
 
     /// Every row of a metric as (key, columns).

@@ -456,6 +456,9 @@ struct Parser<'a> {
     last: (u32, usize),
     /// Series remembered (at most [`MAX_SERIES`]).
     remembered: usize,
+    /// By metric-word number: a series of that metric; by tag-words number: a series with those tags.
+    metric_keys: Vec<SeriesKey>,
+    tag_keys: Vec<SeriesKey>,
     numbered: u32,
 }
 
@@ -555,20 +558,28 @@ impl Parser<'_> {
                 }
             }
         }
+        // A new series whose metric word and tag words were both met (and checked) in other lines: its key is
+        // made of theirs, without parsing the line's words or looking up UIDs (a file names each of its series
+        // first in a line like this, once per parser).
+        if let Some((metric, timestamp, value, tags)) = split_head(text) {
+            if let (Some(m), Some(t)) = (self.metrics.get(metric), self.tags.get(tags)) {
+                if let Some((timestamp, value)) =
+                    telnet::parse_put_known_series(&[b"put", metric, timestamp, value, tags])
+                {
+                    let series =
+                        self.store.series_key_crossed(&self.metric_keys[m as usize], &self.tag_keys[t as usize]);
+                    self.add_new_series(text, series, timestamp, value, out);
+                    return Ok(());
+                }
+            }
+        }
         let mut words: Words<'_> = Words::new();
         words.push(b"put");
         words.extend(telnet::split_words(text));
         let point = telnet::parse_put(&words, self.rules).map_err(|e| e.to_string())?;
         match self.store.series_key(&point) {
             Ok(series) => {
-                let i = self.numbered;
-                self.numbered += 1;
-                out.new_series.push(series);
-                // A line that passed has at least four words, so it splits.
-                if let Some((metric, _, _, tags)) = split_head(text) {
-                    self.remember(metric, tags, i);
-                }
-                out.points.push((i, point.timestamp, point.value));
+                self.add_new_series(text, series, point.timestamp, point.value, out);
                 Ok(())
             }
             Err(AddError::Put(e)) => Err(e.to_string()),
@@ -577,6 +588,18 @@ impl Parser<'_> {
                 Err(format!("not written: {e}"))
             }
         }
+    }
+
+    /// Numbers a series met for the first time in `text` and adds the line's point.
+    fn add_new_series(&mut self, text: &[u8], series: SeriesKey, timestamp: i64, value: Value, out: &mut Parsed) {
+        let i = self.numbered;
+        self.numbered += 1;
+        // A line that passed has at least four words, so it splits.
+        if let Some((metric, _, _, tags)) = split_head(text) {
+            self.remember(metric, tags, &series, i);
+        }
+        out.new_series.push(series);
+        out.points.push((i, timestamp, value));
     }
 
     /// The number of the series a line's metric and tag words name, if this parser has seen them.
@@ -599,13 +622,20 @@ impl Parser<'_> {
         Some(list[i].1)
     }
 
-    fn remember(&mut self, metric: &[u8], tags: &[u8], series: u32) {
+    fn remember(&mut self, metric: &[u8], tags: &[u8], key: &SeriesKey, series: u32) {
         if self.remembered >= MAX_SERIES {
             return;
         }
         let (Some(m), Some(t)) = (self.metrics.get_or_insert(metric), self.tags.get_or_insert(tags)) else {
             return;
         };
+        // The first series of each metric word and of each tag words keeps their UIDs for the words' other series.
+        if m as usize == self.metric_keys.len() {
+            self.metric_keys.push(key.clone());
+        }
+        if t as usize == self.tag_keys.len() {
+            self.tag_keys.push(key.clone());
+        }
         if self.series.len() <= t as usize {
             self.series.resize_with(t as usize + 1, Vec::new);
         }
@@ -771,6 +801,8 @@ fn import_store(
                 series: Vec::new(),
                 last: (u32::MAX, 0),
                 remembered: 0,
+                metric_keys: Vec::new(),
+                tag_keys: Vec::new(),
                 numbered: 0,
             };
             scope.spawn(move || {
