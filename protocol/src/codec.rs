@@ -1061,6 +1061,14 @@ impl FreshRow {
         }
     }
 
+    /// Where the next point's qualifier and value will be written (for a caller's prefetch).
+    pub fn ends(&self) -> (*const u8, *const u8) {
+        (
+            self.qualifiers.as_ptr().wrapping_add(self.qualifiers.len()),
+            self.values.as_ptr().wrapping_add(self.values.len()),
+        )
+    }
+
     /// Bytes allocated (for a caller's memory bound).
     pub fn capacity(&self) -> usize {
         self.qualifiers.capacity() + self.values.capacity()

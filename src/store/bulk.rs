@@ -119,6 +119,27 @@ impl BulkLoad {
         self.points += 1;
     }
 
+    /// Asks the CPU to fetch what [`BulkLoad::add`] reads of series `id` (its state) into the cache.
+    #[inline]
+    pub fn prefetch_series(&self, id: u32) {
+        if let Some(s) = self.series.get(id as usize) {
+            // A state spans two cache lines.
+            let at = s as *const SeriesState as *const u8;
+            prefetch(at);
+            prefetch(at.wrapping_add(std::mem::size_of::<SeriesState>() - 1));
+        }
+    }
+
+    /// Asks the CPU to fetch the ends of series `id`'s current row, where [`BulkLoad::add`] writes its next point.
+    #[inline]
+    pub fn prefetch_row(&self, id: u32) {
+        if let Some(s) = self.series.get(id as usize) {
+            let (q, v) = s.row.ends();
+            prefetch(q);
+            prefetch(v);
+        }
+    }
+
     /// Points added since the last write.
     pub fn len(&self) -> u64 {
         self.points
@@ -132,6 +153,17 @@ impl BulkLoad {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+}
+
+#[inline]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 impl Drop for BulkLoad {
