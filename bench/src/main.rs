@@ -26,7 +26,8 @@ OPTIONS:
   --runs N           runs per server, interleaved (default 3)
   --conns K          connections (default 4)
   --per-request N    points per /api/put request (default 1000)
-  --only LIST        comma-separated scenarios: a-telnet,a-http,b (default all)
+  --only LIST        comma-separated scenarios: a-telnet,a-http,b (default), a-import (`rtsd import` of A's
+                     lines into a stopped directory; with a-telnet, the import/telnet ratio: issue 4's bar)
   --servers LIST     rtsd,vm (default both)
   --rtsd PATH        the rtsd binary (default <workspace>/target/release/rtsd)
   --vm PATH          the victoria-metrics binary (default: from PATH)

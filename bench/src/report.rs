@@ -170,6 +170,39 @@ pub fn table(samples: &Samples, servers: &[Kind]) -> String {
     out
 }
 
+/// `rtsd import` against rtsd's own telnet put of the same data set in the same session, as Markdown; `None`
+/// when no import was measured. The bar is issue 4's: an import at least 5x the telnet rate.
+pub fn import_table(samples: &Samples) -> Option<String> {
+    const ROWS: &[(&str, &str, &str, Option<f64>)] = &[
+        (
+            "points/s, A (wall: import start to exit / telnet first byte to last point stored)",
+            "a_import.rate",
+            "a_telnet.rate",
+            Some(5.0),
+        ),
+        ("points per CPU-second (import process / telnet server)", "a_import.per_cpu", "a_telnet.per_cpu", None),
+        ("peak RSS (MiB)", "a_import.rss", "a_telnet.rss", None),
+        ("disk bytes/point (after the import / after flush)", "a_import.disk", "a_telnet.disk", None),
+    ];
+    if samples.get("a_import.rate", Kind::Rtsd).is_empty() {
+        return None;
+    }
+    let mut out = String::from(
+        "| rtsd figure | `rtsd import` | telnet put | import/telnet | bar | verdict |\n|---|---|---|---|---|---|\n",
+    );
+    for (label, import, telnet, bar) in ROWS {
+        let (i, t) = (samples.get(import, Kind::Rtsd), samples.get(telnet, Kind::Rtsd));
+        let ratio = if i.is_empty() || t.is_empty() { f64::NAN } else { median(i) / median(t) };
+        let (bar, verdict) = match bar {
+            Some(x) => (format!(">= {x}x"), verdict(ratio, ratio >= *x)),
+            None => (String::new(), String::new()),
+        };
+        let ratio = if ratio.is_finite() { format!("{ratio:.2}x") } else { "-".into() };
+        out.push_str(&format!("| {label} | {} | {} | {ratio} | {bar} | {verdict} |\n", cell(i), cell(t)));
+    }
+    Some(out)
+}
+
 fn verdict(x: f64, ok: bool) -> String {
     if !x.is_finite() {
         String::new()
@@ -335,5 +368,26 @@ mod tests {
         assert!(t.contains("| telnet put ingest, A (points/s) | 2.00 M (1.90 M–2.20 M) | 1.00 M (900 k–1.10 M) | 2.00x | >= 1.5x | meets |"), "{t}");
         assert!(t.contains("| q1 latency, B warm (ms) | 60.0 | 80.0 | 0.75x | <= 0.5x | misses |"), "{t}");
         assert!(!t.contains("HTTP"));
+    }
+
+    #[test]
+    fn import_table_compares_with_telnet_of_the_same_session() {
+        let mut s = Samples::default();
+        assert_eq!(import_table(&s), None);
+        for v in [10.0e6, 12.0e6, 11.0e6] {
+            s.add("a_import.rate", Kind::Rtsd, v);
+        }
+        s.add("a_import.rss", Kind::Rtsd, 200.0);
+        for v in [2.0e6, 2.2e6] {
+            s.add("a_telnet.rate", Kind::Rtsd, v);
+        }
+        // VictoriaMetrics' samples play no part.
+        s.add("a_telnet.rate", Kind::Vm, 1.0e6);
+        let t = import_table(&s).unwrap();
+        assert!(t.contains("| 11.00 M (10.00 M–12.00 M) | 2.10 M (2.00 M–2.20 M) | 5.24x | >= 5x | meets |"), "{t}");
+        assert!(t.contains("| peak RSS (MiB) | 200 | - | - |  |  |"), "{t}");
+        s.add("a_import.rate", Kind::Rtsd, 1.0e6);
+        s.add("a_import.rate", Kind::Rtsd, 1.0e6);
+        assert!(import_table(&s).unwrap().contains("| 4.76x | >= 5x | misses |"));
     }
 }

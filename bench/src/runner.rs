@@ -20,6 +20,9 @@ pub enum Scenario {
     AHttp,
     /// Data set B over telnet, then disk, q1/q2/q3, and visibility.
     B,
+    /// Data set A's lines as a file, through `rtsd import` into a stopped data directory (rtsd only; the
+    /// import/telnet table compares it with A telnet of the same session).
+    AImport,
 }
 
 impl Scenario {
@@ -28,6 +31,7 @@ impl Scenario {
             "a-telnet" => Some(Scenario::ATelnet),
             "a-http" => Some(Scenario::AHttp),
             "b" => Some(Scenario::B),
+            "a-import" => Some(Scenario::AImport),
             _ => None,
         }
     }
@@ -36,6 +40,7 @@ impl Scenario {
             Scenario::ATelnet => "A telnet",
             Scenario::AHttp => "A HTTP",
             Scenario::B => "B telnet",
+            Scenario::AImport => "A import",
         }
     }
 }
@@ -124,7 +129,11 @@ pub fn run(opts: &Options) -> Result<(), String> {
         run_scenario(opts, scenario, last_ts, &mut s);
     }
     let load_after = loadavg();
-    let table = report::table(&s.samples, &opts.servers);
+    let mut table = report::table(&s.samples, &opts.servers);
+    if let Some(import) = report::import_table(&s.samples) {
+        table.push('\n');
+        table.push_str(&import);
+    }
     let elapsed = started.elapsed().unwrap_or_default();
     println!();
     println!("{table}");
@@ -166,9 +175,12 @@ enum Wire {
 
 fn run_scenario(opts: &Options, scenario: Scenario, last_ts: i64, s: &mut Session) {
     let set = match scenario {
-        Scenario::ATelnet | Scenario::AHttp => DataSet::a(opts.scale, opts.hosts, last_ts),
+        Scenario::ATelnet | Scenario::AHttp | Scenario::AImport => DataSet::a(opts.scale, opts.hosts, last_ts),
         Scenario::B => DataSet::b(opts.scale, opts.hosts, last_ts),
     };
+    if scenario == Scenario::AImport {
+        return run_import_scenario(opts, &set, s);
+    }
     let t = Instant::now();
     let wire = match scenario {
         Scenario::AHttp => Wire::Http(Arc::new(set.render_http(opts.conns, opts.per_request))),
@@ -459,7 +471,126 @@ fn scenario_key(s: Scenario) -> &'static str {
         Scenario::ATelnet => "a_telnet",
         Scenario::AHttp => "a_http",
         Scenario::B => "b",
+        Scenario::AImport => "a_import",
     }
+}
+
+/// [`Scenario::AImport`]: the data set's lines (telnet `put` lines without the `put` word, OpenTSDB's import
+/// format) written to a file once, then imported by rtsd into a fresh data directory per run.
+fn run_import_scenario(opts: &Options, set: &DataSet, s: &mut Session) {
+    if !opts.servers.contains(&Kind::Rtsd) {
+        return;
+    }
+    let t = Instant::now();
+    let file = opts.scratch.join("a-import.txt");
+    let written = (|| -> std::io::Result<u64> {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file)?);
+        let mut bytes = 0u64;
+        for buf in set.render_telnet(1) {
+            for line in buf.split_inclusive(|&b| b == b'\n') {
+                let line = line.strip_prefix(b"put ").unwrap_or(line);
+                std::io::Write::write_all(&mut out, line)?;
+                bytes += line.len() as u64;
+            }
+        }
+        std::io::Write::flush(&mut out)?;
+        Ok(bytes)
+    })();
+    let bytes = match written {
+        Ok(b) => b,
+        Err(e) => return s.checks.push(Check::fail("A import: writing the input file", e.to_string())),
+    };
+    let desc = format!(
+        "A import: data set {} = {} metrics x {} hosts x {} rounds = {} points ({} series), {:.1} MB of import lines written in {:.1} s",
+        set.name,
+        set.metrics,
+        set.hosts,
+        set.rounds,
+        set.points(),
+        set.series(),
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64(),
+    );
+    eprintln!("{desc}");
+    s.sets.push(desc);
+    for run in 0..opts.runs {
+        let tag = format!("[run {}/{}] A import rtsd", run + 1, opts.runs);
+        if let Err(e) = measure_import(opts, set, &file, run, &tag, s) {
+            eprintln!("{tag}: FAILED: {e}");
+            s.checks.push(Check::fail(tag, e));
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+}
+
+/// One `rtsd import`: wall time from its start to its exit (every point written and synced), its CPU time and
+/// peak RSS, and the directory's size.
+fn measure_import(
+    opts: &Options,
+    set: &DataSet,
+    file: &Path,
+    run: usize,
+    tag: &str,
+    s: &mut Session,
+) -> Result<(), String> {
+    let dir = opts.scratch.join(format!("a_import-rtsd-run{}", run + 1));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cpu0 = server::children_cpu_seconds();
+    let t0 = Instant::now();
+    let mut child = std::process::Command::new(&opts.rtsd)
+        .arg("import")
+        .arg("--data-dir")
+        .arg(&dir)
+        .arg(file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", opts.rtsd.display()))?;
+    // The peak RSS is a high-water mark: its last reading before the exit is the peak, within a few ms.
+    let pid = child.id();
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if let Some(k) = server::peak_rss_kib_of(pid) {
+            peak_kib = peak_kib.max(k);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let elapsed = t0.elapsed();
+    let cpu = server::children_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+    let mut log = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut log);
+    }
+    let summary = format!("Total: imported {} data points", set.points());
+    let ok = status.success() && log.contains(&summary);
+    s.checks.push(Check::new(ok, format!("{tag}: every point imported"), log.lines().last().unwrap_or("").to_string()));
+    if !ok {
+        return Err(format!("{status}; log: {}", log.lines().rev().take(5).collect::<Vec<_>>().join(" / ")));
+    }
+    let rate = set.points() as f64 / elapsed.as_secs_f64();
+    let (disk, _) = server::du(&dir)?;
+    eprintln!(
+        "{tag}: {} points in {:.2} s = {} points/s, CPU {}, peak RSS {:.0} MiB, du {disk} bytes = {:.2} bytes/point",
+        set.points(),
+        elapsed.as_secs_f64(),
+        report::si(rate),
+        cpu.map(|c| format!("{c:.2} s")).unwrap_or("-".into()),
+        peak_kib as f64 / 1024.0,
+        disk as f64 / set.points() as f64,
+    );
+    s.samples.add("a_import.rate", Kind::Rtsd, rate);
+    if let Some(c) = cpu.filter(|c| *c > 0.0) {
+        s.samples.add("a_import.per_cpu", Kind::Rtsd, set.points() as f64 / c);
+    }
+    s.samples.add("a_import.rss", Kind::Rtsd, peak_kib as f64 / 1024.0);
+    s.samples.add("a_import.disk", Kind::Rtsd, disk as f64 / set.points() as f64);
+    if !opts.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
 }
 
 /// `YYYY_MM` of every month from `first` to `last` (VictoriaMetrics' partition names).

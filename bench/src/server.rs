@@ -194,9 +194,7 @@ impl Server {
 
     /// Peak resident set size so far (`VmHWM`, what `/usr/bin/time -v` reports as maximum RSS), in KiB.
     pub fn peak_rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
+        peak_rss_kib_of(self.pid)
     }
 
     /// VictoriaMetrics: `/internal/force_flush`, then `/internal/force_merge` of each month prefix, then waits
@@ -318,6 +316,22 @@ pub fn du(dir: &Path) -> Result<(u64, u64), String> {
             .ok_or_else(|| format!("du {flag} {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr)))
     };
     Ok((run("-B1")?, run("-b")?))
+}
+
+/// A process's peak resident set size so far (`VmHWM`), in KiB.
+pub fn peak_rss_kib_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// CPU seconds (user + system) of this process's waited-for children (`cutime` + `cstime`).
+pub fn children_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clock_ticks() as f64)
 }
 
 /// Finds `name` on `PATH`.
