@@ -244,6 +244,19 @@ impl DataSet {
         DataSet { name: "B", metrics: 4, hosts: hosts.unwrap_or(1000), rounds, last_ts }
     }
 
+    /// `data set A = 100 metrics x 1000 hosts x 100 rounds = 10000000 points (100000 series)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "data set {} = {} metrics x {} hosts x {} rounds = {} points ({} series)",
+            self.name,
+            self.metrics,
+            self.hosts,
+            self.rounds,
+            self.points(),
+            self.series()
+        )
+    }
+
     pub fn points(&self) -> u64 {
         self.metrics as u64 * self.hosts as u64 * self.rounds as u64
     }

@@ -191,14 +191,9 @@ fn run_scenario(opts: &Options, scenario: Scenario, last_ts: i64, s: &mut Sessio
         Wire::Http(d) => d.iter().flatten().map(|b| b.len() as u64).sum(),
     };
     let desc = format!(
-        "{}: data set {} = {} metrics x {} hosts x {} rounds = {} points ({} series), {:.1} MB rendered in {:.1} s, {} connections{}",
+        "{}: {}, {:.1} MB rendered in {:.1} s, {} connections{}",
         scenario.label(),
-        set.name,
-        set.metrics,
-        set.hosts,
-        set.rounds,
-        set.points(),
-        set.series(),
+        set.describe(),
         bytes as f64 / 1e6,
         t.elapsed().as_secs_f64(),
         opts.conns,
@@ -501,13 +496,8 @@ fn run_import_scenario(opts: &Options, set: &DataSet, s: &mut Session) {
         Err(e) => return s.checks.push(Check::fail("A import: writing the input file", e.to_string())),
     };
     let desc = format!(
-        "A import: data set {} = {} metrics x {} hosts x {} rounds = {} points ({} series), {:.1} MB of import lines written in {:.1} s",
-        set.name,
-        set.metrics,
-        set.hosts,
-        set.rounds,
-        set.points(),
-        set.series(),
+        "A import: {}, {:.1} MB of import lines written in {:.1} s",
+        set.describe(),
         bytes as f64 / 1e6,
         t.elapsed().as_secs_f64(),
     );
