@@ -22,6 +22,7 @@ USAGE:
 
 OPTIONS:
   --scale S          fraction of each data set's rounds (A: 100 rounds, B: 8640); default 1 (the spec's sizes)
+  --hours-back H     data sets end H hours earlier (2: A lies in a closed hour, whose rows rtsd packs)
   --hosts N          hosts instead of 1000 (development only)
   --runs N           runs per server, interleaved (default 3)
   --conns K          connections (default 4)
@@ -72,6 +73,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
         probes: 5,
         command: String::new(),
         note: None,
+        hours_back: 0,
     };
     let Some(cmd) = args.get(1) else {
         print!("{HELP}");
@@ -98,6 +100,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
         let mut used = 2;
         match args[i].as_str() {
             "--scale" => opts.scale = num(i)?,
+            "--hours-back" => opts.hours_back = num(i)? as i64,
             "--hosts" => opts.hosts = Some(num(i)? as u32),
             "--runs" => opts.runs = num(i)? as usize,
             "--conns" => opts.conns = num(i)? as usize,

@@ -72,6 +72,8 @@ const FIGURES: &[Figure] = &[
     Figure { key: "b.per_cpu", label: "points per server CPU-second, B telnet", bar: Bar::None },
     Figure { key: "b.disk", label: "disk bytes/point after flush, B", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "a_telnet.disk", label: "disk bytes/point after flush, A", bar: Bar::None },
+    Figure { key: "a_telnet.cpu_settled", label: "server CPU-s for A telnet until settled", bar: Bar::None },
+    Figure { key: "b.cpu_settled", label: "server CPU-s for B until settled", bar: Bar::None },
     Figure { key: "a_telnet.rss", label: "peak RSS during A telnet ingest (MiB)", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "a_http.rss", label: "peak RSS during A HTTP ingest (MiB)", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "b.rss", label: "peak RSS during B ingest (MiB)", bar: Bar::None },

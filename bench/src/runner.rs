@@ -66,6 +66,9 @@ pub struct Options {
     pub probes: usize,
     pub command: String,
     pub note: Option<String>,
+    /// Hours the data sets are moved into the past (`--hours-back`): 2 puts them in a closed hour, whose rows
+    /// rtsd packs when it compacts them.
+    pub hours_back: i64,
 }
 
 /// Removes the scratch directory when dropped (unless asked to keep it).
@@ -124,7 +127,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
         generator: Vec::new(),
         sets: Vec::new(),
     };
-    let last_ts = data::default_last_ts(now_s());
+    let last_ts = data::default_last_ts(now_s()) - opts.hours_back * 3600;
     for &scenario in &opts.scenarios {
         run_scenario(opts, scenario, last_ts, &mut s);
     }
@@ -351,6 +354,7 @@ fn measure(
     let proto = if scenario == Scenario::AHttp { Proto::Http } else { Proto::Telnet };
     let tag = format!("[run {}/{}] {} {}", run + 1, opts.runs, scenario.label(), kind.label());
     let ing = ingest(&mut server, proto, wire, set.points(), opts.min_rate)?;
+    let cpu_ingested = server.cpu_seconds();
     let rate = ing.stored as f64 / ing.elapsed.as_secs_f64();
     eprintln!(
         "{tag}: {} of {} points stored in {:.2} s = {} points/s (client done at {}), server CPU {}, peak RSS {}",
@@ -412,6 +416,13 @@ fn measure(
     server.flush_and_merge(&months, Duration::from_secs(600))?;
     if kind == Kind::Vm {
         eprintln!("{tag}: force_flush + force_merge {:?} took {:.2} s", months, t.elapsed().as_secs_f64());
+    }
+    // The whole cost of the points: the ingest and what the server did with them until settled (rtsd's flushes,
+    // compactions and rollup fold; VictoriaMetrics' forced merge).
+    if let (Some(during), Some(at), Some(now)) = (ing.cpu_s, cpu_ingested, server.cpu_seconds()) {
+        let settled = during + (now - at);
+        eprintln!("{tag}: server CPU {settled:.2} s until settled");
+        s.samples.add(&format!("{key}.cpu_settled"), kind, settled);
     }
     if scenario == Scenario::B {
         // q1: every host; q2: one host; q3: a `literal_or` of 20 hosts spread over the set (issue 3 item 6).
