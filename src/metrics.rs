@@ -64,6 +64,9 @@ pub struct Metrics {
     pub disk_bytes: Gauge,
     /// RocksDB compactions and flushes running or pending, set when `/metrics` is read.
     pub rocksdb_background_work: Gauge,
+    /// The allocator's heap: bytes allocated and bytes it keeps resident, set when `/metrics` is read.
+    pub heap_allocated_bytes: Gauge,
+    pub heap_resident_bytes: Gauge,
     pub connections: Family<TypeLabel, Counter>,
     pub connection_exceptions: Family<TypeLabel, Counter>,
     pub rpcs_received: Family<TypeLabel, Counter>,
@@ -114,6 +117,8 @@ impl Metrics {
             series: Gauge::default(),
             disk_bytes: Gauge::default(),
             rocksdb_background_work: Gauge::default(),
+            heap_allocated_bytes: Gauge::default(),
+            heap_resident_bytes: Gauge::default(),
             connections: Family::default(),
             connection_exceptions: Family::default(),
             rpcs_received: Family::default(),
@@ -162,6 +167,17 @@ impl Metrics {
             "RocksDB compactions and flushes running, column families with one pending, and 1 while the compaction \
              after a burst of writes is owed",
             m.rocksdb_background_work.clone(),
+        );
+        registry.register(
+            "heap_allocated_bytes",
+            "Bytes the process has allocated (jemalloc's stats.allocated)",
+            m.heap_allocated_bytes.clone(),
+        );
+        registry.register(
+            "heap_resident_bytes",
+            "Bytes of heap the allocator keeps resident: allocated pages, freed pages not yet returned, metadata \
+             (jemalloc's stats.resident)",
+            m.heap_resident_bytes.clone(),
         );
         registry.register(
             "connections",

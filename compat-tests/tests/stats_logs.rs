@@ -126,6 +126,11 @@ fn stats_sub_routes_answer_from_the_process() {
     assert_eq!(jvm["gc"], serde_json::json!({}));
     assert!(jvm["pools"]["rocksdbMemtables"]["usage"].as_u64().is_some());
     assert!(jvm["pools"]["rtsdSeriesTable"]["usage"].as_u64().is_some());
+    // The allocator's view of the heap (jemalloc): allocated <= active <= resident.
+    let pool = |name: &str| jvm["pools"][name]["usage"].as_u64().unwrap_or(0);
+    assert!(pool("heapAllocated") > 1 << 20, "{text}");
+    assert!(pool("heapActive") >= pool("heapAllocated") && pool("heapResident") >= pool("heapActive"), "{text}");
+    assert!(pool("heapMetadata") > 0, "{text}");
     assert!(jvm["os"]["systemLoadAverage"].as_f64().is_some());
 
     // The old /stats: text lines, or with `json` those lines as strings; typed by 2.4's content sniffing

@@ -59,6 +59,10 @@ fn metrics_count_series_and_disk_bytes_for_the_status_view() {
     let before = get(&d, "/metrics").text();
     assert_eq!(sample(&before, "rtsd_series"), Some(0));
     assert!(sample(&before, "rtsd_disk_bytes").is_some_and(|b| b > 0), "{before}");
+    // The allocator's heap: allocated, and at least that much kept resident.
+    let allocated = sample(&before, "rtsd_heap_allocated_bytes").unwrap_or(0);
+    assert!(allocated > 1 << 20, "{before}");
+    assert!(sample(&before, "rtsd_heap_resident_bytes").is_some_and(|r| r >= allocated), "{before}");
     // Recent points: series past every retention are not listed.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     d.put_lines(&format!("put a {now} 1 host=x\nput a {now} 1 host=y\nput b {now} 1 host=x\n"));

@@ -54,8 +54,12 @@ impl Tsd {
     /// Sets `rtsd_series`, `rtsd_disk_bytes` and `rtsd_rocksdb_background_work` before `/metrics` is written. Counting walks the series index
     /// (a second per few million series), so a count is reused for 10 s however often `/metrics` is read.
     pub fn refresh_store_gauges(&self) {
-        // Cheap (a few RocksDB properties), so always current.
+        // Cheap (a few RocksDB properties, jemalloc's counters), so always current.
         self.metrics.rocksdb_background_work.set(self.store.background_work() as i64);
+        if let Some(heap) = crate::alloc::heap_stats() {
+            self.metrics.heap_allocated_bytes.set(heap.allocated as i64);
+            self.metrics.heap_resident_bytes.set(heap.resident as i64);
+        }
         let Ok(mut at) = self.store_gauges_at.lock() else { return };
         if at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(10)) {
             return;

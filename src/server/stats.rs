@@ -138,10 +138,17 @@ pub fn process_json(tsd: &Tsd) -> String {
         ("peakResidentBytes", status_bytes(&status, "VmHWM").to_string()),
         ("virtualBytes", status_bytes(&status, "VmSize").to_string()),
     ]);
+    let heap = crate::alloc::heap_stats().unwrap_or_default();
     let pools: Vec<(&str, String)> = tsd
         .store
         .memory_usage()
         .into_iter()
+        .chain([
+            ("heapAllocated", heap.allocated),
+            ("heapActive", heap.active),
+            ("heapMetadata", heap.metadata),
+            ("heapResident", heap.resident),
+        ])
         .map(|(name, bytes)| (name, java_map(&[("usage", bytes.to_string())])))
         .collect();
     let load = std::fs::read_to_string("/proc/loadavg")
