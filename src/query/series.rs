@@ -92,10 +92,7 @@ pub type OutPoint = (i64, OutValue);
 /// string `"NaN"` (quotes included) or `null` per the fill policy the pipeline already applied.
 pub fn write_value(out: &mut String, v: &OutValue) {
     match *v {
-        OutValue::Int(i) => {
-            use std::fmt::Write;
-            let _ = write!(out, "{i}");
-        }
+        OutValue::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
         OutValue::Double(d) => javafmt::write_double(out, d),
         OutValue::NaN => out.push_str("\"NaN\""),
         OutValue::Null => out.push_str("null"),
