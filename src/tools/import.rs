@@ -551,28 +551,27 @@ impl Parser<'_> {
     }
 
     fn parse_line(&mut self, text: &[u8], out: &mut Parsed) -> Result<(), String> {
-        // A line of a known series: only its timestamp and value are parsed (no word splitting).
+        // Only the timestamp and value are parsed (no word splitting) for a line of a known series, and for a new
+        // series whose metric word and tag words were both met (and checked) in other lines: its key is made of
+        // theirs, without looking up UIDs (a file names each of its series first in a line like this, once per
+        // parser).
         if let Some((metric, timestamp, value, tags)) = split_head(text) {
-            if let Some(i) = self.known(metric, tags) {
+            let seen = match self.known(metric, tags) {
+                Some(i) => Some(Seen::Series(i)),
+                None => self.metrics.get(metric).zip(self.tags.get(tags)).map(|(m, t)| Seen::Words(m, t)),
+            };
+            if let Some(seen) = seen {
                 if let Some((timestamp, value)) =
                     telnet::parse_put_known_series(&[b"put", metric, timestamp, value, tags])
                 {
-                    out.points.push((i, timestamp, value));
-                    return Ok(());
-                }
-            }
-        }
-        // A new series whose metric word and tag words were both met (and checked) in other lines: its key is
-        // made of theirs, without parsing the line's words or looking up UIDs (a file names each of its series
-        // first in a line like this, once per parser).
-        if let Some((metric, timestamp, value, tags)) = split_head(text) {
-            if let (Some(m), Some(t)) = (self.metrics.get(metric), self.tags.get(tags)) {
-                if let Some((timestamp, value)) =
-                    telnet::parse_put_known_series(&[b"put", metric, timestamp, value, tags])
-                {
-                    let series =
-                        self.store.series_key_crossed(&self.metric_keys[m as usize], &self.tag_keys[t as usize]);
-                    self.add_new_series(text, series, timestamp, value, out);
+                    match seen {
+                        Seen::Series(i) => out.points.push((i, timestamp, value)),
+                        Seen::Words(m, t) => {
+                            let (metric_of, tags_of) = (&self.metric_keys[m as usize], &self.tag_keys[t as usize]);
+                            let series = self.store.series_key_crossed(metric_of, tags_of);
+                            self.add_new_series(text, series, timestamp, value, out);
+                        }
+                    }
                     return Ok(());
                 }
             }
@@ -649,6 +648,13 @@ impl Parser<'_> {
             self.remembered += 1;
         }
     }
+}
+
+/// What a parser knows of a line's words: the series itself (its number), or its metric word and its tag words
+/// apart (their numbers), each from other series.
+enum Seen {
+    Series(u32),
+    Words(u32, u32),
 }
 
 /// (metric, timestamp, value, tag words as written) of a line.
