@@ -128,21 +128,30 @@ impl SeriesCache {
 mod tests {
     use super::*;
 
-    #[test]
-    fn keys_are_the_parts_in_order_and_length_prefixed() {
+    /// A store in a fresh directory (kept while the directory lives).
+    fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::config::Config::for_data_dir(dir.path(), &[]).unwrap();
         let store = Store::open(&config, Default::default()).unwrap();
-        let mut cache = SeriesCache::new(&store);
-        let series = |metric: &str| {
-            let point = rtsd_protocol::point::DataPoint {
-                metric: metric.into(),
-                timestamp: 1,
-                value: rtsd_protocol::codec::Value::Int(1),
-                tags: [("host".into(), "a".into())].into_iter().collect(),
-            };
-            store.series_key(&point).unwrap()
+        (dir, store)
+    }
+
+    /// The series of `metric{host=host}`.
+    fn series_key(store: &Store, metric: &str, host: &str) -> SeriesKey {
+        let point = rtsd_protocol::point::DataPoint {
+            metric: metric.into(),
+            timestamp: 1,
+            value: rtsd_protocol::codec::Value::Int(1),
+            tags: [("host".into(), host.to_string().into())].into_iter().collect(),
         };
+        store.series_key(&point).unwrap()
+    }
+
+    #[test]
+    fn keys_are_the_parts_in_order_and_length_prefixed() {
+        let (_dir, store) = store();
+        let mut cache = SeriesCache::new(&store);
+        let series = |metric: &str| series_key(&store, metric, "a");
         cache.set_key([&b"m"[..], b"host", b"a"]);
         assert!(cache.get().is_none());
         cache.insert(series("m"));
@@ -161,19 +170,9 @@ mod tests {
     #[test]
     fn series_are_found_in_any_order() {
         // The successor of an entry is only a guess: a changed order still finds each series.
-        let dir = tempfile::tempdir().unwrap();
-        let config = crate::config::Config::for_data_dir(dir.path(), &[]).unwrap();
-        let store = Store::open(&config, Default::default()).unwrap();
+        let (_dir, store) = store();
         let mut cache = SeriesCache::new(&store);
-        let series = |host: &str| {
-            let point = rtsd_protocol::point::DataPoint {
-                metric: "m".into(),
-                timestamp: 1,
-                value: rtsd_protocol::codec::Value::Int(1),
-                tags: [("host".into(), host.to_string().into())].into_iter().collect(),
-            };
-            store.series_key(&point).unwrap()
-        };
+        let series = |host: &str| series_key(&store, "m", host);
         let hosts: Vec<String> = (0..20).map(|i| format!("h{i}")).collect();
         for h in &hosts {
             cache.set_key([&b"m"[..], b"host", h.as_bytes()]);
@@ -193,9 +192,7 @@ mod tests {
 
     #[test]
     fn digests_of_a_full_cache_of_similar_keys_are_distinct() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = crate::config::Config::for_data_dir(dir.path(), &[]).unwrap();
-        let store = Store::open(&config, Default::default()).unwrap();
+        let (_dir, store) = store();
         let mut cache = SeriesCache::new(&store);
         let mut seen = std::collections::HashSet::new();
         for n in 0..CAPACITY {
