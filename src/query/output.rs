@@ -154,13 +154,13 @@ fn render_group(g: &GroupOutput, format: DpsFormat, out: &mut String) {
         let ts = digits.format(ts);
         if format.arrays {
             out.push('[');
-            out.push_str(&ts);
+            out.push_str(ts);
             out.push(',');
             out.push_str(value);
             out.push(']');
         } else {
             out.push('"');
-            out.push_str(&ts);
+            out.push_str(ts);
             out.push_str("\":");
             out.push_str(value);
         }

@@ -493,10 +493,10 @@ mod tests {
             .unwrap();
             rows
         };
-        let as_read = |rows: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let rows_as_read = |rows: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<(Vec<u8>, Vec<u8>)> {
             rows.into_iter().map(|(k, v)| (k, as_read(&v))).collect()
         };
-        assert_eq!(as_read(rows(&one)), as_read(rows(&daemon)));
+        assert_eq!(rows_as_read(rows(&one)), rows_as_read(rows(&daemon)));
         assert!(rows(&one).iter().all(|(_, v)| codec::is_packed(v)), "closed hours are packed");
         // Once compacted, the daemon's rows are stored as the load wrote them, byte for byte.
         daemon.db.flush_cf(daemon.cf(CF_DATA)).unwrap();
