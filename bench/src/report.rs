@@ -183,6 +183,12 @@ pub fn import_table(samples: &Samples) -> Option<String> {
             Some(5.0),
         ),
         ("points per CPU-second (import process / telnet server)", "a_import.per_cpu", "a_telnet.per_cpu", None),
+        (
+            "points per CPU-second until settled (import process / telnet server to a settled store)",
+            "a_import.per_cpu",
+            "a_telnet.per_cpu_settled",
+            None,
+        ),
         ("peak RSS (MiB)", "a_import.rss", "a_telnet.rss", None),
         ("disk bytes/point (after the import / after flush)", "a_import.disk", "a_telnet.disk", None),
     ];
@@ -388,6 +394,14 @@ mod tests {
         let t = import_table(&s).unwrap();
         assert!(t.contains("| 11.00 M (10.00 M–12.00 M) | 2.10 M (2.00 M–2.20 M) | 5.24x | >= 5x | meets |"), "{t}");
         assert!(t.contains("| peak RSS (MiB) | 200 | - | - |  |  |"), "{t}");
+        // Per CPU-second, against telnet's CPU until its store settled (what the burst left owed counted too).
+        s.add("a_import.per_cpu", Kind::Rtsd, 7.0e6);
+        s.add("a_telnet.per_cpu_settled", Kind::Rtsd, 1.25e6);
+        let t = import_table(&s).unwrap();
+        assert!(
+            t.contains("| points per CPU-second until settled (import process / telnet server to a settled store) | 7.00 M | 1.25 M | 5.60x |  |  |"),
+            "{t}"
+        );
         s.add("a_import.rate", Kind::Rtsd, 1.0e6);
         s.add("a_import.rate", Kind::Rtsd, 1.0e6);
         assert!(import_table(&s).unwrap().contains("| 4.76x | >= 5x | misses |"));

@@ -423,6 +423,7 @@ fn measure(
         let settled = during + (now - at);
         eprintln!("{tag}: server CPU {settled:.2} s until settled");
         s.samples.add(&format!("{key}.cpu_settled"), kind, settled);
+        s.samples.add(&format!("{key}.per_cpu_settled"), kind, set.points() as f64 / settled);
     }
     if scenario == Scenario::B {
         // q1: every host; q2: one host; q3: a `literal_or` of 20 hosts spread over the set (issue 3 item 6).
