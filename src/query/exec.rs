@@ -13,8 +13,8 @@ use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as Reques
 use super::output::{split_tags, GroupOutput};
 use super::stats::{QueryStats, ResultStats, SubStats};
 use super::{
-    format_value, grid_points, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, GridRow,
-    Point, Query, RateConfig,
+    grid_points, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, GridRow, Point, Query,
+    RateConfig,
 };
 use crate::config::QueryLimits;
 use crate::store::{BudgetExceeded, ReadBudget, Store, StoreError, StoredSeries};
@@ -410,7 +410,7 @@ fn execute_sub(
         let mut dps = Vec::new();
         let mut emit = |p: Result<super::OutPoint, super::QueryError>| -> Result<(), ExecError> {
             let (ts, value) = p.map_err(internal)?;
-            dps.push((ts, format_value(&value)));
+            dps.push((ts, value));
             Ok(())
         };
         // Series read onto a grid aggregate there when the aggregator can; otherwise they become points.

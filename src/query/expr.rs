@@ -717,7 +717,7 @@ pub fn load(
             metrics: vec![(uid(UidKind::Metric, &g.metric)?, g.metric.clone())],
             tags,
             aggregate_tags,
-            points: g.dps.iter().map(|(ts, v)| (*ts, super::series::parse_rendered(v))).collect(),
+            points: g.dps.clone(),
             alias: None,
         };
         if let Some(answer) = out.get_mut(g.sub_query) {
@@ -735,17 +735,16 @@ pub fn to_group_output(s: &Series) -> super::output::GroupOutput {
         metric: s.metric_name(),
         tags: if aliased { Vec::new() } else { s.tags.iter().map(|t| (t.key.clone(), t.value.clone())).collect() },
         aggregate_tags: if aliased { Vec::new() } else { s.aggregate_tags.iter().map(|t| t.1.clone()).collect() },
-        dps: s.points.iter().map(|(ts, v)| (*ts, json_value(*v, false))).collect(),
+        dps: s.points.clone(),
         ..super::output::GroupOutput::default()
     }
 }
 
 /// A value as Jackson writes it: integers plain (unless `as_double`), doubles the Java way, NaN and the
-/// infinities as quoted strings (`QUOTE_NON_NUMERIC_NUMBERS`), `null` for fill policy null.
+/// infinities as quoted strings (`QUOTE_NON_NUMERIC_NUMBERS`), `null` for fill policy null (NaN if `as_double`).
 fn json_value(v: OutValue, as_double: bool) -> String {
     match v {
         OutValue::Int(i) if as_double => javafmt::double_to_string(i as f64),
-        OutValue::Double(d) if d.is_infinite() => if d > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" }.to_string(),
         OutValue::Null if as_double => "\"NaN\"".to_string(),
         other => super::series::format_value(&other),
     }

@@ -3,7 +3,10 @@
 use rtsd_protocol::http_json::json_string;
 use rtsd_protocol::javafmt;
 
-/// One result object before rendering. Values are already rendered JSON (`42`, `5.0`, `"NaN"`, `null`).
+use super::series::{write_value, OutPoint};
+
+/// One result object before rendering: the points are typed values, written as JSON only by [`render`] (one
+/// body per answer, no string per point) and read as numbers by expressions, graphs and the CLI.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroupOutput {
     pub metric: String,
@@ -18,8 +21,8 @@ pub struct GroupOutput {
     /// Rendered `annotations` / `globalAnnotations` arrays, when present.
     pub annotations: Option<String>,
     pub global_annotations: Option<String>,
-    /// (timestamp in ms, rendered value) in ascending time.
-    pub dps: Vec<(i64, String)>,
+    /// (timestamp in ms, value) in ascending time.
+    pub dps: Vec<OutPoint>,
     /// The rendered `stats` object (with `showStats`), written after `dps`.
     pub stats: Option<String>,
     /// Stored points (or rollup cells) the group's series held in the scan window: OpenTSDB's
@@ -156,13 +159,13 @@ fn render_group(g: &GroupOutput, format: DpsFormat, out: &mut String) {
             out.push('[');
             out.push_str(ts);
             out.push(',');
-            out.push_str(value);
+            write_value(out, value);
             out.push(']');
         } else {
             out.push('"');
             out.push_str(ts);
             out.push_str("\":");
-            out.push_str(value);
+            write_value(out, value);
         }
     }
     out.push(if format.arrays { ']' } else { '}' });
@@ -176,13 +179,14 @@ fn render_group(g: &GroupOutput, format: DpsFormat, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::series::OutValue;
 
     fn group() -> GroupOutput {
         GroupOutput {
             metric: "tsd.hbase.puts".into(),
             tags: vec![],
             aggregate_tags: vec!["host".into()],
-            dps: vec![(1365966001000, "25595461080".into()), (1365966061000, "25595542522".into())],
+            dps: vec![(1365966001000, OutValue::Int(25595461080)), (1365966061000, OutValue::Int(25595542522))],
             ..GroupOutput::default()
         }
     }
@@ -210,7 +214,7 @@ mod tests {
             tsuids: Some(vec!["000001000001000001".into()]),
             annotations: Some("[]".into()),
             global_annotations: Some("[]".into()),
-            dps: vec![(1365966001500, "1.5".into()), (1365966001900, "2.0".into())],
+            dps: vec![(1365966001500, OutValue::Double(1.5)), (1365966001900, OutValue::Double(2.0))],
             ..group()
         };
         assert_eq!(

@@ -422,7 +422,7 @@ mod tests {
     const BASE: i64 = 1_356_998_400;
 
     /// Per group: its tags and its (timestamp, printed value) points.
-    type Answer = Vec<(Vec<(String, String)>, Vec<(i64, String)>)>;
+    type Answer = Vec<(Vec<(String, String)>, Vec<crate::query::OutPoint>)>;
 
     fn run(store: &crate::store::Store, m: &str, usage: &str) -> Answer {
         let params = vec![

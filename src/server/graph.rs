@@ -20,6 +20,7 @@ use super::Tsd;
 use crate::graph::{self, Key, PlotOptions, PlotSeries, Range, Smooth, Style};
 use crate::query::exec;
 use crate::query::output::GroupOutput;
+use crate::query::OutValue;
 use crate::timefmt::now_ms;
 
 /// The graph form's validators, as OpenTSDB 2.4.1 writes them. They are tested with `find()` (anywhere in the
@@ -144,9 +145,11 @@ fn ascii(groups: &[GroupOutput]) -> String {
             tags.push_str(&g.tags[i].1);
         }
         for (ts, value) in &g.dps {
-            if value == "null" || value.starts_with('"') {
-                continue;
-            }
+            let value = match *value {
+                OutValue::Int(v) => v.to_string(),
+                OutValue::Double(d) => javafmt::double_to_string(d),
+                OutValue::NaN | OutValue::Null => continue,
+            };
             out.push_str(&format!("{} {} {value}{tags}\n", g.metric, ts.div_euclid(1000)));
         }
     }
@@ -155,7 +158,11 @@ fn ascii(groups: &[GroupOutput]) -> String {
 
 /// Points a graph plots: the non-NaN values, as (seconds, value).
 fn plotted_points(g: &GroupOutput) -> Vec<(i64, f64)> {
-    g.dps.iter().filter_map(|(ts, v)| v.parse::<f64>().ok().map(|v| (ts.div_euclid(1000), v))).collect()
+    g.dps
+        .iter()
+        .filter(|(_, v)| !matches!(v, OutValue::NaN | OutValue::Null))
+        .map(|(ts, v)| (ts.div_euclid(1000), v.to_f64()))
+        .collect()
 }
 
 /// A series' legend: `metric{tag=value, ...}` (Gnuplot's `title`, from Java's `Map.toString`).
@@ -321,13 +328,14 @@ fn dimensions(wxh: &str) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::OutPoint;
 
-    fn group(sub_query: usize, tags: &[(&str, &str)], aggregate: &[&str], dps: &[(i64, &str)]) -> GroupOutput {
+    fn group(sub_query: usize, tags: &[(&str, &str)], aggregate: &[&str], dps: &[OutPoint]) -> GroupOutput {
         GroupOutput {
             metric: "m".into(),
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             aggregate_tags: aggregate.iter().map(|k| k.to_string()).collect(),
-            dps: dps.iter().map(|(t, v)| (*t, v.to_string())).collect(),
+            dps: dps.to_vec(),
             aggregated_size: 7,
             sub_query,
             ..GroupOutput::default()
@@ -342,9 +350,14 @@ mod tests {
                 0,
                 &[("dc", "lga"), ("host", "a")],
                 &[],
-                &[(1000, "1"), (2500, "\"NaN\""), (3000, "null"), (4000, "2.5")],
+                &[
+                    (1000, OutValue::Int(1)),
+                    (2500, OutValue::NaN),
+                    (3000, OutValue::Null),
+                    (4000, OutValue::Double(2.5)),
+                ],
             ),
-            group(1, &[], &["host", "dc"], &[(5000, "3")]),
+            group(1, &[], &["host", "dc"], &[(5000, OutValue::Int(3))]),
             group(1, &[], &["dc"], &[]),
         ];
         assert_eq!(ascii(&groups), "m 1 1 host=a dc=lga\nm 4 2.5 host=a dc=lga\nm 5 3\n");

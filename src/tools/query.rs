@@ -16,6 +16,7 @@ use rtsd_protocol::query::{parse_get, TsQuery};
 
 use crate::query::exec::execute;
 use crate::query::output::GroupOutput;
+use crate::query::OutValue;
 use crate::scan::{CliQuery, CliSubQuery};
 use crate::store::Store;
 
@@ -101,16 +102,14 @@ pub fn print_groups(groups: &[GroupOutput], out: &mut impl Write) -> std::io::Re
     Ok(n)
 }
 
-/// A rendered JSON value as `CliQuery` prints the point: a long as is, a double with `%f`; `null` (no value)
-/// is not a point.
-fn cli_value(json: &str) -> Option<String> {
-    match json {
-        "null" => None,
-        "\"NaN\"" | "NaN" => Some("NaN".into()),
-        "\"Infinity\"" | "Infinity" => Some("Infinity".into()),
-        "\"-Infinity\"" | "-Infinity" => Some("-Infinity".into()),
-        v if !v.contains(['.', 'E', 'e']) => Some(v.to_string()),
-        v => v.parse::<f64>().ok().map(java_percent_f),
+/// A point's value as `CliQuery` prints it: a long as is, a double with `%f` (NaN and the infinities by name);
+/// `null` (no value) is not a point.
+fn cli_value(value: &OutValue) -> Option<String> {
+    match *value {
+        OutValue::Null => None,
+        OutValue::NaN => Some("NaN".into()),
+        OutValue::Int(v) => Some(v.to_string()),
+        OutValue::Double(d) => Some(java_percent_f(d)),
     }
 }
 
@@ -256,11 +255,12 @@ mod tests {
 
     #[test]
     fn values_print_as_long_or_percent_f() {
-        assert_eq!(cli_value("42").as_deref(), Some("42"));
-        assert_eq!(cli_value("-7").as_deref(), Some("-7"));
-        assert_eq!(cli_value("42.5").as_deref(), Some("42.500000"));
-        assert_eq!(cli_value("1.0E7").as_deref(), Some("10000000.000000"));
-        assert_eq!(cli_value("\"NaN\"").as_deref(), Some("NaN"));
-        assert_eq!(cli_value("null"), None);
+        assert_eq!(cli_value(&OutValue::Int(42)).as_deref(), Some("42"));
+        assert_eq!(cli_value(&OutValue::Int(-7)).as_deref(), Some("-7"));
+        assert_eq!(cli_value(&OutValue::Double(42.5)).as_deref(), Some("42.500000"));
+        assert_eq!(cli_value(&OutValue::Double(1.0e7)).as_deref(), Some("10000000.000000"));
+        assert_eq!(cli_value(&OutValue::Double(f64::INFINITY)).as_deref(), Some("Infinity"));
+        assert_eq!(cli_value(&OutValue::NaN).as_deref(), Some("NaN"));
+        assert_eq!(cli_value(&OutValue::Null), None);
     }
 }
