@@ -228,7 +228,31 @@ impl Store {
     /// with the next points. Durable when it returns: the table files are synced by RocksDB, and the UIDs they
     /// refer to are made durable first.
     pub fn bulk_write(&self, load: &mut BulkLoad) -> Result<u64, StoreError> {
-        if load.points == 0 {
+        // A series' current row comes after every row it left: a row reached twice keeps its points in order.
+        let mut rows = std::mem::take(&mut load.rows);
+        for (id, s) in load.series.iter_mut().enumerate() {
+            if !s.row.is_empty() {
+                rows.push((id as u32, s.hour, std::mem::take(&mut s.row)));
+            }
+        }
+        self.bulk_write_rows(load, rows)
+    }
+
+    /// Writes only the rows the load's series have left for a later hour, and returns their points; each
+    /// series' current row stays in memory. In input ordered by time (exports, collectors' logs) a row left is
+    /// complete, so a load that cuts its batches here writes every row once, whole (packed if its hour has
+    /// closed), where cutting through the current rows leaves each of them in two pieces that reads then merge
+    /// until a compaction does (bench: 50 M points over two hours, 3.78 bytes/point against 3.53 for the same
+    /// points sent to the daemon). A row the input comes back to later is written again as a merge operand, as
+    /// in any second batch.
+    pub fn bulk_write_left(&self, load: &mut BulkLoad) -> Result<u64, StoreError> {
+        let rows = std::mem::take(&mut load.rows);
+        self.bulk_write_rows(load, rows)
+    }
+
+    fn bulk_write_rows(&self, load: &mut BulkLoad, mut rows: Vec<(u32, u32, FreshRow)>) -> Result<u64, StoreError> {
+        let written: u64 = rows.iter().map(|(_, _, row)| u64::from(row.points())).sum();
+        if written == 0 {
             return Ok(0);
         }
         // The rows refer to UIDs assigned by ordinary (logged) writes: those must survive a crash whenever the
@@ -237,14 +261,7 @@ impl Store {
         self.db.flush_wal(true)?;
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let now = super::unix_now();
-        // Sorted by row key; a row reached twice keeps its entries in the order they were written to (a series'
-        // current row comes after every row it left).
-        let mut rows = std::mem::take(&mut load.rows);
-        for (id, s) in load.series.iter_mut().enumerate() {
-            if !s.row.is_empty() {
-                rows.push((id as u32, s.hour, std::mem::take(&mut s.row)));
-            }
-        }
+        // Sorted by row key; a row reached twice keeps its entries in the order they were written to.
         let mut keys: Vec<(Vec<u8>, u32)> = rows
             .iter()
             .enumerate()
@@ -326,19 +343,19 @@ impl Store {
         }
         tracing::debug!(
             rows = order.len(),
-            points = load.points,
+            points = written,
             files_ms = built.as_millis() as u64,
             ingest_ms = (started.elapsed() - built).as_millis() as u64,
             "bulk batch written"
         );
-        let points = load.points;
-        load.points = 0;
-        load.bytes = 0;
+        // What stays in memory: the current rows a partial write left.
+        load.points -= written;
+        load.bytes = load.series.iter().filter(|s| !s.row.is_empty()).map(|s| 64 + s.row.capacity()).sum();
         load.may_exist = true;
         for s in &mut load.series {
             s.points = 0;
         }
-        Ok(points)
+        Ok(written)
     }
 
     /// The series index entries of the series that got points in this batch, as one table file.
@@ -502,5 +519,48 @@ mod tests {
         daemon.db.flush_cf(daemon.cf(CF_DATA)).unwrap();
         daemon.compact_written().unwrap();
         assert_eq!(rows(&one), rows(&daemon));
+    }
+
+    // A load cut at the rows its series have left (time-ordered input, three closed hours) writes each row once,
+    // whole: every row reads packed, as no merge assembles it; and it stores what one batch stores.
+    #[test]
+    fn rows_left_are_written_whole_and_the_current_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut points: Vec<(String, i64, Value)> = Vec::new();
+        for step in 0..(3 * 3600 / 60) {
+            for host in ["h0", "h1", "h2"] {
+                points.push((host.to_string(), 1356998400 + step * 60, Value::Int(step % 11)));
+            }
+        }
+        let one = open(&dir.path().join("one"));
+        load(&one, &points, 1);
+        let cut = open(&dir.path().join("cut"));
+        let mut load = cut.bulk_load().unwrap();
+        let mut written = Vec::new();
+        for (n, (host, ts, value)) in points.iter().enumerate() {
+            let tags = vec![(Cow::Borrowed("host"), Cow::Borrowed(host.as_str()))];
+            let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: *ts, value: *value, tags: tags.into() };
+            let id = load.series(&cut.series_key(&p).unwrap());
+            load.add(id, *ts, value);
+            // Mid-hour cuts: a quarter past each hour, and once more before a row was left at all.
+            if n % 180 == 45 || n == 10 {
+                written.push(cut.bulk_write_left(&mut load).unwrap());
+            }
+        }
+        // The first cut came before any series left a row; each later one wrote the three rows of the hour
+        // before (60 points each); what is left in memory is the last hour's points.
+        assert_eq!(written, vec![0, 0, 180, 180]);
+        assert_eq!(load.len(), 180);
+        assert_eq!(cut.bulk_write(&mut load).unwrap(), 180);
+        assert!(load.is_empty());
+        assert_eq!(stored(&cut), stored(&one));
+        let mut packed = 0;
+        cut.scan_raw(CF_DATA, &[], |_, v| {
+            assert!(codec::is_packed(v), "a row assembled by a merge reads unpacked");
+            packed += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(packed, 9);
     }
 }
