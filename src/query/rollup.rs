@@ -250,6 +250,8 @@ fn passed(function: Aggregator) -> Aggregator {
 /// count, min, max): as [`per_bucket`] and then [`Query::stage_bucketed`] make the value of a downsample bucket
 /// that is exactly one rollup bucket. `None` when a grid cannot hold the staged series: the downsample is not of
 /// the interval's own width, or a fill policy or a rate adds or changes points.
+// The closure's signature is the grid's contract, spelled out once here; a type alias cannot name an `impl Fn`.
+#[allow(clippy::type_complexity)]
 fn grid_cells(
     engine: &Query,
     need: Need,

@@ -368,6 +368,9 @@ pub(crate) fn table_options(block_cache: &rocksdb::Cache, bloom: bool) -> BlockB
     table
 }
 
+/// Where a stored cell is: (row key, qualifier).
+pub type CellAddress = (Vec<u8>, Vec<u8>);
+
 impl Store {
     /// Opens (or creates) the data directory. Fails if it was created with another layout.
     pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
@@ -1129,7 +1132,7 @@ impl Store {
         tsuid: Option<&[u8]>,
         start_ms: i64,
         end_ms: i64,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    ) -> Result<Vec<CellAddress>, StoreError> {
         let mw = self.layout.uid_widths[0];
         let global_metric = vec![0u8; mw];
         let (metric, tags) = match tsuid {

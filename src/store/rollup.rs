@@ -1098,7 +1098,10 @@ impl Store {
         let auto_family = RollupInterval::auto_family(family);
         let span_unit: u32 = if matches!(interval.row_span, RowSpan::Hours(_)) { 3600 } else { 86_400 };
         let step_ms = i64::from(interval.interval_secs) * 1000;
-        if self.db.cf_handle(&auto_family).is_none() || step_ms <= 0 || span_unit % interval.interval_secs != 0 {
+        if self.db.cf_handle(&auto_family).is_none()
+            || step_ms <= 0
+            || !span_unit.is_multiple_of(interval.interval_secs)
+        {
             return Ok(None);
         }
         let Some((start_ms, (first_base, last_base))) = self.rollup_range(family, interval, start_ms, end_ms) else {
