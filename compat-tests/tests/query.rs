@@ -753,6 +753,31 @@ fn v14_legacy_tags_pipe_groups() {
     );
 }
 
+// spec: query §5.2: two case-sensitive literal_or filters on one key are one alternation (2.4.1's findGroupBys
+// merges their values into the row-key regex), in JSON filters, in one brace group and across the two; a
+// literal_or with another kind of filter on the same key is still AND-ed.
+#[test]
+fn literal_or_filters_on_one_key_are_ored() {
+    let d = v14_daemon();
+    let two = r#","filters":[{"type":"literal_or","tagk":"host","filter":"web01"},{"type":"literal_or","tagk":"host","filter":"web02"}]"#;
+    assert_json(&v14_query(&d, two), s1_s2_s4(), "two literal_or filters");
+    let get = |m: &str| get(&d, &format!("/api/query?start=1356998400&end=1356998460&m=sum:sys.cpu.user{m}"));
+    let by_host = json!([
+        {"metric":"sys.cpu.user","tags":{"host":"web01","dc":"lga"},"aggregateTags":[],"dps":{"1356998400":2}},
+        {"metric":"sys.cpu.user","tags":{"host":"web02"},"aggregateTags":[],"dps":{"1356998400":1}}
+    ]);
+    assert_json(&get("%7Bhost=web01,host=web02%7D"), by_host.clone(), "one brace group");
+    assert_json(&get("%7Bhost=web01%7D%7Bhost=web02%7D"), by_host, "group-by and non-group-by");
+    assert_json(&get("%7B%7D%7Bhost=web01,host=web02%7D"), s1_s2_s4(), "second brace group");
+    // literal_or AND regexp on host: only web01's series (S1, S4) match both.
+    let mixed = r#","filters":[{"type":"literal_or","tagk":"host","filter":"web01|web02"},{"type":"regexp","tagk":"host","filter":"01$"}]"#;
+    assert_json(
+        &v14_query(&d, mixed),
+        json!([{"metric":"sys.cpu.user","tags":{"host":"web01","dc":"lga"},"aggregateTags":[],"dps":{"1356998400":2}}]),
+        "literal_or and regexp",
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // V15 – empty and error responses
 

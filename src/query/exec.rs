@@ -210,6 +210,20 @@ fn execute_sub(
     let mut group_keys: Vec<Vec<u8>> = keyed.iter().filter(|(_, f)| f.group_by).map(|(k, _)| k.clone()).collect();
     group_keys.sort();
     group_keys.dedup();
+    // What a series must match, per key: filters are AND-ed, except that the case-sensitive literal_or filters of
+    // one key are one alternation of all their values, as 2.4.1's `TsdbQuery.findGroupBys` merges them into the
+    // row-key regex and checks them no more (`{host=web01,host=web02}` is both hosts; spec: query §5.2).
+    let mut matching: Vec<(&[u8], Vec<&request::Filter>)> = Vec::with_capacity(keyed.len());
+    for (key, filter) in &keyed {
+        let literal = filter.literal_values().is_some();
+        match matching
+            .iter_mut()
+            .find(|(k, group)| literal && *k == key.as_slice() && group[0].literal_values().is_some())
+        {
+            Some((_, group)) => group.push(filter),
+            None => matching.push((key.as_slice(), vec![*filter])),
+        }
+    }
 
     // 2. The engine's view of the sub-query, and the window it needs read.
     let mut engine = engine_query(query, sub)?;
@@ -229,12 +243,12 @@ fn execute_sub(
         {
             return Ok(false);
         }
-        for (key, filter) in &keyed {
-            let value = match tags.iter().find(|(k, _)| *k == key.as_slice()) {
+        for (key, group) in &matching {
+            let value = match tags.iter().find(|(k, _)| k == key) {
                 Some((_, v)) => Some(names.name(UidKind::TagValue, v)?),
                 None => None,
             };
-            if !filter.matches_series(value.as_deref()) {
+            if !group.iter().any(|filter| filter.matches_series(value.as_deref())) {
                 return Ok(false);
             }
         }
@@ -243,10 +257,12 @@ fn execute_sub(
     // With a literal_or filter the index's postings name every candidate series: read only their rows
     // instead of every row of the metric (spec: query §9, the million-series complaint).
     let mut candidates: Option<Vec<Vec<u8>>> = None;
-    for (key, filter) in &keyed {
-        let Some(values) = filter.literal_values() else { continue };
+    for (key, group) in &matching {
+        if group[0].literal_values().is_none() {
+            continue;
+        }
         let mut these = Vec::new();
-        for v in values {
+        for v in group.iter().filter_map(|filter| filter.literal_values()).flatten() {
             if let Some(vu) = uids.get(UidKind::TagValue, v)? {
                 these.extend(store.series_with_tag(&metric_uid, key, vu.as_bytes())?);
             }
