@@ -89,7 +89,22 @@ fn details_and_summary_replies() {
         let r = d.post(&format!("/api/put{query}"), &body);
         assert_eq!((r.status, r.text().as_str()), (200, r#"{"success":2,"failed":0}"#), "{query}");
     }
-    assert_eq!(scan(&d, "http.flags").len(), 4 + 6);
+    // `timeouts` only for a positive sync_timeout (2.4 arms its timer only then); an unparseable one is
+    // Integer.parseInt's exception, a 500, and nothing is written.
+    for (i, (query, reply)) in [
+        ("?summary&sync_timeout=30000", r#"{"success":1,"timeouts":0,"failed":0}"#),
+        ("?summary&sync_timeout=0", r#"{"success":1,"failed":0}"#),
+        ("?summary&sync_timeout=-5", r#"{"success":1,"failed":0}"#),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = d.post(&format!("/api/put{query}"), &point(1700000200 + i as i64));
+        assert_eq!((r.status, r.text().as_str()), (200, *reply), "{query}");
+    }
+    let r = d.post("/api/put?summary&sync_timeout=abc", &point(1700000300));
+    assert_eq!((r.status, r.text().as_str()), (500, r#"{"error":{"code":500,"message":"For input string: \"abc\""}}"#));
+    assert_eq!(scan(&d, "http.flags").len(), 4 + 6 + 3);
 }
 
 // spec: opentsdb-ingest-storage.md §3.4 (per-point errors; valid points are still written), §3.5 (400 with

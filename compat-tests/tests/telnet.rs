@@ -142,6 +142,8 @@ fn bad_puts_get_opentsdb_error_lines_and_the_connection_stays_open() {
         ("put telnet.bad 1700000000 notanum host=web01", "put: invalid value: Invalid character 'n' in notanum"),
         ("put telnet.bad 1700000000 NaN host=web01", "put: invalid value: Invalid character 'N' in NaN"),
         ("put telnet.bad 1700000000 1.5NaN host=web01", "put: invalid value: For input string: \"1.5NaN\""),
+        // Java's Double.parseDouble throws its own message on a second point among the mantissa's digits.
+        ("put telnet.bad 1700000000 1.2.3 host=web01", "put: invalid value: multiple points"),
         (
             "put telnet.bad 1700000000 1e999 host=web01",
             "put: illegal argument: value is NaN or Infinite: Infinity for metric=telnet.bad timestamp=1700000000",

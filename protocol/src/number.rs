@@ -22,6 +22,8 @@ pub enum NumberError {
     Overflow(String),
     /// Java's `Double.parseDouble` failure: `For input string: "<s>"`
     ForInputString(String),
+    /// Java's `Double.parseDouble` meeting a second `.` among the mantissa's digits: `multiple points`
+    MultiplePoints,
 }
 
 impl fmt::Display for NumberError {
@@ -33,6 +35,7 @@ impl fmt::Display for NumberError {
             NumberError::InvalidChar(c, s) => write!(f, "Invalid character '{c}' in {s}"),
             NumberError::Overflow(s) => write!(f, "Overflow in {s}"),
             NumberError::ForInputString(s) => write!(f, "For input string: \"{s}\""),
+            NumberError::MultiplePoints => f.write_str("multiple points"),
         }
     }
 }
@@ -142,6 +145,11 @@ pub fn parse_java_double(s: &str) -> Result<f64, NumberError> {
             return parse_hex_body(hex).map(|m| if negative { -m } else { m }).ok_or_else(fail)
         }
         _ => {}
+    }
+    // Java's `FloatingDecimal` reads the mantissa's digits and points first, and throws on a second point
+    // there before it looks at anything else (`1.2.3`, `1..5`, `.5.`; not `1e2.3`, whose `e` ends the run).
+    if body.iter().take_while(|b| b.is_ascii_digit() || **b == b'.').filter(|b| **b == b'.').nth(1).is_some() {
+        return Err(NumberError::MultiplePoints);
     }
     let end = decimal_end(body).ok_or_else(fail)?;
     // The validated prefix (sign included, suffix excluded) is in the subset of Rust's float grammar that
@@ -485,7 +493,6 @@ mod tests {
             "Infinityd",
             "NaNf",
             "1_0",
-            "1.0.0",
             ".",
             "e5",
             "1e",
@@ -513,6 +520,12 @@ mod tests {
             assert_eq!(parse_java_double(s), Err(NumberError::ForInputString(trimmed.to_string())), "{s:?}");
         }
         assert_eq!(parse_java_double("1.5NaN").unwrap_err().to_string(), "For input string: \"1.5NaN\"");
+        // spec: ingest §2.3 (Java's message): a second point among the mantissa's digits.
+        for s in ["1.2.3", "1.0.0", "1..5", ".5.", "-0.0.0", "12.3.4e5"] {
+            assert_eq!(parse_java_double(s).unwrap_err().to_string(), "multiple points", "{s}");
+        }
+        assert_eq!(parse_java_double("1e2.3").unwrap_err().to_string(), "For input string: \"1e2.3\"");
+        assert_eq!(parse_java_double("1.2x.3").unwrap_err().to_string(), "For input string: \"1.2x.3\"");
         // Java's message carries the trimmed string.
         assert_eq!(parse_java_double(" 1.5x\t").unwrap_err().to_string(), "For input string: \"1.5x\"");
     }

@@ -544,11 +544,17 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     let show_details = req.has("details");
     let show_summary = req.has("summary");
     let sync = req.has("sync");
+    // 2.4 reads it with Integer.parseInt (an unparseable one is an internal error: 500 with Java's message) and
+    // arms its timer, and reports `timeouts`, only for a positive one (spec: ingest §3.3).
     let timeouts = match req.param("sync_timeout") {
         None => None,
         Some(v) => match v.parse::<i32>() {
-            Ok(_) => Some(0),
-            Err(_) => return Reply::error(StatusCode::BAD_REQUEST, &format!("Invalid sync_timeout: {v}"), None),
+            Ok(ms) if ms > 0 => Some(0),
+            Ok(_) => None,
+            Err(_) => {
+                let message = format!("For input string: \"{v}\"");
+                return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &message, None);
+            }
         },
     };
 
