@@ -298,12 +298,24 @@ fn routing_methods_and_versions() {
     assert_eq!((r.status, r.text().as_str()), (404, r#"{"error":{"code":404,"message":"Endpoint not found"}}"#));
     let r = d.post("/api/nosuch", "{}");
     assert_eq!((r.status, r.text().as_str()), (404, r#"{"error":{"code":404,"message":"Endpoint not found"}}"#));
+    // spec: query §0.3: `serializer=` names the serializer, before the endpoint is looked up; `json` is the only
+    // one, anything else is a 400 and nothing is written.
+    assert_204(&d.post("/api/put?serializer=json", &point(1700000050)), "serializer=json");
+    for path in ["/api/put?serializer=foo", "/api/nosuch?serializer=foo"] {
+        assert_error_envelope(
+            &d.post(path, &point(1700000060)),
+            400,
+            "Requested serializer was not found",
+            Some("Could not find a serializer with the name: foo"),
+        );
+    }
     assert_eq!(
         scan(&d, "http.routes"),
         normalize([
             "http.routes 1700000000 1 host=web01",
             "http.routes 1700000010 1 host=web01",
-            "http.routes 1700000020 1 host=web01"
+            "http.routes 1700000020 1 host=web01",
+            "http.routes 1700000050 1 host=web01"
         ])
     );
 }

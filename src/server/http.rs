@@ -454,6 +454,15 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
             }
         }
     }
+    // 2.4 picks the serializer named by `serializer=` before it looks up the endpoint (HttpQuery.setSerializer);
+    // JSON is the only one (spec: query §0.3).
+    if let Some(name) = req.param("serializer").filter(|name| *name != "json") {
+        return Reply::error(
+            StatusCode::BAD_REQUEST,
+            "Requested serializer was not found",
+            Some(&format!("Could not find a serializer with the name: {name}")),
+        );
+    }
     let writes = tsd.config.mode.writes();
     match segments.first().copied() {
         Some("put") if writes => put(req, tsd, false),
