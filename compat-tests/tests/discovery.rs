@@ -1,5 +1,5 @@
 //! Discovery endpoints answered from rtsd's in-memory indexes (spec: query §6.4, §7.2, V16).
-use rtsd_compat_tests::{barrier, Daemon};
+use rtsd_compat_tests::{barrier, Daemon, Response};
 use std::io::Write;
 
 fn write_lines(d: &Daemon, lines: &str) {
@@ -131,6 +131,20 @@ fn lookup_answers_from_the_series_index() {
     assert_eq!(r.json()["results"][0]["tags"], serde_json::json!({"host":"web02"}));
     let r = d.http("GET", "/api/search/lookup?m=%7B*=lga%7D", &[], b"");
     assert_eq!(r.json()["results"][0]["metric"], "sys.cpu.nice");
+    // Two values of one key are OR-ed, and `host=*` makes a literal host moot (2.4's
+    // TimeSeriesLookup.getRowKeyRegex), in both forms.
+    let tsuids = |r: &Response| -> Vec<String> {
+        r.json()["results"].as_array().unwrap().iter().map(|x| x["tsuid"].as_str().unwrap().to_string()).collect()
+    };
+    let both = ["000001000001000001", "000001000001000002"];
+    for m in ["sys.cpu.user%7Bhost=web01,host=web02%7D", "sys.cpu.user%7Bhost=web01,host=*%7D"] {
+        assert_eq!(tsuids(&d.http("GET", &format!("/api/search/lookup?m={m}"), &[], b"")), both, "{m}");
+    }
+    let r = d.post(
+        "/api/search/lookup",
+        r#"{"metric":"sys.cpu.user","tags":[{"key":"host","value":"web02"},{"key":"host","value":"web01"}]}"#,
+    );
+    assert_eq!(tsuids(&r), both);
     let r = d.http("GET", "/api/search/lookup?m=sys.cpu.user&limit=1", &[], b"");
     assert_eq!(r.json()["totalResults"], 1);
     let r = d

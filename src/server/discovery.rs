@@ -222,11 +222,25 @@ fn run_lookup(
         }
         matches.len() < limit
     };
-    // With a metric and a fully literal pair, the postings name the only candidates.
-    let literal = resolved.iter().find_map(|(k, v)| Some((k.as_ref()?, v.as_ref()?)));
-    match (metric_uid, literal) {
-        (Some(m), Some((k, v))) => {
-            for tsuid in tsd.store.series_with_tag(m.as_bytes(), k.as_bytes(), v.as_bytes())? {
+    // With a metric and a key whose conditions are all literal, the postings of that key's values (OR-ed, as
+    // the series must match one of them) name the only candidates. A key that also has `k=*` gives none: its
+    // literal values are moot (2.4's getRowKeyRegex skips them).
+    let literal_key = resolved.iter().find_map(|(k, v)| {
+        let k = k.as_ref()?;
+        v.as_ref()?;
+        let all_literal = resolved.iter().filter(|(other, _)| other.as_ref() == Some(k)).all(|(_, v)| v.is_some());
+        all_literal.then_some(k)
+    });
+    match (metric_uid, literal_key) {
+        (Some(m), Some(k)) => {
+            let mut candidates = Vec::new();
+            for (_, v) in resolved.iter().filter(|(other, _)| other.as_ref() == Some(k)) {
+                let v = v.as_ref().expect("a literal key's values are all literal");
+                candidates.extend(tsd.store.series_with_tag(m.as_bytes(), k.as_bytes(), v.as_bytes())?);
+            }
+            candidates.sort();
+            candidates.dedup();
+            for tsuid in candidates {
                 if !visit(&tsuid) {
                     break;
                 }
