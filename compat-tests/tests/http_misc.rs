@@ -39,10 +39,19 @@ fn method_override_turns_a_get_into_another_method() {
     assert_eq!((r.status, r.text()), (200, r#"{"description":"x","endTime":0,"startTime":1369141261}"#.to_string()));
     let r = d.http("GET", "/api/annotation?start_time=1369141261&method_override=delete", &[], b"");
     assert_eq!(r.status, 204);
-    let r = d.http("GET", "/api/version?method_override=", &[], b"");
+    let r = d.http("GET", "/api/annotation?start_time=1369141261&method_override=", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":405,"message":"Missing method override value"}}"#);
-    let r = d.http("GET", "/api/version?method_override=patch", &[], b"");
+    let r = d.http("GET", "/api/search/lookup?m=x&method_override=patch", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":405,"message":"Unknown or unsupported method override value"}}"#);
+    // Only the endpoints that call 2.4's getAPIMethod read it; the others serve the GET, whatever it says.
+    for path in
+        ["/api/version?method_override=", "/api/version?method_override=patch", "/api/aggregators?method_override=post"]
+    {
+        let r = d.http("GET", path, &[], b"");
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+    let r = d.http("GET", "/api/uid/assign?metric=override.m&method_override=put", &[], b"");
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"metric":{"override.m":"000001"}}"#));
 }
 
 #[test]

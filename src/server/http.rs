@@ -319,6 +319,25 @@ fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
     encoder.finish().ok().map(Bytes::from)
 }
 
+/// Whether the endpoint at `segments` takes its method from `method_override`: 2.4's `getAPIMethod` is called
+/// by the annotation, search, uidmeta/tsmeta handlers and by the query handler for DELETE (/api/query and
+/// /gexp); every other one (suggest, version, uid/assign, query/last, dropcaches, ...) reads the request's own
+/// method and ignores the parameter, malformed or not.
+fn reads_method_override(segments: &[String]) -> bool {
+    let api: Vec<&str> = match segments.split_first() {
+        Some((first, rest)) if first == "api" => rest.iter().map(String::as_str).collect(),
+        _ => return false,
+    };
+    let api = match api.split_first() {
+        Some((v, rest)) if v.starts_with('v') && v[1..].starts_with(|c: char| c.is_ascii_digit()) => rest.to_vec(),
+        _ => api,
+    };
+    matches!(
+        api.as_slice(),
+        ["annotation" | "annotations" | "search", ..] | ["query"] | ["query", "gexp"] | ["uid", "uidmeta" | "tsmeta"]
+    )
+}
+
 async fn route(
     req: Request<Incoming>,
     tsd: &Arc<Tsd>,
@@ -329,8 +348,10 @@ async fn route(
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().unwrap_or("").to_string();
     let params = parse_query(&raw_query);
-    // GET with method_override acts as the named method (spec: query §0.1).
-    if method == Method::GET {
+    // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
+    let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(|s| s.to_ascii_lowercase()).collect();
+    // GET with method_override acts as the named method on the endpoints that read it (spec: query §0.1).
+    if method == Method::GET && reads_method_override(&segments) {
         if let Some((_, v)) = params.iter().rev().find(|(k, _)| k == "method_override") {
             method = match v.to_ascii_lowercase().as_str() {
                 "get" => Method::GET,
@@ -348,8 +369,6 @@ async fn route(
             };
         }
     }
-    // Split on `/`, drop empty segments (so a trailing slash is harmless), compare lower-cased (spec: query §0.1).
-    let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(|s| s.to_ascii_lowercase()).collect();
     let headers = req
         .headers()
         .iter()
