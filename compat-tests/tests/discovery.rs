@@ -165,9 +165,22 @@ fn lookup_errors_are_opentsdbs() {
         (r.status, r.text()),
         (400, r#"{"error":{"code":400,"message":"Missing parameter <code>m</code>"}}"#.to_string())
     );
-    // The POST body (spec: query §0.3): empty, or a limit that is no number.
+    // 2.4's SearchRpc reads the body when there is one, else the query string, whatever the method.
     let r = d.post("/api/search/lookup", "");
-    assert_eq!((r.status, r.json()["error"]["message"].as_str()), (400, Some("Missing message content")));
+    assert_eq!((r.status, r.json()["error"]["message"].as_str()), (400, Some("Missing parameter <code>m</code>")));
+    let r = d.post("/api/search/lookup?m=m", "");
+    assert_eq!((r.status, r.json()["totalResults"].as_i64()), (200, Some(1)), "{}", r.text());
+    // The metric `*` is every metric; a body without a metric means `*`, without tags no `tags` key.
+    let r = d.http("GET", "/api/search/lookup?m=*", &[], b"");
+    assert_eq!((r.json()["metric"].as_str(), r.json()["totalResults"].as_i64()), (Some("*"), Some(1)));
+    let r = d.post("/api/search/lookup", r#"{"limit":2}"#);
+    assert!(
+        r.text().starts_with(r#"{"type":"LOOKUP","metric":"*","limit":2,"startIndex":0,"totalResults":1,"time":"#),
+        "{}",
+        r.text()
+    );
+    // The time is a float of whole milliseconds.
+    assert!(r.json()["time"].as_f64().is_some_and(|t| t.fract() == 0.0), "{}", r.text());
     let r = d.post("/api/search/lookup", r#"{"metric":"m","limit":"x"}"#);
     assert_eq!(
         r.text(),
@@ -176,7 +189,17 @@ fn lookup_errors_are_opentsdbs() {
     assert_eq!(d.post("/api/search/lookup", r#"{"metric":"m","limit":"1"}"#).json()["limit"], 1);
     let r = d.http("GET", "/api/search/lookup?m=m&limit=x", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unable to convert 'limit' to a valid number"}}"#);
-    let r = d.http("GET", "/api/search/lookup?m=%7B%7D", &[], b"");
+    // m= parse errors: 2.4's "Unable to parse query" with Tags.parseWithMetric's text as details.
+    for (m, details) in [
+        ("%7B%7D", "Missing metric and tags: {}"),
+        ("m%7Bhost", "Missing '}' at the end of: m{host"),
+        ("m%7Bhost%7D", "When parsing tag 'host': invalid tag: host"),
+    ] {
+        let r = d.http("GET", &format!("/api/search/lookup?m={m}"), &[], b"");
+        let expected = format!(r#"{{"error":{{"code":400,"message":"Unable to parse query","details":"{details}"}}}}"#);
+        assert_eq!((r.status, r.text()), (400, expected), "{m}");
+    }
+    let r = d.post("/api/search/lookup", r#"{"metric":null}"#);
     assert_eq!(
         r.text(),
         r#"{"error":{"code":400,"message":"Missing metric and tags. Please supply at least one value."}}"#

@@ -86,53 +86,59 @@ struct Condition {
 pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
     let started = Instant::now();
     let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
-    let (metric, conditions, limit) = match req.method {
-        Method::GET => {
-            let Some(m) = req.param("m") else { return bad("Missing parameter <code>m</code>") };
-            let limit = match req.param("limit") {
-                None => 25,
-                Some(l) => match l.trim().parse::<i64>() {
-                    Ok(n) => n,
-                    Err(_) => return bad("Unable to convert 'limit' to a valid number"),
-                },
-            };
-            match parse_lookup_m(m) {
-                Ok((metric, conditions)) => (metric, conditions, limit),
-                Err(e) => return bad(&e),
-            }
+    if req.method != Method::GET && req.method != Method::POST {
+        return bad(&format!("Unsupported method: {}", req.method));
+    }
+    // 2.4's SearchRpc reads the body when there is one, whatever the method, else the query string; a
+    // SearchQuery starts with the metric `*` (every metric) and no tags list.
+    let (metric, conditions, limit) = if req.body.is_empty() {
+        let Some(m) = req.param("m").filter(|m| !m.is_empty()) else {
+            return bad("Missing parameter <code>m</code>");
+        };
+        let limit = match req.param("limit") {
+            None => 25,
+            Some(l) => match l.parse::<i32>() {
+                Ok(n) => i64::from(n),
+                Err(_) => return bad("Unable to convert 'limit' to a valid number"),
+            },
+        };
+        match parse_lookup_m(m) {
+            Ok((metric, conditions)) => (metric, Some(conditions), limit),
+            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "Unable to parse query", Some(&e)),
         }
-        Method::POST => {
-            let body = match req.json_object() {
-                Ok(body) => body,
-                Err(reply) => return reply,
-            };
-            let metric = body.get("metric").and_then(|m| m.as_str()).filter(|m| !m.is_empty()).map(str::to_string);
-            let star = |v: Option<&serde_json::Value>| match v.and_then(|v| v.as_str()) {
-                None | Some("*") | Some("") => None,
-                Some(s) => Some(s.to_string()),
-            };
-            let conditions = body
-                .get("tags")
-                .and_then(|t| t.as_array())
-                .map(|pairs| {
-                    pairs.iter().map(|p| Condition { key: star(p.get("key")), value: star(p.get("value")) }).collect()
-                })
-                .unwrap_or_default();
-            let limit = match body.get("limit").map(jackson_int) {
-                None => 25,
-                Some(Ok(n)) => i64::from(n),
-                Some(Err(e)) => return Reply::unparsable_json(&e),
-            };
-            (metric, conditions, limit)
-        }
-        _ => return bad(&format!("Unsupported method: {}", req.method)),
+    } else {
+        let body = match req.json_object() {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let metric = match body.get("metric") {
+            None => Some("*".to_string()),
+            Some(m) => m.as_str().map(str::to_string),
+        };
+        let star = |v: Option<&serde_json::Value>| match v.and_then(|v| v.as_str()) {
+            None | Some("*") | Some("") => None,
+            Some(s) => Some(s.to_string()),
+        };
+        let conditions = body.get("tags").and_then(|t| t.as_array()).map(|pairs| {
+            pairs.iter().map(|p| Condition { key: star(p.get("key")), value: star(p.get("value")) }).collect()
+        });
+        let limit = match body.get("limit").map(jackson_int) {
+            None => 25,
+            Some(Ok(n)) => i64::from(n),
+            Some(Err(e)) => return Reply::unparsable_json(&e),
+        };
+        (metric, conditions, limit)
     };
-    if metric.is_none() && conditions.is_empty() {
+    let no_conditions = conditions.as_ref().is_none_or(Vec::is_empty);
+    if metric.is_none() && no_conditions {
         return bad("Missing metric and tags. Please supply at least one value.");
     }
-    match run_lookup(tsd, metric.as_deref(), &conditions, limit) {
+    // `*` is every metric (2.4's TimeSeriesLookup does not resolve it), echoed as given.
+    let lookup_metric = metric.as_deref().filter(|m| *m != "*");
+    let all = conditions.as_deref().unwrap_or_default();
+    match run_lookup(tsd, lookup_metric, all, limit) {
         Ok(Ok(results)) => {
-            Reply::json(StatusCode::OK, lookup_json(metric.as_deref(), &conditions, limit, &results, started))
+            Reply::json(StatusCode::OK, lookup_json(metric.as_deref(), conditions.as_deref(), limit, &results, started))
         }
         Ok(Err(unresolved)) => {
             Reply::error(StatusCode::NOT_FOUND, "Unable to resolve one or more UIDs", Some(&unresolved))
@@ -141,23 +147,38 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
     }
 }
 
-/// `metric{k=v,...}` with either side of a pair possibly `*`; the metric may be empty.
+/// `m=` as 2.4's `Tags.parseWithMetric(String, List)` reads it: `metric`, `metric{k=v,...}` or `{k=v,...}`;
+/// a pair `=v` or `*=v` has any key, `k=` or `k=*` any value. Errors are that method's texts (the details of
+/// 2.4's "Unable to parse query").
 fn parse_lookup_m(m: &str) -> Result<(Option<String>, Vec<Condition>), String> {
-    let (metric, tags) = match m.find('{') {
-        Some(i) => {
-            let rest = &m[i + 1..];
-            let Some(inner) = rest.strip_suffix('}') else { return Err(format!("Missing '}}' at the end of: {m}")) };
-            (&m[..i], inner)
-        }
-        None => (m, ""),
-    };
-    let mut conditions = Vec::new();
-    for pair in tags.split(',').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').ok_or_else(|| format!("Invalid tag pair: {pair}"))?;
-        let star = |s: &str| if s == "*" || s.is_empty() { None } else { Some(s.to_string()) };
-        conditions.push(Condition { key: star(k), value: star(v) });
+    let Some(curly) = m.find('{') else { return Ok((Some(m.to_string()), Vec::new())) };
+    if !m.ends_with('}') {
+        return Err(format!("Missing '}}' at the end of: {m}"));
     }
-    let metric = if metric.is_empty() || metric == "*" { None } else { Some(metric.to_string()) };
+    if curly == m.len() - 2 {
+        if curly == 0 {
+            return Err(format!("Missing metric and tags: {m}"));
+        }
+        return Ok((Some(m[..curly].to_string()), Vec::new()));
+    }
+    let star = |s: &str| if s == "*" || s.is_empty() { None } else { Some(s.to_string()) };
+    let mut conditions = Vec::new();
+    for tag in m[curly + 1..m.len() - 1].split(',') {
+        let pair = if tag.chars().count() < 2 {
+            Err("Missing tag pair".to_string())
+        } else if let Some(v) = tag.strip_prefix('=') {
+            Ok(Condition { key: None, value: star(v) })
+        } else if let Some(k) = tag.strip_suffix('=') {
+            Ok(Condition { key: star(k), value: None })
+        } else {
+            match tag.split('=').collect::<Vec<_>>().as_slice() {
+                [k, v] if !k.is_empty() && !v.is_empty() => Ok(Condition { key: star(k), value: star(v) }),
+                _ => Err(format!("invalid tag: {tag}")),
+            }
+        };
+        conditions.push(pair.map_err(|e| format!("When parsing tag '{tag}': {e}"))?);
+    }
+    let metric = (curly > 0).then(|| m[..curly].to_string());
     Ok((metric, conditions))
 }
 
@@ -288,9 +309,10 @@ fn series_matches(pairs: &[(&[u8], &[u8])], conditions: &[UidCondition]) -> bool
     })
 }
 
+/// The answer, keys in 2.4's order; `tags` only when the request had a list (Jackson leaves out null fields).
 fn lookup_json(
     metric: Option<&str>,
-    conditions: &[Condition],
+    conditions: Option<&[Condition]>,
     limit: i64,
     results: &[LookupResult],
     started: Instant,
@@ -300,17 +322,21 @@ fn lookup_json(
         out.push_str(",\"metric\":");
         out.push_str(&json_string(m));
     }
-    out.push_str(",\"tags\":[");
-    for (i, c) in conditions.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
+    if let Some(conditions) = conditions {
+        out.push_str(",\"tags\":[");
+        for (i, c) in conditions.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let star = |s: &Option<String>| json_string(s.as_deref().unwrap_or("*"));
+            out.push_str(&format!("{{\"key\":{},\"value\":{}}}", star(&c.key), star(&c.value)));
         }
-        let star = |s: &Option<String>| json_string(s.as_deref().unwrap_or("*"));
-        out.push_str(&format!("{{\"key\":{},\"value\":{}}}", star(&c.key), star(&c.value)));
+        out.push(']');
     }
-    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    // 2.4 keeps the time as a float of whole milliseconds (System.currentTimeMillis differences).
+    let elapsed = started.elapsed().as_millis() as f64;
     out.push_str(&format!(
-        "],\"limit\":{limit},\"startIndex\":0,\"totalResults\":{},\"time\":{},\"results\":[",
+        ",\"limit\":{limit},\"startIndex\":0,\"totalResults\":{},\"time\":{},\"results\":[",
         results.len(),
         javafmt::double_to_string(elapsed)
     ));
@@ -350,6 +376,14 @@ mod tests {
             (Some("sys.cpu.user".into()), vec![c(Some("host"), None), c(Some("dc"), Some("lga"))])
         );
         assert_eq!(parse_lookup_m("{*=web01}").unwrap(), (None, vec![c(None, Some("web01"))]));
-        assert!(parse_lookup_m("m{host=a").is_err());
+        assert_eq!(parse_lookup_m("{=web01,dc=}").unwrap(), (None, vec![c(None, Some("web01")), c(Some("dc"), None)]));
+        assert_eq!(parse_lookup_m("*").unwrap(), (Some("*".into()), vec![]));
+        assert_eq!(parse_lookup_m("m{}").unwrap(), (Some("m".into()), vec![]));
+        // 2.4.1's Tags.parseWithMetric texts.
+        assert_eq!(parse_lookup_m("m{host=a").unwrap_err(), "Missing '}' at the end of: m{host=a");
+        assert_eq!(parse_lookup_m("{}").unwrap_err(), "Missing metric and tags: {}");
+        assert_eq!(parse_lookup_m("m{host}").unwrap_err(), "When parsing tag 'host': invalid tag: host");
+        assert_eq!(parse_lookup_m("m{a=b=c}").unwrap_err(), "When parsing tag 'a=b=c': invalid tag: a=b=c");
+        assert_eq!(parse_lookup_m("m{a=b,,c=d}").unwrap_err(), "When parsing tag '': Missing tag pair");
     }
 }
