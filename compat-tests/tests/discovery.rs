@@ -80,6 +80,18 @@ fn suggest_errors_are_opentsdbs() {
         d.post("/api/suggest", r#"{"type":"metrics","max":"one"}"#).text(),
         r#"{"error":{"code":400,"message":"Unable to parse 'max' as a number"}}"#
     );
+    // 2.4's SuggestRpc: an empty max is the default, a max is Integer.parseInt's, an empty type is missing.
+    assert_eq!(d.http("GET", "/api/suggest?type=metrics&q=s.&max=", &[], b"").text(), r#"["s.a","s.b"]"#);
+    assert_eq!(d.post("/api/suggest", r#"{"type":"metrics","q":"s.","max":""}"#).text(), r#"["s.a","s.b"]"#);
+    for max in ["%201", "99999999999"] {
+        let r = d.http("GET", &format!("/api/suggest?type=metrics&max={max}"), &[], b"");
+        assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unable to parse 'max' as a number"}}"#, "{max}");
+    }
+    let r = d.http("GET", "/api/suggest?type=&q=s", &[], b"");
+    assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Missing parameter <code>type</code>"}}"#);
+    // The deprecated /suggest reads the query string, whatever the method and body.
+    let r = d.post("/suggest?type=metrics&q=s.", r#"{"type":"tagk"}"#);
+    assert_eq!(r.text(), r#"["s.a","s.b"]"#);
 }
 
 #[test]

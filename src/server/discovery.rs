@@ -15,22 +15,27 @@ use crate::store::StoreError;
 
 /// `/api/suggest` and `/suggest`: assigned names by prefix, from the in-memory name index (spec: query §6.4).
 pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    suggest_from(req, tsd, true)
+}
+
+/// The deprecated `/suggest`: 2.4 reads its query string whatever the method.
+pub fn suggest_v0(req: &ApiRequest, tsd: &Tsd) -> Reply {
+    suggest_from(req, tsd, false)
+}
+
+fn suggest_from(req: &ApiRequest, tsd: &Tsd, api: bool) -> Reply {
     let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
-    let (kind, q, max) = match req.method {
-        Method::GET => {
-            let Some(kind) = req.param("type") else {
-                return bad("Missing parameter <code>type</code>");
-            };
-            let max = match req.param("max") {
-                None => None,
-                Some(m) => match m.trim().parse::<i64>() {
-                    Ok(n) => Some(n),
-                    Err(_) => return bad("Unable to parse 'max' as a number"),
-                },
-            };
-            (kind.to_string(), req.param("q").unwrap_or("").to_string(), max)
+    // 2.4's SuggestRpc: `max` empty or absent is the default, else Integer.parseInt's (no trimming, 32 bits).
+    let parse_max = |m: Option<String>| -> Result<Option<i64>, Reply> {
+        match m.filter(|m| !m.is_empty()) {
+            None => Ok(None),
+            Some(m) => {
+                m.parse::<i32>().map(|n| Some(i64::from(n))).map_err(|_| bad("Unable to parse 'max' as a number"))
+            }
         }
-        Method::POST => {
+    };
+    let (kind, q, max) = match req.method {
+        Method::POST if api => {
             // 2.4's `parseSuggestV1` reads a map of strings: any scalar is taken as its text.
             let body = match req.json_object() {
                 Ok(body) => body,
@@ -46,14 +51,21 @@ pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
             let Some(kind) = kind.filter(|k| !k.is_empty()) else {
                 return bad("Missing 'type' parameter");
             };
-            let max = match max {
-                None => None,
-                Some(m) => match m.parse::<i64>() {
-                    Ok(n) => Some(n),
-                    Err(_) => return bad("Unable to parse 'max' as a number"),
-                },
+            let max = match parse_max(max) {
+                Ok(max) => max,
+                Err(reply) => return reply,
             };
             (kind, q.unwrap_or_default(), max)
+        }
+        Method::GET | Method::POST => {
+            let Some(kind) = req.param("type").filter(|k| !k.is_empty()) else {
+                return bad("Missing parameter <code>type</code>");
+            };
+            let max = match parse_max(req.param("max").map(str::to_string)) {
+                Ok(max) => max,
+                Err(reply) => return reply,
+            };
+            (kind.to_string(), req.param("q").unwrap_or("").to_string(), max)
         }
         _ => return Reply::method_not_allowed(&req.method),
     };

@@ -400,7 +400,7 @@ async fn route(
             reply.unwrap_or_else(|| Reply::error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", None))
         }
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
-        ["suggest"] if tsd.config.mode.reads() => discovery::suggest(&request, tsd),
+        ["suggest"] if tsd.config.mode.reads() => discovery::suggest_v0(&request, tsd),
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
         ["stats", ..] => stats::old_stats(&request, tsd),
         ["logs", ..] => stats::logs(&request),
