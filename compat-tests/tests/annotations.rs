@@ -56,6 +56,9 @@ fn a_series_annotation_is_stored_read_updated_and_deleted() {
         (r.status, r.text()),
         (404, r#"{"error":{"code":404,"message":"Unable to locate annotation in storage"}}"#.to_string())
     );
+    // Deleting it again (or any note that is not there) is still a 204: 2.4 deletes unconditionally.
+    let r = d.http("DELETE", "/api/annotation?start_time=1369141261&tsuid=000001000001000001", &[], b"");
+    assert_eq!((r.status, r.text().as_str()), (204, ""));
 }
 
 #[test]

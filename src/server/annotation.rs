@@ -78,12 +78,11 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
             Some(a) => Reply::json(StatusCode::OK, a.to_json()),
             None => not_found(),
         },
-        Method::DELETE => match stored {
-            Some(_) => match store.put_annotation(&key, &qualifier, None) {
-                Ok(()) => Reply::json(StatusCode::NO_CONTENT, ""),
-                Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
-            },
-            None => not_found(),
+        // 2.4's Annotation.delete sends its delete whether or not the note exists: 204 either way.
+        Method::DELETE if stored.is_none() => Reply::json(StatusCode::NO_CONTENT, ""),
+        Method::DELETE => match store.put_annotation(&key, &qualifier, None) {
+            Ok(()) => Reply::json(StatusCode::NO_CONTENT, ""),
+            Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
         },
         Method::POST | Method::PUT => {
             let merge = req.method == Method::POST && body_obj.is_some();
