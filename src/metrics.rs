@@ -477,25 +477,35 @@ pub fn render_stats_text(stats: &[Stat], now: u64, host_tags: &[(String, String)
 
 /// `/api/stats` JSON: `[{"metric":"tsd.x","timestamp":t,"value":"n","tags":{...}}]` (spec: query §6.14).
 pub fn render_stats_json(stats: &[Stat], now: u64, host_tags: &[(String, String)]) -> String {
-    let items: Vec<serde_json::Value> = stats
-        .iter()
-        .map(|s| {
-            let mut tags = serde_json::Map::new();
-            if let Some((k, v)) = s.tag {
-                tags.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+    use rtsd_protocol::http_json::json_string;
+    // Keys in 2.4's IncomingDataPoint field order (metric, timestamp, value, tags), the tags a Java HashMap.
+    let mut out = String::from("[");
+    for (i, s) in stats.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let mut tags: Vec<(&str, &str)> = s.tag.into_iter().collect();
+        for (k, v) in host_tags {
+            match tags.iter_mut().find(|(key, _)| *key == k.as_str()) {
+                Some(tag) => tag.1 = v,
+                None => tags.push((k, v)),
             }
-            for (k, v) in host_tags {
-                tags.insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+        let keys: Vec<&str> = tags.iter().map(|(k, _)| *k).collect();
+        out.push_str(&format!(
+            "{{\"metric\":\"tsd.{}\",\"timestamp\":{now},\"value\":\"{}\",\"tags\":{{",
+            s.name, s.value
+        ));
+        for (n, i) in rtsd_protocol::javafmt::hashmap_order(&keys).into_iter().enumerate() {
+            if n > 0 {
+                out.push(',');
             }
-            serde_json::json!({
-                "metric": format!("tsd.{}", s.name),
-                "timestamp": now,
-                "value": s.value.to_string(),
-                "tags": tags,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(items).to_string()
+            out.push_str(&format!("{}:{}", json_string(tags[i].0), json_string(tags[i].1)));
+        }
+        out.push_str("}}");
+    }
+    out.push(']');
+    out
 }
 
 #[cfg(test)]
@@ -516,11 +526,14 @@ mod tests {
         assert!(text.contains("\ntsd.rpc.errors 1479600574 1 type=invalid_values host=web01\n"));
         assert!(text.contains("\ntsd.datapoints.added 1479600574 5 type=all host=web01\n"));
         assert!(text.contains("\ntsd.uid.ids-used 1479600574 2 kind=tagk host=web01\n"));
-        let json: serde_json::Value = serde_json::from_str(&render_stats_json(&stats, 1, &tags)).unwrap();
-        assert_eq!(
-            json[0],
-            serde_json::json!({"metric":"tsd.connectionmgr.connections","timestamp":1,"value":"0","tags":{"type":"open","host":"web01"}})
+        let json = render_stats_json(&stats, 1, &tags);
+        // spec: query §6.14; keys in IncomingDataPoint's order, tags in Java HashMap order.
+        assert!(
+            json.starts_with(r#"[{"metric":"tsd.connectionmgr.connections","timestamp":1,"value":"0","tags":{"host":"web01","type":"open"}},"#),
+            "{json}"
         );
+        let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed.as_array().unwrap().len(), stats.len());
     }
 
     #[test]
