@@ -29,18 +29,61 @@ pub fn telnet_reply() -> String {
     )
 }
 
-/// `/api/version`: an object of string values.
+/// `/api/version`: an object of string values, in the order 2.4's `HashMap` iterates its nine keys.
 pub fn json() -> String {
-    serde_json::json!({
-        "version": OPENTSDB_VERSION,
-        "short_revision": short_revision(),
-        "full_revision": FULL_REVISION,
-        "timestamp": BUILD_TIME,
-        "repo_status": REPO_STATUS,
-        "user": USER,
-        "host": HOST,
-        "repo": REPO,
-        "branch": BRANCH,
-    })
-    .to_string()
+    let facts = [
+        ("version", OPENTSDB_VERSION),
+        ("short_revision", short_revision()),
+        ("full_revision", FULL_REVISION),
+        ("timestamp", BUILD_TIME),
+        ("repo_status", REPO_STATUS),
+        ("user", USER),
+        ("host", HOST),
+        ("repo", REPO),
+        ("branch", BRANCH),
+    ];
+    let keys: Vec<&str> = facts.iter().map(|(k, _)| *k).collect();
+    let mut out = String::from("{");
+    for (n, i) in rtsd_protocol::javafmt::hashmap_order(&keys).into_iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        let (k, v) = facts[i];
+        out.push_str(&format!(
+            "{}:{}",
+            rtsd_protocol::http_json::json_string(k),
+            rtsd_protocol::http_json::json_string(v)
+        ));
+    }
+    out.push('}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    // spec: query §6.10: the keys as a Java HashMap of these nine iterates them.
+    #[test]
+    fn api_version_keys_in_hashmap_order() {
+        let json = super::json();
+        let value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&json).unwrap();
+        let keys: Vec<&str> = value.keys().map(String::as_str).collect();
+        let mut order: Vec<(usize, &str)> =
+            keys.iter().map(|k| (json.find(&format!("\"{k}\":")).unwrap(), *k)).collect();
+        order.sort();
+        let order: Vec<&str> = order.into_iter().map(|(_, k)| k).collect();
+        assert_eq!(
+            order,
+            [
+                "short_revision",
+                "repo",
+                "host",
+                "version",
+                "full_revision",
+                "repo_status",
+                "user",
+                "branch",
+                "timestamp"
+            ]
+        );
+    }
 }
