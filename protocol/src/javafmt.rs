@@ -75,12 +75,16 @@ struct JavaHashMap {
 
 impl JavaHashMap {
     fn new() -> Self {
-        JavaHashMap {
-            entries: Vec::new(),
-            table: vec![Bin::default(); INITIAL_CAPACITY],
-            threshold: INITIAL_CAPACITY * 3 / 4,
-            size: 0,
-        }
+        Self::with_table(INITIAL_CAPACITY)
+    }
+
+    /// `new HashMap<>(initial)`: the first table has `tableSizeFor(initial)` buckets (at least one).
+    fn with_capacity(initial: usize) -> Self {
+        Self::with_table(initial.max(1).next_power_of_two())
+    }
+
+    fn with_table(buckets: usize) -> Self {
+        JavaHashMap { entries: Vec::new(), table: vec![Bin::default(); buckets], threshold: buckets * 3 / 4, size: 0 }
     }
 
     fn bucket_of(&self, hash: i32) -> usize {
@@ -394,7 +398,8 @@ impl JavaHashMap {
                 };
             }
         }
-        self.threshold *= 2;
+        // Java: doubled from 16 buckets on, else (int) (capacity * 0.75); the same numbers for powers of two.
+        self.threshold = self.table.len() * 3 / 4;
     }
 
     fn iteration_order(&self) -> Vec<usize> {
@@ -417,6 +422,16 @@ impl JavaHashMap {
 /// this order; callers use it to print tags the way a real TSD does.
 pub fn hashmap_order(keys: &[&str]) -> Vec<usize> {
     let mut map = JavaHashMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        map.put(i, k);
+    }
+    map.iteration_order()
+}
+
+/// [`hashmap_order`] for a map made with `new HashMap<>(keys.len())`, as OpenTSDB sizes some of its tag maps
+/// (`Tags.resolveIdsAsync`, behind `/api/search/lookup`'s results): a smaller table, so another order.
+pub fn sized_hashmap_order(keys: &[&str]) -> Vec<usize> {
+    let mut map = JavaHashMap::with_capacity(keys.len());
     for (i, k) in keys.iter().enumerate() {
         map.put(i, k);
     }
@@ -519,6 +534,11 @@ mod tests {
     #[test]
     fn repeated_key_keeps_first_position() {
         assert_eq!(hashmap_order(&["q", "a", "q"]), vec![0, 1]);
+        // new HashMap<>(2): "host" and "app" share bucket 0 of the small tables (hashes ..598 and ..a20), so
+        // they keep their insertion order; in 16 buckets "app" (0) comes before "host" (8).
+        assert_eq!(sized_hashmap_order(&["host", "app"]), vec![0, 1]);
+        assert_eq!(hashmap_order(&["host", "app"]), vec![1, 0]);
+        assert_eq!(sized_hashmap_order(&[]), Vec::<usize>::new());
         assert_eq!(format_map(&[("q", "1"), ("a", "2"), ("q", "3")]), "{q=3, a=2}");
     }
 

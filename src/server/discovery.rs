@@ -361,8 +361,9 @@ fn lookup_json(
             codec::uid_to_string(&r.tsuid),
             json_string(&r.metric)
         ));
+        // 2.4 resolves a result's tags into `new HashMap<>(tags.size())` (Tags.resolveIdsAsync), in tsuid order.
         let keys: Vec<&str> = r.tags.iter().map(|(k, _)| k.as_str()).collect();
-        for (n, i) in javafmt::hashmap_order(&keys).into_iter().enumerate() {
+        for (n, i) in javafmt::sized_hashmap_order(&keys).into_iter().enumerate() {
             if n > 0 {
                 out.push(',');
             }
