@@ -89,6 +89,11 @@ fn suggest_errors_are_opentsdbs() {
     }
     let r = d.http("GET", "/api/suggest?type=&q=s", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Missing parameter <code>type</code>"}}"#);
+    // Without q, 2.4 scans names from `!` to `~` only: one that starts past ASCII needs a prefix.
+    let r = d.http("GET", "/api/uid/assign?metric=%C3%A9metric", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(d.http("GET", "/api/suggest?type=metrics", &[], b"").text(), r#"["s.a","s.b"]"#);
+    assert_eq!(d.http("GET", "/api/suggest?type=metrics&q=%C3%A9", &[], b"").text(), r#"["émetric"]"#);
     // The deprecated /suggest reads the query string, whatever the method and body.
     let r = d.post("/suggest?type=metrics&q=s.", r#"{"type":"tagk"}"#);
     assert_eq!(r.text(), r#"["s.a","s.b"]"#);

@@ -269,10 +269,20 @@ impl UidTable {
         let names_at = start.len() - prefix.len();
         let mut names = Vec::new();
         let mut iter = db.raw_iterator_cf(handle);
-        iter.seek(&start);
+        // Without a prefix 2.4 scans the names from `!` up to, not including, `~` (UniqueId's START_ROW and
+        // END_ROW): a name whose first byte is past ASCII is never suggested then.
+        let unprefixed = prefix.is_empty();
+        if unprefixed {
+            iter.seek([start.as_slice(), b"!"].concat());
+        } else {
+            iter.seek(&start);
+        }
         while names.len() < max {
             let Some(key) = iter.key().filter(|k| k.starts_with(&start)) else { break };
             let name = &key[names_at..];
+            if unprefixed && name.first().is_some_and(|b| *b >= b'~') {
+                break;
+            }
             // `kind 0x00 0x00` is the kind's id counter, not a name.
             if name != [0] {
                 names.push(String::from_utf8_lossy(name).into_owned());
