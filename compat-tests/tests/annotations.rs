@@ -59,6 +59,13 @@ fn a_series_annotation_is_stored_read_updated_and_deleted() {
     // Deleting it again (or any note that is not there) is still a 204: 2.4 deletes unconditionally.
     let r = d.http("DELETE", "/api/annotation?start_time=1369141261&tsuid=000001000001000001", &[], b"");
     assert_eq!((r.status, r.text().as_str()), (204, ""));
+    // The plural route is the same AnnotationRpc: POST creates one, DELETE deletes it.
+    let r = d.post("/api/annotations", r#"{"startTime":1369141300,"description":"plural"}"#);
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"description":"plural","endTime":0,"startTime":1369141300}"#));
+    let r = d.http("DELETE", "/api/annotations?start_time=1369141300", &[], b"");
+    assert_eq!(r.status, 204);
+    let r = d.http("GET", "/api/annotation?start_time=1369141300", &[], b"");
+    assert_eq!(r.status, 404, "{}", r.text());
 }
 
 #[test]

@@ -500,7 +500,10 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some("annotation") | Some("annotations") if writes && segments.get(1).is_some_and(|s| s.ends_with("bulk")) => {
             annotation::bulk(req, tsd)
         }
+        // One AnnotationRpc serves both: only a GET of the plural lists a range; its other methods create,
+        // update and delete one annotation, as on the singular route.
         Some("annotation") if writes => annotation::annotation(req, tsd),
+        Some("annotations") if writes && req.method != Method::GET => annotation::annotation(req, tsd),
         Some("uid") if writes => super::uid::handle(&segments[1..], req, tsd),
         Some("annotations") => annotation::global_annotations(req, tsd),
         Some("aggregators") => {
