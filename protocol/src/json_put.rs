@@ -44,6 +44,9 @@ pub struct IncomingPoint<'a> {
     pub value: Option<Cow<'a, str>>,
     /// `tags` in the order first seen; a repeated key keeps its first position with the last value.
     pub tags: Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
+    /// Keys of `tags` whose value is JSON `null` (held there as an empty string): Jackson keeps the null in the
+    /// map and 2.4 fails that point alone, `Invalid tag value with key [k]: null`.
+    pub null_tags: Vec<Cow<'a, str>>,
     /// `tsuid`; accepted for compatibility, unused for writes.
     pub tsuid: Option<Cow<'a, str>>,
     /// `/api/rollup` only (OpenTSDB's `RollUpDataPoint`): `interval`, `aggregator`, `groupByAggregator`. Boxed:
@@ -64,6 +67,7 @@ impl IncomingPoint<'_> {
             }),
             tsuid: own(self.tsuid),
             rollup: self.rollup,
+            null_tags: self.null_tags.into_iter().map(|k| Cow::Owned(k.into_owned())).collect(),
         }
     }
 }
@@ -389,7 +393,7 @@ impl<'a> Reader<'a> {
                 "metric" => p.metric = self.text_field(at, tok)?,
                 "timestamp" => p.timestamp = self.timestamp_field(at, tok)?,
                 "value" => p.value = self.text_field(at, tok)?,
-                "tags" => p.tags = self.tags_field(at, tok)?,
+                "tags" => (p.tags, p.null_tags) = self.tags_field(at, tok)?,
                 "tsuid" => p.tsuid = self.text_field(at, tok)?,
                 "interval" | "aggregator" | "groupByAggregator" if p.rollup.is_some() => {
                     let text = self.text_field(at, tok)?.map(Cow::into_owned);
@@ -489,9 +493,9 @@ impl<'a> Reader<'a> {
         &mut self,
         at: usize,
         tok: Token<'a>,
-    ) -> Result<Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>, JsonError> {
+    ) -> Result<(Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>, Vec<Cow<'a, str>>), JsonError> {
         match tok {
-            Token::Null => return Ok(None),
+            Token::Null => return Ok((None, Vec::new())),
             Token::ObjectStart => {}
             other => {
                 return Err(self.mapping(
@@ -501,20 +505,22 @@ impl<'a> Reader<'a> {
             }
         }
         let mut tags = TagBuilder { tags: Vec::new(), index: None };
+        let mut nulls: Vec<Cow<'a, str>> = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(Some(tags.tags));
+            return Ok((Some(tags.tags), nulls));
         }
         loop {
             let key = self.field_name()?;
             self.skip_ws();
             let at = self.pos;
+            // A null is kept (as Jackson keeps it in the map) and fails the point later, not the body.
+            nulls.retain(|k| *k != key);
             let value = match self.token()? {
-                // Java would store a null value and fail the point later; we cannot carry a null tag value, so
-                // the body is rejected instead (still a 400, but for the whole request).
                 Token::Null => {
-                    return Err(self.mapping(at, format!("Null value for tag \"{key}\"")));
+                    nulls.push(key.clone());
+                    Cow::Borrowed("")
                 }
                 tok => self.scalar_text(at, tok, "java.lang.String")?,
             };
@@ -524,7 +530,7 @@ impl<'a> Reader<'a> {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Some(tags.tags));
+                    return Ok((Some(tags.tags), nulls));
                 }
                 _ => return Err(self.unexpected("was expecting comma to separate Object entries")),
             }
@@ -921,6 +927,10 @@ pub fn datapoint_json(p: &IncomingPoint<'_>, out: &mut String) {
             }
             out.push('"');
             escape_json_string(k, out);
+            if p.null_tags.contains(k) {
+                out.push_str("\":null");
+                continue;
+            }
             out.push_str("\":\"");
             escape_json_string(v, out);
             out.push('"');
@@ -1096,6 +1106,7 @@ mod tests {
                 tags: tags(&[("host", "web01"), ("dc", "lga")]),
                 tsuid: None,
                 rollup: None,
+                null_tags: Vec::new(),
             }
         );
     }
@@ -1418,13 +1429,17 @@ mod tests {
         for bad in [
             r#"{"tags":{"a":{}}}"#,
             r#"{"tags":{"a":["x"]}}"#,
-            r#"{"tags":{"a":null}}"#,
             r#"{"tags":"host=web01"}"#,
             r#"{"tags":["host","web01"]}"#,
             r#"{"tags":1}"#,
         ] {
             assert_eq!(assert_invalid(bad).kind, JsonErrorKind::Mapping, "{bad}");
         }
+        // A null value stays in the map (as Jackson's) and fails only its point later; a later value replaces it.
+        let p = one(r#"{"tags":{"a":null,"b":"x"}}"#);
+        assert_eq!((p.tags, p.null_tags), (tags(&[("a", ""), ("b", "x")]), vec![Cow::Borrowed("a")]));
+        let p = one(r#"{"tags":{"a":null,"a":"y"}}"#);
+        assert_eq!((p.tags, p.null_tags), (tags(&[("a", "y")]), vec![]));
         assert_invalid(r#"{"tags":{"a":"1",}}"#);
         assert_invalid(r#"{"tags":{"a" "1"}}"#);
     }
@@ -1582,6 +1597,7 @@ mod tests {
             tags: tags(&[("host", "web01")]),
             tsuid: None,
             rollup: None,
+            null_tags: Vec::new(),
         };
         let detail =
             PutDetail { point: BodyPoint::Point(nan.clone()), error: "Unable to parse value to a number".into() };
@@ -1613,6 +1629,7 @@ mod tests {
             tags: tags(&[("dc", "lga"), ("host", "web01")]),
             tsuid: Some("000001".into()),
             rollup: None,
+            null_tags: Vec::new(),
         };
         let mut out = String::new();
         datapoint_json(&p, &mut out);
@@ -1657,6 +1674,7 @@ mod tests {
                     tags: tags.map(|m| m.into_iter().map(|(k, v)| (Cow::Owned(k), Cow::Owned(v))).collect()),
                     tsuid: tsuid.map(Cow::Owned),
                     rollup: None,
+                    null_tags: Vec::new(),
                 })
         }
 

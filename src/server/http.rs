@@ -731,6 +731,21 @@ fn http_data_point<'a>(
     Ok(DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags })
 }
 
+/// A tag value the body gave as JSON `null` is held as an empty string, so the validation's empty-value error
+/// for it is 2.4's null one: `Invalid tag value with key [k]: null` (Tags.validateString, reached in the same
+/// HashMap order as any other tag check).
+fn null_tag_error(e: PutError, null_tags: &[Cow<'_, str>]) -> PutError {
+    match &e {
+        PutError::IllegalArgument(m) => {
+            match null_tags.iter().find(|k| *m == format!("Invalid tag value with key [{k}]: empty string")) {
+                Some(k) => PutError::IllegalArgument(format!("Invalid tag value with key [{k}]: null")),
+                None => e,
+            }
+        }
+        _ => e,
+    }
+}
+
 fn add_failure(e: AddError) -> PointFailure {
     match e {
         AddError::Put(e) => (Some(e.category()), e.http_detail()),
@@ -781,7 +796,13 @@ fn add_http_point(
         _ => false,
     };
     let dp = http_data_point(body_point, |_| Ok(()))?;
-    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| (Some(e.category()), e.http_detail()))?;
+    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| {
+        let e = match body_point {
+            BodyPoint::Point(p) => null_tag_error(e, &p.null_tags),
+            BodyPoint::Null => e,
+        };
+        (Some(e.category()), e.http_detail())
+    })?;
     let series = tsd.store.series_key(&dp).map_err(add_failure)?;
     tsd.store.add_to_series(batch, &series, dp.timestamp, dp.value);
     if keyed {

@@ -48,6 +48,7 @@ impl<'a> PlainBody<'a> {
             tags: Some(self.tags(p).iter().map(|&(k, v)| (Cow::Borrowed(k), Cow::Borrowed(v))).collect()),
             tsuid: None,
             rollup: None,
+            null_tags: Vec::new(),
         }
     }
 }
