@@ -230,4 +230,21 @@ fn lookup_errors_are_opentsdbs() {
     assert_eq!(r.json()["error"]["details"], "No such name for 'tagv': 'web99'");
     let r = d.http("PUT", "/api/search/lookup?m=m", &[], b"");
     assert_eq!(r.text(), r#"{"error":{"code":400,"message":"Unsupported method: PUT"}}"#);
+    // The other search types need a search plugin: 2.4's SearchRpc checks the type and query, then refuses.
+    for (path, message, details) in [
+        ("/api/search/foo", "Invalid search query type supplied", Some("Unknown type: foo")),
+        ("/api/search", "Invalid search query type supplied", Some("Type provided was null or empty")),
+        ("/api/search/tsmeta", "Missing parameter <code>query</code>", None),
+        ("/api/search/tsmeta?query=name:*&limit=x", "Unable to convert 'limit' to a valid number", None),
+        (
+            "/api/search/tsmeta?query=name:*",
+            "Searching is not enabled",
+            Some("Searching has not been enabled on this TSD"),
+        ),
+    ] {
+        let r = d.http("GET", path, &[], b"");
+        let details = details.map(|d| format!(r#","details":"{d}""#)).unwrap_or_default();
+        let expected = format!(r#"{{"error":{{"code":400,"message":"{message}"{details}}}}}"#);
+        assert_eq!((r.status, r.text()), (400, expected), "{path}");
+    }
 }

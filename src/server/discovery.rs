@@ -85,6 +85,36 @@ fn suggest_from(req: &ApiRequest, tsd: &Tsd, api: bool) -> Reply {
     }
 }
 
+/// `/api/search/<type>` other than `lookup`: 2.4 answers these from a search plugin, and without one (rtsd has
+/// none) refuses them as SearchRpc does, after its own checks of the method, the type and the query string.
+pub fn search_without_plugin(kind: Option<&str>, req: &ApiRequest) -> Reply {
+    let bad = |m: &str, details: Option<&str>| Reply::error(StatusCode::BAD_REQUEST, m, details);
+    if req.method != Method::GET && req.method != Method::POST {
+        return bad(&format!("Unsupported method: {}", req.method), None);
+    }
+    match kind.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("") => return bad("Invalid search query type supplied", Some("Type provided was null or empty")),
+        Some("tsmeta" | "tsmeta_summary" | "tsuids" | "uidmeta" | "annotation") => {}
+        Some(_) => {
+            let kind = kind.unwrap_or_default();
+            return bad("Invalid search query type supplied", Some(&format!("Unknown type: {kind}")));
+        }
+    }
+    if req.body.is_empty() {
+        if req.param("query").is_none_or(str::is_empty) {
+            return bad("Missing parameter <code>query</code>", None);
+        }
+        for (name, what) in [("limit", "limit"), ("start_index", "start_index")] {
+            if req.param(name).is_some_and(|v| v.parse::<i32>().is_err()) {
+                return bad(&format!("Unable to convert '{what}' to a valid number"), None);
+            }
+        }
+    } else if let Err(reply) = req.json_object() {
+        return reply;
+    }
+    bad("Searching is not enabled", Some("Searching has not been enabled on this TSD"))
+}
+
 /// One `key=value` condition of a lookup; `None` stands for `*`.
 #[derive(Debug, Clone, PartialEq)]
 struct Condition {

@@ -513,6 +513,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
             get_or_post(req, || Reply::json(StatusCode::OK, rtsd_protocol::query::config_filters_json()))
         }
         Some("search") if tsd.config.mode.reads() && segments.get(1) == Some(&"lookup") => discovery::lookup(req, tsd),
+        Some("search") if tsd.config.mode.reads() => discovery::search_without_plugin(segments.get(1).copied(), req),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
         Some("stats") => stats::api(segments.get(1).copied(), req, tsd),
         Some("config") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
