@@ -296,6 +296,15 @@ fn routing_methods_and_versions() {
     let r = d.post("/api/v2/put", &point(1700000030));
     assert_eq!(r.status, 501, "{}", r.text());
     assert_eq!(r.json()["error"]["message"], "Requested API version is greater than the max implemented");
+    // spec: query §0.1 (HttpQuery.getQueryBaseRoute): a version that is no integer.
+    let r = d.post("/api/v1x/put", &point(1700000030));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (
+            400,
+            r#"{"error":{"code":400,"message":"Invalid API version format supplied","details":"API version [1x] cannot be parsed to an integer"}}"#
+        )
+    );
     let r = d.http("GET", "/api/put", &[], b"");
     assert_error_envelope(
         &r,

@@ -469,7 +469,13 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
                         Some(&format!("API version [{v}] is greater than the max [1]")),
                     )
                 }
-                Err(_) => return Reply::error(StatusCode::BAD_REQUEST, "Invalid API version format supplied", None),
+                Err(_) => {
+                    return Reply::error(
+                        StatusCode::BAD_REQUEST,
+                        "Invalid API version format supplied",
+                        Some(&format!("API version [{version}] cannot be parsed to an integer")),
+                    )
+                }
             }
         }
     }
