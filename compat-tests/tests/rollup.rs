@@ -126,6 +126,11 @@ fn http_rollup_status_codes_and_details() {
             r#"]}"#
         )
     );
+    // A null tag value fails its point with 2.4's text (Tags.validateString), as on /api/put.
+    let null_tag = r#"{"metric":"sys.cpu","timestamp":1700000000,"value":5,"tags":{"host":"b","zz":null},"interval":"1h","aggregator":"sum"}"#;
+    let r = d.post("/api/rollup?details", null_tag);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["errors"][0]["error"], "Invalid tag value with key [zz]: null", "{}", r.text());
     let r = d.post("/api/rollup", bad);
     assert_eq!(r.status, 400);
     assert_eq!(

@@ -839,7 +839,14 @@ fn add_http_rollup_point(
         }
         Ok(())
     })?;
-    let illegal = |e: PutError| (Some(e.category()), e.http_detail());
+    let null_tags = match body_point {
+        BodyPoint::Point(p) => p.null_tags.as_slice(),
+        BodyPoint::Null => &[],
+    };
+    let illegal = |e: PutError| {
+        let e = null_tag_error(e, null_tags);
+        (Some(e.category()), e.http_detail())
+    };
     point::check_finite(&dp).map_err(illegal)?;
     let target = match rollup::prepare(tsd.store.rollup_settings(), &mut dp, &spec, &tsd.config.rules) {
         Ok(target) => target,
