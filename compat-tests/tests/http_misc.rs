@@ -69,3 +69,15 @@ fn large_responses_are_gzipped_when_the_client_accepts_it() {
     let r = d.http("GET", "/api/version", &[("Accept-Encoding", "gzip")], b"");
     assert!(r.text().contains("\"version\":\"2.4.1\""), "small bodies stay plain");
 }
+
+// spec: query §6.11 (RpcManager.ShowConfig): any sub-path but `filters` answers the whole configuration.
+#[test]
+fn config_sub_paths_answer_the_configuration() {
+    let d = Daemon::start();
+    let whole = d.http("GET", "/api/config", &[], b"");
+    assert_eq!(whole.status, 200);
+    assert!(whole.text().contains(r#""tsd.network.port":"#), "{}", whole.text());
+    let other = d.http("GET", "/api/config/anything", &[], b"");
+    assert_eq!((other.status, other.text()), (200, whole.text()));
+    assert!(d.http("GET", "/api/config/filters", &[], b"").text().contains(r#""literal_or":{"#));
+}

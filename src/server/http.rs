@@ -522,7 +522,8 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
         Some("search") if tsd.config.mode.reads() => discovery::search_without_plugin(segments.get(1).copied(), req),
         Some("version") => get_or_post(req, || Reply::json(StatusCode::OK, crate::version::json())),
         Some("stats") => stats::api(segments.get(1).copied(), req, tsd),
-        Some("config") if segments.len() == 1 => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
+        // 2.4's ShowConfig answers the whole configuration for any other sub-path.
+        Some("config") => get_or_post(req, || Reply::json(StatusCode::OK, config_json(tsd))),
         Some("dropcaches") => {
             // GET or DELETE only; POST is refused despite the docs (spec: query §6.15).
             if req.method == Method::GET || req.method == Method::DELETE {
