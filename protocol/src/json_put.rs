@@ -82,6 +82,16 @@ pub enum BodyPoint<'a> {
     Point(IncomingPoint<'a>),
 }
 
+impl BodyPoint<'_> {
+    /// The tag keys whose value the element gave as JSON `null` (see [`IncomingPoint::null_tags`]).
+    pub fn null_tags(&self) -> &[Cow<'_, str>] {
+        match self {
+            BodyPoint::Point(p) => &p.null_tags,
+            BodyPoint::Null => &[],
+        }
+    }
+}
+
 /// Why a whole put body is rejected with 400 before any point is looked at (spec: ingest §3.2).
 ///
 /// `Display` is the `message` of the error envelope; [`BodyError::details`] gives its `details`.

@@ -310,6 +310,18 @@ pub fn check_finite(point: &DataPoint<'_>) -> Result<(), PutError> {
     }
 }
 
+/// 2.4's error for a tag value that is JSON `null` (`/api/put`, `/api/rollup`): such a value is carried as an empty
+/// string, and the empty-value error [`check_for_write`] gives it, at the same place in its HashMap-ordered
+/// checks, becomes `Tags.validateString`'s null text, `Invalid tag value with key [k]: null`.
+pub fn null_tag_value_error<K: AsRef<str>>(e: PutError, null_keys: &[K]) -> PutError {
+    let PutError::IllegalArgument(m) = &e else { return e };
+    match null_keys.iter().map(AsRef::as_ref).find(|k| *m == format!("Invalid tag value with key [{k}]: empty string"))
+    {
+        Some(k) => PutError::illegal(format!("Invalid tag value with key [{k}]: null")),
+        None => e,
+    }
+}
+
 /// OpenTSDB's `Tags.validateString` (spec: ingest §2.5): ASCII letters and digits, `-_./`, Unicode letters, and
 /// the configured special characters.
 pub fn validate_string(what: &dyn fmt::Display, s: &str, rules: &Rules) -> Result<(), PutError> {

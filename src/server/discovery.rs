@@ -26,7 +26,7 @@ pub fn suggest_v0(req: &ApiRequest, tsd: &Tsd) -> Reply {
 fn suggest_from(req: &ApiRequest, tsd: &Tsd, api: bool) -> Reply {
     let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
     // 2.4's SuggestRpc: `max` empty or absent is the default, else Integer.parseInt's (no trimming, 32 bits).
-    let parse_max = |m: Option<String>| -> Result<Option<i64>, Reply> {
+    let parse_max = |m: Option<&str>| -> Result<Option<i64>, Reply> {
         match m.filter(|m| !m.is_empty()) {
             None => Ok(None),
             Some(m) => {
@@ -51,7 +51,7 @@ fn suggest_from(req: &ApiRequest, tsd: &Tsd, api: bool) -> Reply {
             let Some(kind) = kind.filter(|k| !k.is_empty()) else {
                 return bad("Missing 'type' parameter");
             };
-            let max = match parse_max(max) {
+            let max = match parse_max(max.as_deref()) {
                 Ok(max) => max,
                 Err(reply) => return reply,
             };
@@ -61,7 +61,7 @@ fn suggest_from(req: &ApiRequest, tsd: &Tsd, api: bool) -> Reply {
             let Some(kind) = req.param("type").filter(|k| !k.is_empty()) else {
                 return bad("Missing parameter <code>type</code>");
             };
-            let max = match parse_max(req.param("max").map(str::to_string)) {
+            let max = match parse_max(req.param("max")) {
                 Ok(max) => max,
                 Err(reply) => return reply,
             };
@@ -92,27 +92,36 @@ pub fn search_without_plugin(kind: Option<&str>, req: &ApiRequest) -> Reply {
     if req.method != Method::GET && req.method != Method::POST {
         return bad(&format!("Unsupported method: {}", req.method), None);
     }
-    match kind.map(str::to_ascii_lowercase).as_deref() {
+    // (The router has lower-cased the type already, as SearchQuery.parseSearchType compares it.)
+    match kind {
         None | Some("") => return bad("Invalid search query type supplied", Some("Type provided was null or empty")),
         Some("tsmeta" | "tsmeta_summary" | "tsuids" | "uidmeta" | "annotation") => {}
-        Some(_) => {
-            let kind = kind.unwrap_or_default();
-            return bad("Invalid search query type supplied", Some(&format!("Unknown type: {kind}")));
-        }
+        Some(kind) => return bad("Invalid search query type supplied", Some(&format!("Unknown type: {kind}"))),
     }
     if req.body.is_empty() {
         if req.param("query").is_none_or(str::is_empty) {
             return bad("Missing parameter <code>query</code>", None);
         }
-        for (name, what) in [("limit", "limit"), ("start_index", "start_index")] {
-            if req.param(name).is_some_and(|v| v.parse::<i32>().is_err()) {
-                return bad(&format!("Unable to convert '{what}' to a valid number"), None);
+        for name in ["limit", "start_index"] {
+            if let Err(reply) = search_int_param(req, name) {
+                return reply;
             }
         }
     } else if let Err(reply) = req.json_object() {
         return reply;
     }
     bad("Searching is not enabled", Some("Searching has not been enabled on this TSD"))
+}
+
+/// A numeric query-string parameter of `/api/search/*` as 2.4's SearchRpc reads it (Integer.parseInt), `None`
+/// when absent.
+fn search_int_param(req: &ApiRequest, name: &str) -> Result<Option<i32>, Reply> {
+    match req.param(name) {
+        None => Ok(None),
+        Some(v) => v.parse::<i32>().map(Some).map_err(|_| {
+            Reply::error(StatusCode::BAD_REQUEST, &format!("Unable to convert '{name}' to a valid number"), None)
+        }),
+    }
 }
 
 /// One `key=value` condition of a lookup; `None` stands for `*`.
@@ -137,12 +146,9 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
         let Some(m) = req.param("m").filter(|m| !m.is_empty()) else {
             return bad("Missing parameter <code>m</code>");
         };
-        let limit = match req.param("limit") {
-            None => 25,
-            Some(l) => match l.parse::<i32>() {
-                Ok(n) => i64::from(n),
-                Err(_) => return bad("Unable to convert 'limit' to a valid number"),
-            },
+        let limit = match search_int_param(req, "limit") {
+            Ok(limit) => limit.map_or(25, i64::from),
+            Err(reply) => return reply,
         };
         match parse_lookup_m(m) {
             Ok((metric, conditions)) => (metric, Some(conditions), limit),

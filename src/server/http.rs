@@ -329,13 +329,19 @@ fn reads_method_override(segments: &[String]) -> bool {
         _ => return false,
     };
     let api = match api.split_first() {
-        Some((v, rest)) if v.starts_with('v') && v[1..].starts_with(|c: char| c.is_ascii_digit()) => rest.to_vec(),
+        Some((first, rest)) if api_version(first).is_some() => rest.to_vec(),
         _ => api,
     };
     matches!(
         api.as_slice(),
         ["annotation" | "annotations" | "search", ..] | ["query"] | ["query", "gexp"] | ["uid", "uidmeta" | "tsmeta"]
     )
+}
+
+/// The version of an `/api/vN/...` path's first segment after `api` (`N`, still text: `1`, `2`, `1x`), or `None`
+/// when the segment names an endpoint (2.4: a `v` followed by a digit).
+fn api_version(segment: &str) -> Option<&str> {
+    segment.strip_prefix('v').filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 async fn route(
@@ -459,7 +465,7 @@ fn api(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
     }
     let mut segments = segments;
     if let Some(first) = segments.first() {
-        if let Some(version) = first.strip_prefix('v').filter(|v| v.starts_with(|c: char| c.is_ascii_digit())) {
+        if let Some(version) = api_version(first) {
             match version.parse::<u32>() {
                 Ok(1) => segments = &segments[1..],
                 Ok(v) => {
@@ -739,21 +745,6 @@ fn http_data_point<'a>(
     Ok(DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags })
 }
 
-/// A tag value the body gave as JSON `null` is held as an empty string, so the validation's empty-value error
-/// for it is 2.4's null one: `Invalid tag value with key [k]: null` (Tags.validateString, reached in the same
-/// HashMap order as any other tag check).
-fn null_tag_error(e: PutError, null_tags: &[Cow<'_, str>]) -> PutError {
-    match &e {
-        PutError::IllegalArgument(m) => {
-            match null_tags.iter().find(|k| *m == format!("Invalid tag value with key [{k}]: empty string")) {
-                Some(k) => PutError::IllegalArgument(format!("Invalid tag value with key [{k}]: null")),
-                None => e,
-            }
-        }
-        _ => e,
-    }
-}
-
 fn add_failure(e: AddError) -> PointFailure {
     match e {
         AddError::Put(e) => (Some(e.category()), e.http_detail()),
@@ -805,10 +796,7 @@ fn add_http_point(
     };
     let dp = http_data_point(body_point, |_| Ok(()))?;
     point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| {
-        let e = match body_point {
-            BodyPoint::Point(p) => null_tag_error(e, &p.null_tags),
-            BodyPoint::Null => e,
-        };
+        let e = point::null_tag_value_error(e, body_point.null_tags());
         (Some(e.category()), e.http_detail())
     })?;
     let series = tsd.store.series_key(&dp).map_err(add_failure)?;
@@ -840,12 +828,8 @@ fn add_http_rollup_point(
         }
         Ok(())
     })?;
-    let null_tags = match body_point {
-        BodyPoint::Point(p) => p.null_tags.as_slice(),
-        BodyPoint::Null => &[],
-    };
     let illegal = |e: PutError| {
-        let e = null_tag_error(e, null_tags);
+        let e = point::null_tag_value_error(e, body_point.null_tags());
         (Some(e.category()), e.http_detail())
     };
     point::check_finite(&dp).map_err(illegal)?;

@@ -51,6 +51,9 @@ pub(super) fn data_file_options(data: &Options, block_cache: &rocksdb::Cache) ->
 /// so ingesting moves them instead of copying). Left-overs of an interrupted load are removed at the next.
 const BULK_DIR: &str = "bulk-load";
 
+/// What a row costs in a load's memory count besides its points' buffer (its entry and bookkeeping).
+const ROW_OVERHEAD_BYTES: usize = 64;
+
 /// Points of a bulk load not yet written, grouped by row.
 pub struct BulkLoad {
     /// Series by row-key template, so that a series reached through different names (tag order) is one.
@@ -110,7 +113,7 @@ impl BulkLoad {
                 self.rows.push((id, s.hour, left));
             }
             s.hour = hour;
-            self.bytes += 64 + s.row.capacity();
+            self.bytes += ROW_OVERHEAD_BYTES + s.row.capacity();
         }
         s.points += 1;
         let before = s.row.capacity();
@@ -350,7 +353,8 @@ impl Store {
         );
         // What stays in memory: the current rows a partial write left.
         load.points -= written;
-        load.bytes = load.series.iter().filter(|s| !s.row.is_empty()).map(|s| 64 + s.row.capacity()).sum();
+        load.bytes =
+            load.series.iter().filter(|s| !s.row.is_empty()).map(|s| ROW_OVERHEAD_BYTES + s.row.capacity()).sum();
         load.may_exist = true;
         for s in &mut load.series {
             s.points = 0;
