@@ -1,0 +1,239 @@
+// Helper of scripts/hbase-cluster, run as a single source file against the test bed's classpath (conf dir first):
+//   java -cp "$DIR/conf:$(cat $DIR/hbase.cp)" compat-tests/hbase/HBaseTool.java COMMAND ...
+//
+// Commands:
+//   setup SERVERS TIMEOUT_S   wait for SERVERS live region servers, create OpenTSDB's tables (those missing), spread
+//                             the pre-split `tsdb` regions over all live servers, wait until every region is open
+//   wait SERVERS TIMEOUT_S    wait for exactly SERVERS live region servers and every region of every table open on a live one
+//   regions TABLE             one line per region: start key (hex), end key (hex), host:port of its server
+//   servers                   the live region servers, one host:port a line
+//
+// Tables follow OpenTSDB 2.4.1's src/create_table.sh with COMPRESSION NONE (no LZO on Maven Central), plus the rollup
+// and pre-aggregate tables of the default rollup configuration rtsd documents (README "Rollups").
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.HConstants;
+import org.apache.hadoop.hbase.HRegionLocation;
+import org.apache.hadoop.hbase.ServerName;
+import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptor;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
+import org.apache.hadoop.hbase.client.Connection;
+import org.apache.hadoop.hbase.client.ConnectionFactory;
+import org.apache.hadoop.hbase.client.RegionInfo;
+import org.apache.hadoop.hbase.client.RegionLocator;
+import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+import org.apache.hadoop.hbase.io.compress.Compression;
+import org.apache.hadoop.hbase.io.encoding.DataBlockEncoding;
+import org.apache.hadoop.hbase.regionserver.BloomType;
+import org.apache.hadoop.hbase.util.Bytes;
+
+public class HBaseTool {
+  /** `tsdb` is split before metric UIDs 2..9 (3-byte UIDs, no salt): the first metrics a test creates land in
+   *  different regions, which `setup` spreads over all region servers. */
+  static byte[][] tsdbSplits() {
+    byte[][] splits = new byte[8][];
+    for (int i = 0; i < 8; i++) {
+      splits[i] = new byte[] {0, 0, (byte) (i + 2)};
+    }
+    return splits;
+  }
+
+  static ColumnFamilyDescriptor family(String name, boolean oneVersion) {
+    ColumnFamilyDescriptorBuilder b = ColumnFamilyDescriptorBuilder.newBuilder(Bytes.toBytes(name))
+        .setCompressionType(Compression.Algorithm.NONE)
+        .setBloomFilterType(BloomType.ROW)
+        .setDataBlockEncoding(DataBlockEncoding.DIFF);
+    if (oneVersion) {
+      b.setMaxVersions(1);
+    }
+    return b.build();
+  }
+
+  static void create(Admin admin, String table, byte[][] splits, ColumnFamilyDescriptor... families)
+      throws IOException {
+    TableName name = TableName.valueOf(table);
+    if (admin.tableExists(name)) {
+      return;
+    }
+    TableDescriptorBuilder b = TableDescriptorBuilder.newBuilder(name);
+    for (ColumnFamilyDescriptor f : families) {
+      b.setColumnFamily(f);
+    }
+    if (splits == null) {
+      admin.createTable(b.build());
+    } else {
+      admin.createTable(b.build(), splits);
+    }
+    System.err.println("HBaseTool: created " + table);
+  }
+
+  static void createTables(Admin admin) throws IOException {
+    create(admin, "tsdb-uid", null, family("id", false), family("name", false));
+    create(admin, "tsdb", tsdbSplits(), family("t", true));
+    create(admin, "tsdb-tree", null, family("t", true));
+    create(admin, "tsdb-meta", null, family("name", false));
+    // Default rollup config: 1s raw interval (table tsdb, pre-aggregates tsdb-agg), 1m, 10m, 1h.
+    for (String t : new String[] {"tsdb-agg", "tsdb-rollup-1m", "tsdb-rollup-10m", "tsdb-rollup-1h",
+        "tsdb-rollup-agg-1m", "tsdb-rollup-agg-10m", "tsdb-rollup-agg-1h"}) {
+      create(admin, t, null, family("t", false));
+    }
+  }
+
+  static Set<ServerName> liveServers(Admin admin) throws IOException {
+    return new HashSet<>(admin.getRegionServers());
+  }
+
+  /** Waits for `want` live region servers; `exact`: no more either (a killed one has left, its session expired). */
+  static void waitServers(Admin admin, int want, boolean exact, long deadline) throws Exception {
+    while (true) {
+      int live = liveServers(admin).size();
+      if (exact ? live == want : live >= want) {
+        return;
+      }
+      if (System.currentTimeMillis() > deadline) {
+        throw new IllegalStateException("only " + live + " of " + want + " region servers are live");
+      }
+      Thread.sleep(500);
+    }
+  }
+
+  /** Every region of every table (hbase:meta included) is open on a live server and nothing is in transition. */
+  static String notReady(Connection conn, Admin admin) throws IOException {
+    Set<ServerName> live = liveServers(admin);
+    int rit = admin.getClusterMetrics().getRegionStatesInTransition().size();
+    if (rit > 0) {
+      return rit + " regions in transition";
+    }
+    List<TableName> tables = new ArrayList<>();
+    tables.add(TableName.META_TABLE_NAME);
+    for (TableName t : admin.listTableNames()) {
+      tables.add(t);
+    }
+    for (TableName t : tables) {
+      if (!admin.isTableAvailable(t)) {
+        return t + " not available";
+      }
+      try (RegionLocator loc = conn.getRegionLocator(t)) {
+        for (HRegionLocation l : loc.getAllRegionLocations()) {
+          if (l == null || l.getServerName() == null || !live.contains(l.getServerName())) {
+            return t + " has a region without a live server: " + l;
+          }
+        }
+      }
+    }
+    return null;
+  }
+
+  static void waitReady(Connection conn, Admin admin, long deadline) throws Exception {
+    String why;
+    while ((why = notReadySafe(conn, admin)) != null) {
+      if (System.currentTimeMillis() > deadline) {
+        throw new IllegalStateException("regions not all open: " + why);
+      }
+      Thread.sleep(500);
+    }
+  }
+
+  static String notReadySafe(Connection conn, Admin admin) {
+    try {
+      return notReady(conn, admin);
+    } catch (IOException e) {
+      return e.toString();
+    }
+  }
+
+  /** Moves `tsdb` regions round-robin over the live servers unless every live server already holds some. */
+  static void spread(Connection conn, Admin admin) throws Exception {
+    TableName tsdb = TableName.valueOf("tsdb");
+    List<ServerName> servers = new ArrayList<>(liveServers(admin));
+    servers.sort(null);
+    Set<ServerName> holding = new HashSet<>();
+    List<HRegionLocation> locs;
+    try (RegionLocator loc = conn.getRegionLocator(tsdb)) {
+      locs = loc.getAllRegionLocations();
+    }
+    for (HRegionLocation l : locs) {
+      holding.add(l.getServerName());
+    }
+    if (holding.containsAll(servers)) {
+      return;
+    }
+    for (int i = 0; i < locs.size(); i++) {
+      RegionInfo r = locs.get(i).getRegion();
+      ServerName to = servers.get(i % servers.size());
+      if (!to.equals(locs.get(i).getServerName())) {
+        admin.move(r.getEncodedNameAsBytes(), to);
+      }
+    }
+    System.err.println("HBaseTool: moved tsdb regions round-robin over " + servers.size() + " servers");
+  }
+
+  static void printRegions(Connection conn, String table) throws IOException {
+    try (RegionLocator loc = conn.getRegionLocator(TableName.valueOf(table))) {
+      for (HRegionLocation l : loc.getAllRegionLocations()) {
+        RegionInfo r = l.getRegion();
+        ServerName s = l.getServerName();
+        System.out.println(hex(r.getStartKey()) + " " + hex(r.getEndKey()) + " "
+            + (s == null ? "-" : s.getHostname() + ":" + s.getPort()));
+      }
+    }
+  }
+
+  static String hex(byte[] b) {
+    return b.length == 0 ? "-" : Bytes.toHex(b);
+  }
+
+  public static void main(String[] args) throws Exception {
+    if (args.length == 0) {
+      System.err.println("usage: HBaseTool setup|wait SERVERS TIMEOUT_S | regions TABLE | servers");
+      System.exit(2);
+    }
+    Configuration conf = HBaseConfiguration.create();
+    // Fail fast inside each call; the loops above do the waiting.
+    conf.setInt(HConstants.HBASE_CLIENT_RETRIES_NUMBER, 3);
+    conf.setInt(HConstants.HBASE_CLIENT_OPERATION_TIMEOUT, 60000);
+    try (Connection conn = ConnectionFactory.createConnection(conf); Admin admin = conn.getAdmin()) {
+      switch (args[0]) {
+        case "setup": {
+          int servers = Integer.parseInt(args[1]);
+          long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
+          waitServers(admin, servers, false, deadline);
+          waitReady(conn, admin, deadline);
+          createTables(admin);
+          waitReady(conn, admin, deadline);
+          spread(conn, admin);
+          waitReady(conn, admin, deadline);
+          printRegions(conn, "tsdb");
+          break;
+        }
+        case "wait": {
+          int servers = Integer.parseInt(args[1]);
+          long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
+          waitServers(admin, servers, true, deadline);
+          waitReady(conn, admin, deadline);
+          break;
+        }
+        case "regions":
+          printRegions(conn, args[1]);
+          break;
+        case "servers":
+          for (ServerName s : liveServers(admin)) {
+            System.out.println(s.getHostname() + ":" + s.getPort());
+          }
+          break;
+        default:
+          System.err.println("HBaseTool: unknown command " + args[0]);
+          System.exit(2);
+      }
+    }
+  }
+}
