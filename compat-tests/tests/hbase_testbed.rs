@@ -1,0 +1,353 @@
+//! The HBase test bed (README "Test bed: HBase and OpenTSDB 2.4.1"): a real HBase cluster (`scripts/hbase-cluster`,
+//! ZooKeeper + HMaster + 3 region servers) and the real OpenTSDB 2.4.1 TSD on it (`scripts/opentsdb-ref`).
+//!
+//! Starting the cluster costs about a minute on two cores, so this binary starts it once and runs its checks in
+//! order inside one test: (a) a point put through the reference TSD is read back exactly, (b) every point HBase
+//! acknowledged survives SIGKILLed region servers once their regions reopen elsewhere, (c) `down` leaves no
+//! process. A detached watcher stops the cluster and removes its directory if this test binary dies first.
+//!
+//! Java 17, Maven and Maven Central are required (`scripts/install-test-deps`); without them the test fails with
+//! what is missing. It never skips.
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rtsd_compat_tests::{HttpConn, Response};
+use serde_json::{json, Value};
+
+const T0: i64 = 1_700_000_000;
+/// Points per metric in the durability check, sent in /api/put batches of BATCH (asynchbase flushes buffered
+/// puts once a second, so a `sync` request takes about a second whatever its size).
+const POINTS: i64 = 600;
+const BATCH: i64 = 200;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// Runs a test-bed script; panics with its output when it fails. Returns stdout.
+fn script(name: &str, args: &[&str]) -> String {
+    let path = root().join("scripts").join(name);
+    let out = Command::new(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} {} failed ({}):\n{stdout}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn require_tools() {
+    for (tool, arg) in [("java", "-version"), ("mvn", "-v"), ("python3", "-V"), ("curl", "--version")] {
+        let ok = Command::new(tool).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        assert!(
+            matches!(ok, Ok(s) if s.success()),
+            "the HBase test bed needs `{tool}` (a JDK 17, Maven with access to Maven Central, python3, curl): \
+             run scripts/install-test-deps"
+        );
+    }
+}
+
+fn pid_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie has exited; only its parent's wait is missing.
+        Ok(stat) => stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
+/// Processes whose command line mentions `dir` (the JVMs get their config and log paths from it).
+fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        // The watcher's own command line names the dir too; it is ours and exits with this process.
+        if cmdline.contains(&needle) && !cmdline.contains("rtsd-testbed-watch") && pid_running(pid) {
+            found.push((pid, cmdline.chars().take(200).collect()));
+        }
+    }
+    found
+}
+
+/// The cluster and the reference TSD under one temporary directory. Dropping it (also while a check panics) stops
+/// both; the watcher covers an abort.
+struct Testbed {
+    dir: tempfile::TempDir,
+    tsd: SocketAddr,
+    down: bool,
+}
+
+impl Testbed {
+    fn start() -> Testbed {
+        require_tools();
+        let dir = tempfile::Builder::new().prefix("rtsd-hbase-").tempdir().expect("temp dir");
+        let d = dir.path().to_string_lossy().into_owned();
+        // The watcher: once this test process is gone, stop everything under the dir and remove it.
+        let watch = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 2; done; '{root}/scripts/opentsdb-ref' down '{d}'; \
+             '{root}/scripts/hbase-cluster' down '{d}'; rm -rf '{d}'",
+            pid = std::process::id(),
+            root = root().display(),
+        );
+        Command::new("setsid")
+            .args(["bash", "-c", &watch, "rtsd-testbed-watch"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the test bed watcher");
+        let started = Instant::now();
+        let up = script("hbase-cluster", &["up", &d]);
+        assert!(up.lines().any(|l| l.starts_with("zk_quorum=127.0.0.1:")), "no zk_quorum line in {up:?}");
+        let cluster_secs = started.elapsed().as_secs();
+        let tsd = script("opentsdb-ref", &["up", &d]);
+        let port: u16 = tsd
+            .lines()
+            .find_map(|l| l.strip_prefix("port="))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no port= line in {tsd:?}"));
+        eprintln!(
+            "hbase_testbed: cluster up in {cluster_secs}s, reference TSD on port {port} after {}s",
+            started.elapsed().as_secs()
+        );
+        Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], port)), down: false }
+    }
+
+    fn dir(&self) -> &str {
+        self.dir.path().to_str().expect("UTF-8 temp dir")
+    }
+
+    fn http(&self, method: &str, path: &str, body: &str, timeout: Duration) -> Response {
+        let mut conn = HttpConn::new(self.tsd);
+        conn.stream().set_read_timeout(Some(timeout)).expect("set read timeout");
+        let headers: &[(&str, &str)] = if body.is_empty() { &[] } else { &[("Content-Type", "application/json")] };
+        conn.request(method, path, headers, body.as_bytes())
+    }
+
+    /// The PIDs the scripts recorded: ZooKeeper, master, region servers, TSD.
+    fn recorded_pids(&self) -> Vec<(String, u32)> {
+        let mut pids = Vec::new();
+        for (dir, ext) in [(self.dir.path().join("pids"), "pid"), (self.dir.path().join("tsd"), "pid")] {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) == Some(ext) {
+                    let pid = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse().ok());
+                    if let Some(pid) = pid {
+                        pids.push((path.file_stem().unwrap().to_string_lossy().into_owned(), pid));
+                    }
+                }
+            }
+        }
+        pids.sort();
+        pids
+    }
+
+    fn stop(&mut self) {
+        if !self.down {
+            self.down = true;
+            script("opentsdb-ref", &["down", self.dir()]);
+            script("hbase-cluster", &["down", self.dir()]);
+        }
+    }
+
+    fn log_tails(&self) -> String {
+        let mut out = String::new();
+        for name in ["logs/master.log", "logs/rs1.log", "logs/rs2.log", "logs/rs3.log", "tsd/tsd.log"] {
+            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("--- {name} (last 15 lines)\n"));
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("hbase_testbed: failed; logs under {}:\n{}", self.dir(), self.log_tails());
+        }
+        if !self.down {
+            self.down = true;
+            let d = self.dir().to_string();
+            for (name, cmd) in [("opentsdb-ref", "down"), ("hbase-cluster", "down")] {
+                let _ = Command::new(root().join("scripts").join(name)).args([cmd, &d]).status();
+            }
+        }
+    }
+}
+
+/// `metric`'s points from the reference TSD: timestamp -> value. Retries while regions move (asynchbase finds the
+/// new locations by itself, after its own retries).
+fn read_points(tb: &Testbed, metric: &str, end: i64, deadline: Duration) -> BTreeMap<i64, f64> {
+    let path = format!("/api/query?start={}&end={end}&m=sum:{metric}", T0 - 10);
+    let started = Instant::now();
+    loop {
+        let r = tb.http("GET", &path, "", Duration::from_secs(60));
+        if r.status == 200 {
+            let v = r.json();
+            let series = v.as_array().unwrap_or_else(|| panic!("query answer is no array: {v}"));
+            assert_eq!(series.len(), 1, "one series expected for {metric}: {v}");
+            return series[0]["dps"]
+                .as_object()
+                .expect("dps object")
+                .iter()
+                .map(|(k, v)| (k.parse().expect("timestamp"), v.as_f64().expect("number")))
+                .collect();
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "{path} still fails after {:?}: {} {}",
+            deadline,
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// The metric's UID (hex) from `show_tsuids`.
+fn metric_uid(tb: &Testbed, metric: &str) -> String {
+    let path = format!("/api/query?start={}&end={}&m=sum:{metric}&show_tsuids=true", T0 - 10, T0 + POINTS);
+    let v = tb.http("GET", &path, "", Duration::from_secs(60)).json();
+    let tsuid = v[0]["tsuids"][0].as_str().unwrap_or_else(|| panic!("no tsuid in {v}"));
+    tsuid[..6].to_ascii_lowercase()
+}
+
+/// (start, end, rsN) of each `tsdb` region, keys in hex ("-" = open end).
+fn tsdb_regions(tb: &Testbed) -> Vec<(String, String, String)> {
+    script("hbase-cluster", &["regions", tb.dir(), "tsdb"])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4).then(|| (f[0].to_ascii_lowercase(), f[1].to_ascii_lowercase(), f[2].to_string()))
+        })
+        .collect()
+}
+
+fn server_of(regions: &[(String, String, String)], key: &str) -> String {
+    regions
+        .iter()
+        .find(|(s, e, _)| (s == "-" || s.as_str() <= key) && (e == "-" || key < e.as_str()))
+        .map(|(_, _, rs)| rs.clone())
+        .unwrap_or_else(|| panic!("no tsdb region holds {key}: {regions:?}"))
+}
+
+/// (a) `/api/put?sync` through the reference TSD, read back by `/api/query`, byte for byte.
+fn check_put_and_query(tb: &Testbed) {
+    let body = r#"{"metric":"testbed.a","timestamp":1700000000,"value":42.5,"tags":{"host":"web01"}}"#;
+    let r = tb.http("POST", "/api/put?sync", body, Duration::from_secs(60));
+    assert_eq!(r.status, 204, "put: {}", r.text());
+    let r = tb.http(
+        "GET",
+        "/api/query?start=1699999990&end=1700000010&m=sum:testbed.a%7Bhost=*%7D",
+        "",
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.status, 200, "query: {}", r.text());
+    assert_eq!(
+        r.text(),
+        r#"[{"metric":"testbed.a","tags":{"host":"web01"},"aggregateTags":[],"dps":{"1700000000":42.5}}]"#
+    );
+}
+
+/// (b) Points acknowledged by `/api/put?sync&details` survive SIGKILLed region servers.
+fn check_durability(tb: &Testbed) {
+    let metrics = ["testbed.dur1", "testbed.dur2", "testbed.dur3"];
+    let (mut sent, mut acked) = (0i64, 0i64);
+    for m in metrics {
+        for start in (0..POINTS).step_by(BATCH as usize) {
+            let batch: Vec<Value> = (start..start + BATCH)
+                .map(|i| json!({"metric": m, "timestamp": T0 + i, "value": i, "tags": {"host": "h1"}}))
+                .collect();
+            sent += batch.len() as i64;
+            let r = tb.http("POST", "/api/put?sync&details", &Value::from(batch).to_string(), Duration::from_secs(60));
+            assert_eq!(r.status, 200, "put: {}", r.text());
+            let v = r.json();
+            assert_eq!(v["failed"], 0, "put: {v}");
+            acked += v["success"].as_i64().expect("success count");
+        }
+    }
+    assert_eq!((sent, acked), (3 * POINTS, 3 * POINTS), "sent, acknowledged");
+
+    // The region servers holding the data; kill all of them but one (at least one must stay to take the regions).
+    let regions = tsdb_regions(tb);
+    let mut holders: Vec<String> = metrics.iter().map(|m| server_of(&regions, &metric_uid(tb, m))).collect();
+    holders.sort();
+    holders.dedup();
+    let victims: Vec<String> = holders.iter().take(2).cloned().collect();
+    assert!(!victims.is_empty() && victims.len() < 3, "victims {victims:?} of {regions:?}");
+    let killed_at = Instant::now();
+    for v in &victims {
+        script("hbase-cluster", &["kill-rs", tb.dir(), v.trim_start_matches("rs")]);
+    }
+    let live = (3 - victims.len()).to_string();
+    script("hbase-cluster", &["wait", tb.dir(), &live]);
+    let reassigned = killed_at.elapsed();
+
+    let mut readable = 0i64;
+    for m in metrics {
+        let points = read_points(tb, m, T0 + POINTS, Duration::from_secs(180));
+        let expected: BTreeMap<i64, f64> = (0..POINTS).map(|i| (T0 + i, i as f64)).collect();
+        readable += points.len() as i64;
+        assert_eq!(points, expected, "{m}: acknowledged points lost or changed after killing {victims:?}");
+    }
+    eprintln!(
+        "hbase_testbed: durability: sent {sent}, acknowledged {acked}, readable {readable} after SIGKILL of \
+         {victims:?} (holders {holders:?}); regions reopened {:.1}s after the kill, all read back after {:.1}s",
+        reassigned.as_secs_f64(),
+        killed_at.elapsed().as_secs_f64()
+    );
+    assert_eq!((sent, acked, readable), (3 * POINTS, 3 * POINTS, 3 * POINTS), "sent, acknowledged, readable");
+
+    // The killed servers come back and the cluster is whole again; the data stays readable.
+    for v in &victims {
+        script("hbase-cluster", &["start-rs", tb.dir(), v.trim_start_matches("rs")]);
+    }
+    script("hbase-cluster", &["wait", tb.dir(), "3"]);
+    for m in metrics {
+        assert_eq!(read_points(tb, m, T0 + POINTS, Duration::from_secs(180)).len() as i64, POINTS, "{m} after restart");
+    }
+}
+
+/// (c) `down` stops every process it started, by PID.
+fn check_down(tb: &mut Testbed) {
+    let pids = tb.recorded_pids();
+    let names: Vec<&str> = pids.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["master", "rs1", "rs2", "rs3", "tsd", "zk"], "recorded pids {pids:?}");
+    for (name, pid) in &pids {
+        assert!(pid_running(*pid), "{name} (pid {pid}) is not running before down");
+    }
+    tb.stop();
+    for (name, pid) in &pids {
+        assert!(!pid_running(*pid), "{name} (pid {pid}) still runs after down");
+    }
+    let left = processes_mentioning(tb.dir.path());
+    assert!(left.is_empty(), "processes left after down: {left:?}");
+}
+
+#[test]
+fn hbase_cluster_and_reference_tsd() {
+    let mut tb = Testbed::start();
+    check_put_and_query(&tb);
+    check_durability(&tb);
+    check_down(&mut tb);
+}
