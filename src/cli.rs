@@ -167,20 +167,9 @@ impl Common {
             data_dir: self.data_dir.clone(),
             set,
             chukwa_port: self.chukwa_port,
-            defaults: BUILT_IN_OVERRIDES.get().cloned().unwrap_or_default(),
         };
         Config::load(&flags).map_err(|e| e.to_string())
     }
-}
-
-/// Defaults a build of the binary replaces (see [`main_with_defaults`]).
-static BUILT_IN_OVERRIDES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-
-/// [`main`] with other built-in defaults (still below the config file and `--set`): the compat tests' build of
-/// the daemon uses [`crate::config::TEST_DEFAULTS`].
-pub fn main_with_defaults(defaults: &[(&str, &str)]) -> ExitCode {
-    let _ = BUILT_IN_OVERRIDES.set(defaults.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
-    main()
 }
 
 /// Parses the command line and runs it; the `rtsd` binary is this function.

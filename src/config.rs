@@ -62,7 +62,14 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("rtsd.block_cache_mb", "256"),
     ("rtsd.data_dir", "./rtsd-data"),
     ("rtsd.memtable_mb", "32"),
+    ("rtsd.storage.min_free_mb", "128"),
+    ("rtsd.rocksdb.max_open_files", "0"),
     ("rtsd.http.max_body_bytes", "67108864"),
+    ("rtsd.http.max_buffered_bytes", "268435456"),
+    ("rtsd.http.idle_timeout_secs", "120"),
+    ("rtsd.http.request_timeout_secs", "60"),
+    ("rtsd.telnet.idle_timeout_secs", "600"),
+    ("rtsd.network.first_byte_timeout_secs", "30"),
     ("rtsd.uid.cache_capacity", "1000000"),
 ];
 
@@ -111,8 +118,15 @@ pub struct Config {
     pub salt: SaltConfig,
     pub fix_duplicates: bool,
     pub connections_limit: usize,
-    /// Idle timeout in seconds; 0 disables it (OpenTSDB 2.4's default).
-    pub socket_timeout_secs: u64,
+    /// Idle limits (see `server::conn`): before a connection's first byte, between telnet lines, between HTTP
+    /// requests. `tsd.core.socket.timeout`, when set, replaces all three.
+    pub first_byte_timeout: std::time::Duration,
+    pub telnet_idle_timeout: std::time::Duration,
+    pub http_idle_timeout: std::time::Duration,
+    /// `rtsd.http.request_timeout_secs`: the longest a request's headers, and then its body, may take to arrive.
+    pub http_request_timeout: std::time::Duration,
+    /// `rtsd.http.max_buffered_bytes`: request-body bytes all connections together may hold while they arrive.
+    pub max_buffered_bytes: usize,
     pub return_errors: bool,
     pub enable_api: bool,
     /// `tsd.core.enable_ui`: the web UI (`/`, `/s/...`, `/favicon.ico`) and `/q`.
@@ -125,6 +139,12 @@ pub struct Config {
     /// `rtsd.memtable_mb`: RocksDB's write buffers of every table together.
     pub memtable_bytes: usize,
     pub max_body_bytes: usize,
+    /// `rtsd.storage.min_free_mb`: below this much free space on the data directory's disk, writes are refused
+    /// (transiently) before RocksDB meets a full disk.
+    pub min_free_bytes: u64,
+    /// `rtsd.rocksdb.max_open_files`: table files RocksDB keeps open; 0 = half the process's file-descriptor
+    /// limit, decided at start (see `crate::fds`).
+    pub max_open_files: i32,
     /// `tsd.http.request.cors_domains`, lower-cased; empty = CORS off, `*` = any origin.
     pub cors_domains: Vec<String>,
     /// `tsd.http.request.cors_headers`, sent as `Access-Control-Allow-Headers`.
@@ -163,14 +183,7 @@ pub struct Flags {
     pub set: Vec<(String, String)>,
     /// `--chukwa-port`: `rtsd.chukwa.port`.
     pub chukwa_port: Option<u16>,
-    /// Replaces built-in defaults (below the config file and flags): test builds keep data forever by default
-    /// (see [`TEST_DEFAULTS`]).
-    pub defaults: Vec<(String, String)>,
 }
-
-/// Defaults of test configurations: keep data forever, since the spec's vectors are from 2013 and a test asks
-/// for retention explicitly when it tests it.
-pub const TEST_DEFAULTS: &[(&str, &str)] = &[("rtsd.retention.raw_hours", "0"), ("rtsd.retention.rollup_hours", "0")];
 
 impl Config {
     /// Resolves defaults, the config file (or the shipped one) and flags.
@@ -182,7 +195,6 @@ impl Config {
             .chain(crate::store::retention::DEFAULTS)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        properties.extend(flags.defaults.iter().cloned());
         let text = match &flags.config {
             Some(path) => {
                 std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?
@@ -270,7 +282,11 @@ impl Config {
             salt: SaltConfig { width: salt_width, buckets: salt_buckets },
             fix_duplicates: p.boolean("tsd.storage.fix_duplicates"),
             connections_limit: p.number("tsd.core.connections.limit")?,
-            socket_timeout_secs: p.number("tsd.core.socket.timeout")?,
+            first_byte_timeout: p.idle_secs("rtsd.network.first_byte_timeout_secs")?,
+            telnet_idle_timeout: p.idle_secs("rtsd.telnet.idle_timeout_secs")?,
+            http_idle_timeout: p.idle_secs("rtsd.http.idle_timeout_secs")?,
+            http_request_timeout: std::time::Duration::from_secs(p.number("rtsd.http.request_timeout_secs")?),
+            max_buffered_bytes: p.number("rtsd.http.max_buffered_bytes")?,
             return_errors: p.boolean("tsd.rpc.telnet.return_errors"),
             // Compared literally in OpenTSDB: `TRUE` or `1` disable the API (spec: ingest §6).
             enable_api: p.get("tsd.core.enable_api") == "true",
@@ -281,6 +297,8 @@ impl Config {
             block_cache_bytes: p.number::<usize>("rtsd.block_cache_mb")?.saturating_mul(1 << 20),
             memtable_bytes: p.number::<usize>("rtsd.memtable_mb")?.saturating_mul(1 << 20),
             max_body_bytes: p.number("rtsd.http.max_body_bytes")?,
+            min_free_bytes: p.number::<u64>("rtsd.storage.min_free_mb")?.saturating_mul(1 << 20),
+            max_open_files: p.number("rtsd.rocksdb.max_open_files")?,
             cors_domains: p
                 .get("tsd.http.request.cors_domains")
                 .split(',')
@@ -303,11 +321,9 @@ impl Config {
         })
     }
 
-    /// A configuration for tests: the shipped defaults and [`TEST_DEFAULTS`] with a data directory and any
-    /// overrides.
+    /// A configuration for tests: the shipped defaults with a data directory and any overrides.
     pub fn for_data_dir(dir: &Path, overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let defaults = TEST_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), defaults, ..Flags::default() };
+        let mut flags = Flags { data_dir: Some(dir.to_path_buf()), ..Flags::default() };
         flags.set = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::load(&flags)
     }
@@ -331,6 +347,13 @@ impl Props<'_> {
         T::Err: std::fmt::Display,
     {
         self.get(key).parse::<T>().map_err(|e| self.invalid(key, &e.to_string()))
+    }
+
+    /// An idle limit in seconds; `tsd.core.socket.timeout` (OpenTSDB's one idle limit) replaces it when set.
+    fn idle_secs(&self, key: &str) -> Result<std::time::Duration, ConfigError> {
+        let socket: u64 = self.number("tsd.core.socket.timeout")?;
+        let secs = if socket > 0 { socket } else { self.number(key)? };
+        Ok(std::time::Duration::from_secs(secs))
     }
 
     fn invalid(&self, key: &str, why: &str) -> ConfigError {

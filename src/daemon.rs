@@ -50,7 +50,16 @@ impl Running {
 }
 
 /// Opens the store and starts serving on the configured port.
-pub async fn start(config: Config) -> Result<Running, StartError> {
+pub async fn start(mut config: Config) -> Result<Running, StartError> {
+    let budget = crate::fds::plan(config.max_open_files, config.connections_limit);
+    tracing::info!(
+        limit = budget.limit,
+        rocksdb_files = budget.rocksdb_files,
+        connections = budget.connections,
+        "file descriptors shared out"
+    );
+    config.max_open_files = budget.rocksdb_files;
+    config.connections_limit = budget.connections;
     let metrics = Arc::new(Metrics::new());
     let store = Store::open(&config, metrics.clone())
         .map_err(|source| StartError::Store { dir: config.data_dir.display().to_string(), source })?;
@@ -62,6 +71,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .map_err(|source| StartError::Bind { addr: SocketAddr::new(config.bind, config.port), source })?;
     let chukwa =
         server::chukwa::bind_configured(&config).await.map_err(|(addr, source)| StartError::Bind { addr, source })?;
+    let config_max_buffered = config.max_buffered_bytes;
     let tsd = Arc::new(Tsd {
         config,
         store,
@@ -71,6 +81,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         port: addr.port(),
         queries: Default::default(),
         store_gauges_at: Default::default(),
+        connections: Default::default(),
+        bodies: server::conn::BodyBudget::new(config_max_buffered),
     });
     let (chukwa_addr, chukwa_task) = match chukwa {
         Some(listener) => {
@@ -93,6 +105,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     tokio::spawn(flush_series_table(tsd.clone()));
     tokio::spawn(write_counters(tsd.clone()));
     tokio::spawn(compact_after_bursts(tsd.clone()));
+    tokio::spawn(server::reap_idle_connections(tsd.clone()));
     Ok(Running { addr, chukwa_addr, tsd, task, chukwa_task, rollup_task })
 }
 
@@ -144,8 +157,9 @@ async fn flush_series_table(tsd: Arc<Tsd>) {
         }
         last = std::time::Instant::now();
         let worker = tsd.clone();
-        match tokio::task::spawn_blocking(move || worker.store.flush_pending()).await {
-            Ok(Ok(_)) => {}
+        // A failed flush is counted and logged (once in a while) by the store, and retried.
+        match tokio::task::spawn_blocking(move || worker.store.settle()).await {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "writing the series table into its rows failed; will retry"),
             Err(e) => tracing::error!(error = %e, "series table flush task failed"),
         }

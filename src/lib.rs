@@ -17,6 +17,7 @@ pub mod chukwa;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod fds;
 pub mod graph;
 pub mod logs;
 pub mod metrics;

@@ -15,6 +15,38 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, Registry};
 
+/// One cause of trouble logged at most once per interval: the first occurrence at once, later ones folded into a
+/// count that the next logged line carries. A failing disk or a hostile client can produce a failure per point
+/// or per connection; a line each would flood the log (issue 23: 683 k lines in 30 s) and bury the cause.
+pub struct Throttle {
+    every: std::time::Duration,
+    state: Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl Throttle {
+    pub const fn new(every: std::time::Duration) -> Throttle {
+        Throttle { every, state: Mutex::new((None, 0)) }
+    }
+
+    /// `Some(n)` when this occurrence is to be logged, `n` being the occurrences left unlogged since the last
+    /// one; `None` when it is only counted.
+    pub fn allow(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        match state.0 {
+            Some(last) if now.duration_since(last) < self.every => {
+                state.1 += 1;
+                None
+            }
+            _ => {
+                let suppressed = std::mem::take(&mut state.1);
+                state.0 = Some(now);
+                Some(suppressed)
+            }
+        }
+    }
+}
+
 /// Records kept for `/logs` (logback's `CyclicBufferAppender` in OpenTSDB's shipped logback.xml keeps 1024).
 pub const CAPACITY: usize = 1024;
 
@@ -187,5 +219,21 @@ impl Visit for MessageVisitor {
         } else {
             let _ = write!(self.0, " {}={value}", field.name());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Throttle;
+
+    #[test]
+    fn a_throttle_logs_the_first_occurrence_then_counts_until_its_interval_passes() {
+        let t = Throttle::new(std::time::Duration::from_millis(200));
+        assert_eq!(t.allow(), Some(0));
+        assert_eq!((t.allow(), t.allow(), t.allow()), (None, None, None));
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        // The next logged line carries the three left unlogged.
+        assert_eq!(t.allow(), Some(3));
+        assert_eq!(t.allow(), None);
     }
 }

@@ -93,6 +93,12 @@ pub struct Metrics {
     pub queries_cancelled: Counter,
     /// Rows removed by retention (see `store::retention`) when RocksDB compacted them.
     pub rows_expired: Counter,
+    /// Points accepted and stored though already older than the raw table's retention: no read returns them
+    /// (an HBase TTL behaves the same). An operator who wonders why a backfill is invisible looks here.
+    pub datapoints_expired_on_arrival: Counter,
+    /// Storage failures by kind (`store::health::FailureKind`): writes refused by the free-space guard, a full
+    /// disk, no file descriptors, anything else.
+    pub storage_errors: Family<KindLabel, Counter>,
     /// Points refused by the put path, OpenTSDB's `rpc.errors type=socket_writes_blocked` aside.
     writes_blocked: AtomicU64,
     /// Handles into `uid_cache_hits` / `uid_cache_misses` per kind: UID lookups happen several times per data
@@ -140,6 +146,8 @@ impl Metrics {
             rollup_late_points: Counter::default(),
             queries_cancelled: Counter::default(),
             rows_expired: Counter::default(),
+            datapoints_expired_on_arrival: Counter::default(),
+            storage_errors: Family::default(),
             writes_blocked: AtomicU64::new(0),
             uid_hit_handles: Default::default(),
             uid_miss_handles: Default::default(),
@@ -252,6 +260,16 @@ impl Metrics {
             "Rows older than their table's retention removed by RocksDB compactions",
             m.rows_expired.clone(),
         );
+        registry.register(
+            "datapoints_expired_on_arrival",
+            "Data points stored though older than rtsd.retention.raw_hours when they arrived: no read returns them",
+            m.datapoints_expired_on_arrival.clone(),
+        );
+        registry.register(
+            "storage_errors",
+            "Storage failures, by kind: low_space (refused by rtsd.storage.min_free_mb), no_space, no_files, other",
+            m.storage_errors.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -287,6 +305,10 @@ impl Metrics {
         if n > 0 {
             self.rpcs_received.get_or_create(&TypeLabel { r#type: kind }).inc_by(n);
         }
+    }
+
+    pub fn storage_error(&self, kind: &'static str) {
+        self.storage_errors.get_or_create(&KindLabel { kind }).inc();
     }
 
     pub fn connection(&self, kind: &'static str) {

@@ -54,6 +54,8 @@ pub struct Daemon {
     addr: SocketAddr,
     settings: Vec<(String, String)>,
     log: Arc<Mutex<Vec<String>>>,
+    /// The open-file limit the daemon runs under, when a test lowers it (kept across restarts).
+    nofile: Option<u64>,
 }
 
 impl Daemon {
@@ -66,11 +68,27 @@ impl Daemon {
     pub fn start_with(settings: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new().prefix("rtsd-compat-").tempdir().expect("create a temporary data directory");
         let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Daemon::spawn(dir, settings)
+        Daemon::spawn(dir, settings, None)
     }
 
-    fn spawn(dir: tempfile::TempDir, settings: Vec<(String, String)>) -> Daemon {
-        let mut cmd = Command::new(binary());
+    /// Starts a daemon whose data directory is a new directory inside `parent` (a small file system a test
+    /// mounted), under an open-file limit of `nofile` when given (soft and hard, set with `prlimit`).
+    pub fn start_in(parent: &Path, nofile: Option<u64>, settings: &[(&str, &str)]) -> Daemon {
+        let dir = tempfile::Builder::new().prefix("rtsd-compat-").tempdir_in(parent).expect("create the data directory");
+        let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Daemon::spawn(dir, settings, nofile)
+    }
+
+    fn spawn(dir: tempfile::TempDir, settings: Vec<(String, String)>, nofile: Option<u64>) -> Daemon {
+        let mut cmd = match nofile {
+            // prlimit sets the limit and execs the daemon: the child's PID is the daemon's.
+            Some(n) => {
+                let mut cmd = Command::new("prlimit");
+                cmd.arg(format!("--nofile={n}:{n}")).arg("--").arg(binary());
+                cmd
+            }
+            None => Command::new(binary()),
+        };
         cmd.arg("serve").arg("--data-dir").arg(dir.path()).args(["--port", "0", "--bind", "127.0.0.1"]);
         for (k, v) in &settings {
             cmd.arg("--set").arg(format!("{k}={v}"));
@@ -114,7 +132,7 @@ impl Daemon {
             });
         }
         let mut daemon =
-            Daemon { child: Some(child), dir: Some(dir), addr: SocketAddr::from(([127, 0, 0, 1], 0)), settings, log };
+            Daemon { child: Some(child), dir: Some(dir), addr: SocketAddr::from(([127, 0, 0, 1], 0)), settings, log, nofile };
         match ready_rx.recv_timeout(START_TIMEOUT) {
             Ok(Some(addr)) => daemon.addr = addr,
             Ok(None) => {
@@ -134,7 +152,7 @@ impl Daemon {
         }
         let dir = self.dir.take().expect("data directory");
         let settings = std::mem::take(&mut self.settings);
-        Daemon::spawn(dir, settings)
+        Daemon::spawn(dir, settings, self.nofile)
     }
 
     /// [`Daemon::restart`] with other settings (e.g. a feature turned on for a directory written without it).

@@ -101,8 +101,16 @@ fn ingested(d: &Daemon, what: &str, data_type: &str) -> f64 {
     series.iter().flat_map(|(_, dps)| dps.values()).sum()
 }
 
-fn hicc(port: u16, path: &str) -> (u16, String) {
+/// A HICC read on the Chukwa port, checked to be answered byte for byte the same on the main HTTP port (issue
+/// 18 item 4: dashboards may point at either).
+fn hicc(d: &Daemon, port: u16, path: &str) -> (u16, String) {
     let r = HttpConn::new(addr(port)).request("GET", path, &[], b"");
+    let main = d.http("GET", path, &[], b"");
+    assert_eq!(
+        (main.status, main.header("content-type"), main.body.as_slice()),
+        (r.status, r.header("content-type"), r.body.as_slice()),
+        "{path} on the main port"
+    );
     (r.status, r.text())
 }
 
@@ -194,26 +202,26 @@ fn every_record_is_stored_once_through_lost_replies_crashes_rotation_and_kill9()
     // And through HICC, from Chukwa's own tables.
     let (from, to) = (yyyymmddhhmmss(T0 - 1000), yyyymmddhhmmss(T0 + 1_000_000));
     let (status, body) =
-        hicc(port, &format!("/hicc/v1/metrics/series/SystemMetrics.cpu.combined/agent1?start={from}&end={to}"));
+        hicc(&d, port, &format!("/hicc/v1/metrics/series/SystemMetrics.cpu.combined/agent1?start={from}&end={to}"));
     assert_eq!(status, 200, "{body}");
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["name"], "SystemMetrics.cpu.combined:agent1");
     let data: Vec<(i64, f64)> =
         json["data"].as_array().unwrap().iter().map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap())).collect();
     assert_eq!(data, expected.into_iter().collect::<Vec<_>>());
-    let (_, body) = hicc(port, &format!("/hicc/v1/metrics/series/AppLog.latency/agent1?start={from}&end={to}"));
+    let (_, body) = hicc(&d, port, &format!("/hicc/v1/metrics/series/AppLog.latency/agent1?start={from}&end={to}"));
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["data"].as_array().unwrap().len(), 60);
-    assert_eq!(hicc(port, "/hicc/v1/metrics/schema"), (200, r#"["AppLog","SystemMetrics"]"#.to_string()));
-    assert_eq!(hicc(port, "/hicc/v1/metrics/schema/AppLog"), (200, r#"["AppLog.latency"]"#.to_string()));
-    assert_eq!(hicc(port, "/hicc/v1/metrics/source/SystemMetrics"), (200, r#"["agent1"]"#.to_string()));
-    let (_, names) = hicc(port, "/hicc/v1/metrics/schema/SystemMetrics");
+    assert_eq!(hicc(&d, port, "/hicc/v1/metrics/schema"), (200, r#"["AppLog","SystemMetrics"]"#.to_string()));
+    assert_eq!(hicc(&d, port, "/hicc/v1/metrics/schema/AppLog"), (200, r#"["AppLog.latency"]"#.to_string()));
+    assert_eq!(hicc(&d, port, "/hicc/v1/metrics/source/SystemMetrics"), (200, r#"["agent1"]"#.to_string()));
+    let (_, names) = hicc(&d, port, "/hicc/v1/metrics/schema/SystemMetrics");
     assert!(
         names.contains("\"SystemMetrics.cpu.combined\"") && names.contains("\"SystemMetrics.cpu.Vendor.1\""),
         "{names}"
     );
     assert_eq!(
-        hicc(port, "/hicc/v1/metrics/series/SystemMetrics.cpu.combined/agent1?start=2023-11-14"),
+        hicc(&d, port, "/hicc/v1/metrics/series/SystemMetrics.cpu.combined/agent1?start=2023-11-14"),
         (400, "Start/End date parse error.  Format: yyyyMMddHHmmss.".to_string())
     );
     // The de-duplication outcomes are on /metrics (counters restart with the process; only this run's posts).
@@ -365,8 +373,7 @@ fn collector_pages_and_wire_details() {
     let records = query(&d, "sum:chukwa.ingest.records%7Bdatatype=HadoopMetrics%7D", now - 3_600_000, now + 60_000);
     assert_eq!(records[0].1.values().sum::<f64>(), 3.0);
     let (from, to) = (yyyymmddhhmmss(T0), yyyymmddhhmmss(T0 + 60_000));
-    let (status, body) = hicc(
-        port,
+    let (status, body) = hicc(&d, port,
         &format!("/hicc/v1/metrics/series/HadoopMetrics.jvm.JvmMetrics.GcCount/nn1.example.com%3ANameNode?start={from}&end={to}"),
     );
     assert_eq!(status, 200);

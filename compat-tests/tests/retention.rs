@@ -108,3 +108,76 @@ fn bad_retention_values_stop_the_daemon_with_the_property_named() {
     assert_ne!(code, 0);
     assert!(err.contains("invalid value for rtsd.retention.rollup_hours: \"1m:soon\""), "{err}");
 }
+
+/// A point from 2013 over telnet and one over HTTP (2013-04-03 14:40 and 14:41 UTC).
+const OLD_T: i64 = 1_365_000_000;
+
+fn put_2013_points(d: &Daemon) {
+    d.put_lines(&format!("put old.telnet {OLD_T} 42 host=a\n"));
+    let body = format!(r#"[{{"metric":"old.http","timestamp":{},"value":43.5,"tags":{{"host":"a"}}}}]"#, OLD_T + 60);
+    let r = d.post_json("/api/put?details", &body);
+    assert_eq!((r.status, r.json()), (200, serde_json::json!({"success": 1, "failed": 0, "errors": []})));
+}
+
+fn query_2013(d: &Daemon, metric: &str) -> serde_json::Value {
+    query_range(d, &format!("m=sum:{metric}"))
+}
+
+fn query_range(d: &Daemon, query: &str) -> serde_json::Value {
+    let r = d.http("GET", &format!("/api/query?start=2013/04/03-00:00:00&end=2013/04/04-00:00:00&{query}"), &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn last_2013(d: &Daemon, metric: &str) -> serde_json::Value {
+    let r = d.http("GET", &format!("/api/query/last?timeseries={metric}%7Bhost=a%7D"), &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn ascii_2013(d: &Daemon, metric: &str) -> String {
+    let r = d.http("GET", &format!("/q?start=2013/04/03-00:00:00&end=2013/04/04-00:00:00&m=sum:{metric}&ascii"), &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.text()
+}
+
+fn expired_on_arrival(d: &Daemon) -> String {
+    let text = d.http("GET", "/metrics", &[], b"").text();
+    text.lines().find(|l| l.starts_with("rtsd_datapoints_expired_on_arrival_total ")).unwrap_or("<missing>").to_string()
+}
+
+// Issue 18 item 1: the shipped defaults keep data forever, as OpenTSDB on HBase without a TTL does, so a
+// backfill of old history is readable through every read path.
+#[test]
+fn under_the_shipped_defaults_a_point_from_2013_is_returned_by_every_read() {
+    let d = Daemon::start();
+    put_2013_points(&d);
+    for (metric, t, value) in [("old.telnet", OLD_T, serde_json::json!(42)), ("old.http", OLD_T + 60, serde_json::json!(43.5))]
+    {
+        let expected =
+            serde_json::json!([{"metric": metric, "tags": {"host": "a"}, "aggregateTags": [], "dps": {t.to_string(): value}}]);
+        assert_eq!(query_2013(&d, metric), expected);
+        let last = last_2013(&d, metric);
+        assert_eq!((last[0]["timestamp"].clone(), last[0]["value"].clone()), (serde_json::json!(t * 1000), serde_json::json!(value.to_string())));
+        assert_eq!(ascii_2013(&d, metric), format!("{metric} {t} {value} host=a\n"));
+        assert_eq!(d.scan(&["2013/04/03-00:00:00", "sum", metric]), [format!("{metric} {t} {value} host=a")]);
+    }
+    assert_eq!(expired_on_arrival(&d), "rtsd_datapoints_expired_on_arrival_total 0");
+}
+
+// Issue 18 item 1: with a retention set, an old point is still accepted (an HBase TTL accepts it too), counted
+// on /metrics, logged, and returned by no read.
+#[test]
+fn with_a_retention_an_old_point_is_accepted_counted_logged_and_hidden() {
+    let d = Daemon::start_with(&[("rtsd.retention.raw_hours", "24")]);
+    put_2013_points(&d);
+    assert_eq!(expired_on_arrival(&d), "rtsd_datapoints_expired_on_arrival_total 2");
+    for metric in ["old.telnet", "old.http"] {
+        assert_eq!(query_2013(&d, metric), serde_json::json!([]));
+        assert_eq!(last_2013(&d, metric), serde_json::json!([]));
+        assert_eq!(ascii_2013(&d, metric), "");
+        assert_eq!(d.scan(&["2013/04/03-00:00:00", "sum", metric]), Vec::<String>::new());
+    }
+    let log = d.log_text();
+    assert_eq!(log.matches("stored points older than rtsd.retention.raw_hours").count(), 1, "one line a minute: {log}");
+}

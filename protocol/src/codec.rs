@@ -208,6 +208,15 @@ fn is_ms_timestamp(timestamp: i64) -> bool {
     (timestamp as u64) & SECOND_MASK != 0
 }
 
+/// A timestamp in seconds or milliseconds (as OpenTSDB tells them apart) in milliseconds.
+pub fn timestamp_ms(timestamp: i64) -> i64 {
+    if is_ms_timestamp(timestamp) {
+        timestamp
+    } else {
+        timestamp.saturating_mul(1000)
+    }
+}
+
 /// The unwrapped hour, in seconds, of a timestamp in seconds or milliseconds (Java's truncating arithmetic).
 fn base_seconds(timestamp: i64) -> i64 {
     let secs = if is_ms_timestamp(timestamp) { timestamp / 1000 } else { timestamp };

@@ -62,6 +62,19 @@ pub fn next_line(buf: &[u8]) -> Option<(&[u8], usize)> {
     Some((line, end + 1))
 }
 
+/// Whether a line (without its `\n` or `\r\n`) is longer than the frame limit: rtsd closes the connection on
+/// it. OpenTSDB checks its limit only while no line end is buffered, so whether a long line passed depended on
+/// how TCP cut the stream (spec: ingest §1.2); rtsd holds every line to [`MAX_LINE`], however it arrives.
+pub fn line_too_long(line: &[u8]) -> bool {
+    line.len() > MAX_LINE
+}
+
+/// Whether bytes buffered without a `\n` already make a line longer than [`MAX_LINE`] (a final `\r` may still
+/// be the start of its `\r\n`).
+pub fn partial_too_long(buf: &[u8]) -> bool {
+    buf.len() > MAX_LINE + 1 || (buf.len() == MAX_LINE + 1 && buf[MAX_LINE] != b'\r')
+}
+
 /// Splits a line on single spaces as OpenTSDB's `Tags.splitString(line, ' ')` does: nothing is dropped, so
 /// `"a  b"` gives `["a", "", "b"]` and `""` gives `[""]`. One SIMD scan for the spaces, no allocation for up to
 /// 16 words (perf: a byte-at-a-time combinator split was ~4% of A ingest).
@@ -292,6 +305,18 @@ fn parse_timestamp(word: &[u8]) -> Result<i64, PutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_limit_is_1024_bytes_without_the_line_end() {
+        let line = vec![b'x'; MAX_LINE];
+        assert!(!line_too_long(&line));
+        assert!(line_too_long(&[line.as_slice(), b"x"].concat()));
+        // Buffered without a line end: 1024 bytes may still end with \r\n or \n; 1025 may only if the last is \r.
+        assert!(!partial_too_long(&line));
+        assert!(!partial_too_long(&[line.as_slice(), b"\r"].concat()));
+        assert!(partial_too_long(&[line.as_slice(), b"x"].concat()));
+        assert!(partial_too_long(&[line.as_slice(), b"\rx"].concat()));
+    }
 
     /// The reply OpenTSDB writes for a put line, or None for a silent success.
     fn reply(line: &str) -> Option<String> {

@@ -33,7 +33,7 @@ use self::dedup::{Outcome, StreamState};
 use self::mapping::{ChunkInfo, Processor, Sample};
 use self::schema::MetaType;
 use crate::metrics::Metrics;
-use crate::store::{PointBatch, Store, StoreError, CF_CHUKWA_A, CF_CHUKWA_META, CF_CHUKWA_STREAMS, CF_CHUKWA_T};
+use crate::store::{AddError, PointBatch, Store, StoreError, CF_CHUKWA_A, CF_CHUKWA_META, CF_CHUKWA_STREAMS, CF_CHUKWA_T};
 
 /// Why a post got no `ok` lines.
 #[derive(Debug, thiserror::Error)]
@@ -262,7 +262,11 @@ impl Collector {
         if self.config.ingest_series {
             self.ingest_series(&mut work, now);
         }
-        if let Err(e) = self.commit(store, &mut work.batch) {
+        let committed = match work.storage.take() {
+            Some(e) => Err(e),
+            None => self.commit(store, &mut work.batch),
+        };
+        if let Err(e) = committed {
             // Memory ran ahead of storage: forget it, the next post reloads what was committed.
             for slot in guards.iter_mut() {
                 slot.state = None;
@@ -429,8 +433,12 @@ impl Collector {
                 tags.push((Cow::Borrowed("datatype"), Cow::Owned(sanitize(&data_type, work.rules, "unknown"))));
                 let dp =
                     DataPoint { metric: Cow::Borrowed(metric), timestamp: ts, value: Value::Int(value as i64), tags };
-                if let Err(e) = work.store.add_point(&mut work.batch, &dp) {
-                    tracing::debug!(error = %e, metric, "Chukwa ingest series point not written");
+                match work.store.add_point(&mut work.batch, &dp) {
+                    Err(AddError::Storage(e)) => {
+                        work.storage.get_or_insert(e);
+                    }
+                    Err(e) => tracing::debug!(error = %e, metric, "Chukwa ingest series point not written"),
+                    Ok(()) => {}
                 }
             }
         }
@@ -460,6 +468,9 @@ struct Work<'a> {
     tallies: HashMap<(String, String, String), Tally>,
     meta_pending: HashSet<Vec<u8>>,
     meta_written: &'a Mutex<HashSet<Vec<u8>>>,
+    /// A point the store could not take (its UIDs could not be assigned) fails the whole post, so the agent
+    /// resends it rather than hearing its records were stored.
+    storage: Option<StoreError>,
 }
 
 impl<'a> Work<'a> {
@@ -471,6 +482,7 @@ impl<'a> Work<'a> {
             tallies: HashMap::new(),
             meta_pending: HashSet::new(),
             meta_written,
+            storage: None,
         }
     }
 
@@ -518,6 +530,10 @@ impl<'a> Work<'a> {
         }
         match self.store.add_point(&mut self.batch, &dp) {
             Ok(()) => Some(true),
+            Err(AddError::Storage(e)) => {
+                self.storage.get_or_insert(e);
+                Some(false)
+            }
             Err(e) => {
                 tracing::debug!(error = %e, metric = %dp.metric, "Chukwa sample not written");
                 Some(false)

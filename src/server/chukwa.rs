@@ -22,7 +22,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use rtsd_protocol::chukwa::{self as wire, Compression};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -56,36 +55,28 @@ pub async fn bind_configured(config: &Config) -> Result<Option<TcpListener>, (So
 
 /// Accepts connections until shutdown, then waits for open ones to finish their current request.
 pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>, collector: Arc<Collector>) {
-    super::accept_loop(listener, tsd, "chukwa", move |stream, _peer, tsd| {
+    super::accept_loop(listener, tsd, "chukwa", move |stream, _peer, tsd, conn| {
         tsd.metrics.connection("chukwa");
         let collector = collector.clone();
-        async move { serve_connection(stream, &tsd, collector).await }
+        async move { serve_connection(stream, &tsd, collector, conn).await }
     })
     .await
 }
 
-async fn serve_connection(stream: TcpStream, tsd: &Arc<Tsd>, collector: Arc<Collector>) {
-    let io = TokioIo::new(stream);
+async fn serve_connection(stream: TcpStream, tsd: &Arc<Tsd>, collector: Arc<Collector>, conn: Arc<super::conn::Conn>) {
+    conn.set_idle_limit(tsd.config.http_idle_timeout);
     let service_tsd = tsd.clone();
+    let service_conn = conn.clone();
     let service = hyper::service::service_fn(move |req| {
         let (tsd, collector) = (service_tsd.clone(), collector.clone());
-        async move { Ok::<_, Infallible>(respond(handle(req, tsd, collector).await)) }
+        let busy = service_conn.busy();
+        async move {
+            let response = respond(handle(req, tsd, collector).await);
+            drop(busy);
+            Ok::<_, Infallible>(response)
+        }
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.keep_alive(true).auto_date_header(false).header_read_timeout(None);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "Chukwa connection ended with an error");
-            }
-        }
-        _ = tsd.shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
-    }
+    super::http::drive(stream, tsd, conn, service).await
 }
 
 fn respond(reply: Reply) -> Response<Full<Bytes>> {
@@ -206,8 +197,8 @@ fn decompress(raw: Bytes, mode: BodyCompression, limit: usize) -> Result<Bytes, 
     }
 }
 
-/// HICC's `/hicc/v1/metrics/...` (spec §6), read from Chukwa's tables.
-async fn hicc(path: &str, query: &str, tsd: Arc<Tsd>) -> Reply {
+/// HICC's `/hicc/v1/metrics/...` (spec §6), read from Chukwa's tables; served on the Chukwa port and the main one.
+pub(crate) async fn hicc(path: &str, query: &str, tsd: Arc<Tsd>) -> Reply {
     let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(percent_decode_path).collect();
     let Some(rest) = segments.strip_prefix(&["hicc".to_string(), "v1".to_string(), "metrics".to_string()]) else {
         return reply(StatusCode::NOT_FOUND, TEXT, "Not Found\n");

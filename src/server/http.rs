@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -21,11 +21,12 @@ use rtsd_protocol::json_put::{self, BodyPoint, IncomingPoint, PutDetail};
 use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
+use super::conn::{ActiveIo, BodyBudget, Conn};
 use super::series_cache::SeriesCache;
 use super::{annotation, discovery, graph, query, stats, ui, Tsd};
 use crate::metrics::Protocol;
 use crate::rollup::{self, RollupError};
-use crate::store::AddError;
+use crate::store::{AddError, StoreError};
 
 const JSON: &str = "application/json; charset=UTF-8";
 pub const HTML: &str = "text/html; charset=UTF-8";
@@ -57,32 +58,57 @@ fn html_message(message: &str) -> String {
         .replace("&lt;/code&gt;", "</code>")
 }
 
-pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>) {
+pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>, conn: Arc<Conn>) {
     let peer = stream.peer_addr().ok();
-    let io = TokioIo::new(stream);
     let service_tsd = tsd.clone();
+    let service_conn = conn.clone();
     // One per connection: its requests come one after another, so the lock is never contended.
     let series = Arc::new(Mutex::new(SeriesCache::new(&tsd.store)));
     let service = hyper::service::service_fn(move |req| {
         let tsd = service_tsd.clone();
         let series = series.clone();
-        async move { Ok::<_, Infallible>(handle(req, &tsd, peer, series).await) }
+        let busy = service_conn.busy();
+        async move {
+            let response = handle(req, &tsd, peer, series).await;
+            drop(busy);
+            Ok::<_, Infallible>(response)
+        }
     });
+    drive(stream, &tsd, conn, service).await
+}
+
+/// Serves one HTTP/1 connection of either listener with `service` until the client closes it, it idles past its
+/// limit or is evicted (`conn.closed`, see [`super::conn`]), or the daemon stops (then the request in flight
+/// finishes first). Headers must arrive within `rtsd.http.request_timeout_secs`; every byte in or out counts
+/// as activity.
+pub(crate) async fn drive<S, B>(stream: TcpStream, tsd: &Tsd, conn: Arc<Conn>, service: S)
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = TokioIo::new(ActiveIo::new(stream, conn.clone()));
     let mut builder = hyper::server::conn::http1::Builder::new();
-    // OpenTSDB sends no Date header; idle keep-alive connections stay open as long as the client wants.
-    builder.keep_alive(true).auto_date_header(false).header_read_timeout(None);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
+    // OpenTSDB sends no Date header.
+    builder
+        .keep_alive(true)
+        .auto_date_header(false)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(tsd.config.http_request_timeout);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
     tokio::select! {
-        result = conn.as_mut() => {
+        result = connection.as_mut() => {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
                 tsd.metrics.connection_exception("closed");
             }
         }
+        _ = conn.closed.cancelled() => {}
         _ = tsd.shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
         }
     }
 }
@@ -375,13 +401,19 @@ async fn route(
             };
         }
     }
+    // HICC's metric reads, the same handler and answers as on the Chukwa collector port: dashboards find every
+    // read on the main port. Its paths are case-sensitive (JAX-RS), unlike OpenTSDB's.
+    if path.starts_with("/hicc/") && (method == Method::GET || method == Method::HEAD) {
+        return super::chukwa::hicc(&path, &raw_query, tsd.clone()).await;
+    }
     let headers = req
         .headers()
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
-    let body = match read_body(req, tsd.config.max_body_bytes).await {
-        Ok(body) => body,
+    // The body's bytes hold their share of the process-wide budget until the reply is made.
+    let (body, _held) = match read_body(req, tsd.config.max_body_bytes, &tsd.bodies, tsd.config.http_request_timeout).await {
+        Ok(read) => read,
         Err(reply) => return reply,
     };
     let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers, series });
@@ -406,6 +438,7 @@ async fn route(
             reply.unwrap_or_else(|| Reply::error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", None))
         }
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
+        ["health"] => health(tsd),
         ["suggest"] if tsd.config.mode.reads() => discovery::suggest_v0(&request, tsd),
         ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
         ["stats", ..] => stats::old_stats(&request, tsd),
@@ -427,6 +460,21 @@ async fn route(
         }
         _ => reply,
     }
+}
+
+/// `GET /health`: whether this daemon takes writes (200) or refuses them for now (503: a nearly full disk,
+/// failing writes; reads are still served), for load balancers and operators.
+fn health(tsd: &Tsd) -> Reply {
+    let health = tsd.store.health();
+    let writable = health.writable();
+    let free = health.free_bytes();
+    let body = serde_json::json!({
+        "status": if writable { "ok" } else { "read-only" },
+        "writable": writable,
+        "diskFreeBytes": if free == u64::MAX { serde_json::Value::Null } else { free.into() },
+    });
+    let status = if writable { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    Reply::json(status, body.to_string())
 }
 
 /// Runs a handler that does synchronous RocksDB work (writes, scans) on the blocking pool. Hyper drops this
@@ -605,7 +653,8 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
 
     let store = &tsd.store;
     let mut batch = store.new_batch();
-    let mut tally = Tally { tsd, show_details, errors: Vec::new(), success: 0, failed: 0 };
+    let mut tally =
+        Tally { tsd, show_details, errors: Vec::new(), accepted: Vec::new(), storage: None, success: 0, failed: 0, unstored: 0 };
     let mut series = req.series.lock().unwrap_or_else(|e| e.into_inner());
     series.refresh(store);
     match body {
@@ -614,6 +663,9 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
                 let tags = body.tags(p).iter().copied();
                 if add_known_point(tsd, &mut batch, &mut series, p.metric, tags, p.timestamp, p.value) {
                     tally.success += 1;
+                    if show_details {
+                        tally.accepted.push(BodyPoint::Point(body.incoming(p)));
+                    }
                     continue;
                 }
                 let body_point = BodyPoint::Point(body.incoming(p));
@@ -632,15 +684,18 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
             }
         }
     }
-    let Tally { success, failed, errors, .. } = tally;
-    // The batch is one atomic write: either every accepted point is in the WAL or none is, and then the client
-    // hears a 500 and can resend (spec: ingest §3.5 leaves storage failures without `sync` invisible; rtsd writes
-    // synchronously, so it can and does tell).
-    if let Err(e) = store.commit(&mut batch, sync) {
-        tracing::error!(error = %e, "put write failed");
-        tsd.metrics.put_error(ErrorCategory::HbaseErrors);
-        return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("Storage exception: {e}"), None);
+    // The batch is one atomic write: either every accepted point is stored or none is, and then the client hears
+    // a server error and can resend (spec: ingest §3.5 leaves storage failures without `sync` invisible; rtsd
+    // writes synchronously, so it can and does tell). A point whose UIDs could not be assigned fails the whole
+    // batch the same way: storing the rest would answer a status that tells the client not to resend them.
+    let committed = match tally.storage.take() {
+        Some(e) => Err(e),
+        None => store.commit(&mut batch, sync),
+    };
+    if let Err(e) = committed {
+        return storage_failure(tally, &e, show_summary, timeouts);
     }
+    let Tally { success, failed, errors, .. } = tally;
     if !rollup {
         // Rollup points are no data points (OpenTSDB counts them apart).
         tsd.metrics.point_added(Protocol::Http, success);
@@ -681,15 +736,33 @@ struct Tally<'t, 'a> {
     tsd: &'t Tsd,
     show_details: bool,
     errors: Vec<PutDetail<'a>>,
+    /// With `details`, the points accepted into the batch: each is reported failed if the batch is not stored.
+    accepted: Vec<BodyPoint<'a>>,
+    /// The storage failure that keeps the batch from being written.
+    storage: Option<StoreError>,
     success: u64,
     failed: u64,
+    /// Points that failed for want of storage (their UIDs could not be assigned).
+    unstored: u64,
 }
 
 impl<'a> Tally<'_, 'a> {
-    fn record(&mut self, added: Result<(), PointFailure>, point: BodyPoint<'a>) {
+    fn record(&mut self, added: Result<(), PointError>, point: BodyPoint<'a>) {
         match added {
-            Ok(()) => self.success += 1,
-            Err((category, message)) => {
+            Ok(()) => {
+                self.success += 1;
+                if self.show_details {
+                    self.accepted.push(point);
+                }
+            }
+            Err(PointError::Storage(e)) => {
+                self.unstored += 1;
+                if self.show_details {
+                    self.accepted.push(point);
+                }
+                self.storage.get_or_insert(e);
+            }
+            Err(PointError::Refused((category, message))) => {
                 self.failed += 1;
                 if let Some(category) = category {
                     self.tsd.metrics.put_error(category);
@@ -706,6 +779,50 @@ impl<'a> Tally<'_, 'a> {
 /// Why one element of a put body was refused: the stats category it counts under (none for our own failures)
 /// and the `details` text.
 type PointFailure = (Option<ErrorCategory>, String);
+
+/// Why one element of a put body was not added to the batch: refused (the client's fault, or UIDs exhausted),
+/// or the store failed (which fails the whole batch).
+enum PointError {
+    Refused(PointFailure),
+    Storage(StoreError),
+}
+
+impl From<PointFailure> for PointError {
+    fn from(f: PointFailure) -> Self {
+        PointError::Refused(f)
+    }
+}
+
+/// The reply to a put whose batch could not be stored: nothing of it was written. A transient condition (a
+/// nearly full or full disk, no file descriptors) is a 503 with `Retry-After`, anything else a 500: a server
+/// error, never the 400 that tells a client not to resend. With `details`, every point is listed: refused ones
+/// with their own error, the others with the storage failure.
+fn storage_failure(tally: Tally<'_, '_>, e: &StoreError, show_summary: bool, timeouts: Option<u64>) -> Reply {
+    let tsd = tally.tsd;
+    let points = tally.success + tally.failed + tally.unstored;
+    tsd.metrics.put_error(ErrorCategory::HbaseErrors);
+    let transient = crate::store::health::FailureKind::of(e).is_transient();
+    let status = if transient { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::INTERNAL_SERVER_ERROR };
+    let message = format!("Storage exception: {e}");
+    let reply = if tally.show_details {
+        let mut errors = tally.errors;
+        errors.extend(tally.accepted.into_iter().map(|point| PutDetail { point, error: message.clone() }));
+        Reply::json(status, json_put::summary_json(0, points, timeouts, Some(&errors)))
+    } else if show_summary {
+        Reply::json(status, json_put::summary_json(0, points, timeouts, None))
+    } else {
+        let details = if transient { "The points were not stored: send them again later" } else { "The points were not stored" };
+        Reply::error(status, &message, Some(details))
+    };
+    if transient {
+        reply.with_header("Retry-After", RETRY_AFTER_SECS.to_string())
+    } else {
+        reply
+    }
+}
+
+/// What a 503 asks a client to wait before resending.
+const RETRY_AFTER_SECS: u64 = 5;
 
 /// The checks every `/api/put` and `/api/rollup` element goes through first (OpenTSDB's
 /// `IncomingDataPoint.validate`, then `extra`, the subclass's own, then the value parse), in OpenTSDB's order
@@ -745,13 +862,14 @@ fn http_data_point<'a>(
     Ok(DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags })
 }
 
-fn add_failure(e: AddError) -> PointFailure {
+fn add_failure(e: AddError) -> PointError {
     match e {
-        AddError::Put(e) => (Some(e.category()), e.http_detail()),
+        AddError::Put(e) => PointError::Refused((Some(e.category()), e.http_detail())),
         AddError::Internal(msg) => {
             tracing::error!(error = %msg, "Unexpected exception while adding an HTTP data point");
-            (None, "Unexpected exception".to_string())
+            PointError::Refused((None, "Unexpected exception".to_string()))
         }
+        AddError::Storage(e) => PointError::Storage(e),
     }
 }
 
@@ -782,7 +900,7 @@ fn add_http_point(
     tsd: &Tsd,
     batch: &mut crate::store::PointBatch,
     cache: &mut SeriesCache,
-) -> Result<(), PointFailure> {
+) -> Result<(), PointError> {
     // Only a point with a metric and tags can be of a known series.
     let keyed = match body_point {
         BodyPoint::Point(IncomingPoint { metric: Some(metric), tags: Some(tags), timestamp, value, .. }) => {
@@ -797,7 +915,7 @@ fn add_http_point(
     let dp = http_data_point(body_point, |_| Ok(()))?;
     point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| {
         let e = point::null_tag_value_error(e, body_point.null_tags());
-        (Some(e.category()), e.http_detail())
+        PointError::Refused((Some(e.category()), e.http_detail()))
     })?;
     let series = tsd.store.series_key(&dp).map_err(add_failure)?;
     tsd.store.add_to_series(batch, &series, dp.timestamp, dp.value);
@@ -813,7 +931,7 @@ fn add_http_rollup_point(
     body_point: &BodyPoint<'_>,
     tsd: &Tsd,
     batch: &mut crate::store::PointBatch,
-) -> Result<(), PointFailure> {
+) -> Result<(), PointError> {
     let spec = match body_point {
         BodyPoint::Point(p) => p.rollup.clone().unwrap_or_default(),
         BodyPoint::Null => Default::default(),
@@ -835,41 +953,86 @@ fn add_http_rollup_point(
     point::check_finite(&dp).map_err(illegal)?;
     let target = match rollup::prepare(tsd.store.rollup_settings(), &mut dp, &spec, &tsd.config.rules) {
         Ok(target) => target,
-        Err(RollupError::Put(e)) => return Err(illegal(e)),
+        Err(RollupError::Put(e)) => return Err(illegal(e).into()),
         // NoSuchRollupForIntervalException is no IllegalArgumentException: OpenTSDB's HTTP path reports it as
         // an unexpected exception.
         Err(RollupError::NoSuchRollup(m)) => {
             tracing::warn!(error = %m, "rollup point refused");
-            return Err((Some(ErrorCategory::IllegalArguments), "Unexpected exception".to_string()));
+            return Err((Some(ErrorCategory::IllegalArguments), "Unexpected exception".to_string()).into());
         }
     };
     tsd.store.add_rollup_point(batch, &dp, &target).map_err(add_failure)
 }
 
-/// Reads the whole body (chunked or not) up to `limit` bytes and inflates gzip/deflate encodings.
-async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply> {
+/// Bodies being received hold all of `rtsd.http.max_buffered_bytes`: 503, come back later.
+fn buffered_too_much() -> Reply {
+    Reply::error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Too many request bytes are being received at once",
+        Some("Send the request again later (rtsd.http.max_buffered_bytes)"),
+    )
+    .with_header("Retry-After", RETRY_AFTER_SECS.to_string())
+}
+
+/// A body over `rtsd.http.max_body_bytes`: 413, before reading it when its `Content-Length` says so.
+fn body_too_large(limit: usize) -> Reply {
+    Reply::error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("Request body exceeds the limit of {limit} bytes"),
+        Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
+    )
+}
+
+/// Reads the whole body (chunked or not) up to `limit` bytes, holding room for its bytes in `budget` (503 when
+/// all connections together buffer too much), within `timeout` (408), and inflates gzip/deflate encodings.
+/// Returns the body and the room it holds.
+async fn read_body(
+    req: Request<Incoming>,
+    limit: usize,
+    budget: &BodyBudget,
+    timeout: std::time::Duration,
+) -> Result<(Bytes, super::conn::BodyPermit), Reply> {
     let encoding =
         req.headers().get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_ascii_lowercase());
-    let collected = Limited::new(req.into_body(), limit).collect().await;
-    let raw = match collected {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+    let declared = req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(body_too_large(limit));
+    }
+    let mut held = BodyBudget::empty_permit();
+    let mut body = req.into_body();
+    let mut raw = bytes::BytesMut::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
                 return Err(Reply::error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!("Request body exceeds the limit of {limit} bytes"),
-                    Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
-                ));
+                    StatusCode::REQUEST_TIMEOUT,
+                    "Request body not received in time",
+                    Some(&format!("The body must arrive within rtsd.http.request_timeout_secs ({} s)", timeout.as_secs())),
+                ))
             }
-            return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e.to_string())));
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e.to_string())))
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        if raw.len() + data.len() > limit {
+            return Err(body_too_large(limit));
         }
-    };
+        if budget.grow(&mut held, data.len()).is_none() {
+            return Err(buffered_too_much());
+        }
+        raw.extend_from_slice(&data);
+    }
+    let raw = raw.freeze();
     if raw.is_empty() {
         // A GET that advertises gzip but carries nothing (opentsdb-py's /api/version).
-        return Ok(raw);
+        return Ok((raw, held));
     }
     let mut inflated = Vec::new();
-    let result = match encoding.as_deref() {
+    let inflated_result = match encoding.as_deref() {
         Some("gzip") | Some("x-gzip") => {
             flate2::read::MultiGzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
         }
@@ -883,15 +1046,17 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Reply>
                 zlib
             }
         }
-        _ => return Ok(raw),
+        _ => return Ok((raw, held)),
     };
-    match result {
-        Ok(_) if inflated.len() > limit => Err(Reply::error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("Request body exceeds the limit of {limit} bytes"),
-            Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
-        )),
-        Ok(_) => Ok(Bytes::from(inflated)),
+    match inflated_result {
+        Ok(_) if inflated.len() > limit => Err(body_too_large(limit)),
+        Ok(_) => {
+            // The inflated body is held too (the compressed one is freed with the reply).
+            if budget.grow(&mut held, inflated.len()).is_none() {
+                return Err(buffered_too_much());
+            }
+            Ok((Bytes::from(inflated), held))
+        }
         Err(e) => {
             Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to decompress the request body", Some(&e.to_string())))
         }

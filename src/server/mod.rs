@@ -6,6 +6,7 @@
 //! (port probes, potsdb's `check_host`).
 pub mod annotation;
 pub mod chukwa;
+pub mod conn;
 pub mod discovery;
 pub mod graph;
 pub mod http;
@@ -48,6 +49,10 @@ pub struct Tsd {
     pub queries: stats::QueryLog,
     /// When the store gauges were last computed (see [`Tsd::refresh_store_gauges`]).
     pub store_gauges_at: std::sync::Mutex<Option<Instant>>,
+    /// Every open client connection of both listeners (see [`conn`]).
+    pub connections: Arc<conn::Registry>,
+    /// The request-body bytes all connections may buffer together (see [`conn::BodyBudget`]).
+    pub bodies: conn::BodyBudget,
 }
 
 impl Tsd {
@@ -76,10 +81,13 @@ impl Tsd {
 
     fn stats(&self) -> (Vec<crate::metrics::Stat>, u64, Vec<(String, String)>) {
         let uids = self.store.uids();
-        let stats = self.metrics.opentsdb_stats(|kind| {
+        let mut stats = self.metrics.opentsdb_stats(|kind| {
             let t = uids.table(kind);
             (t.cache_size() as u64, t.ids_used(), t.ids_available())
         });
+        // Whether the store takes writes now (1) or refuses them (0: a nearly full disk, failing writes).
+        let writable = u64::from(self.store.health().writable());
+        stats.push(crate::metrics::Stat { name: "storage.writable", value: writable, tag: None });
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let port = self.config.stats_with_port.then_some(self.port);
         (stats, now, crate::metrics::stat_host_tags(self.config.stats_canonical, port))
@@ -113,45 +121,81 @@ pub(crate) fn bind_addr(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Accepts connections until shutdown, then waits for open connections to finish their current work.
 pub async fn serve(listener: TcpListener, tsd: Arc<Tsd>) {
-    accept_loop(listener, tsd, "", |stream, peer, tsd| async move { handle_connection(stream, peer, &tsd).await }).await
+    accept_loop(listener, tsd, "", |stream, peer, tsd, conn| async move {
+        handle_connection(stream, peer, &tsd, conn).await
+    })
+    .await
+}
+
+/// Closes connections idle past their limits, every second, until shutdown (see [`conn`]).
+pub async fn reap_idle_connections(tsd: Arc<Tsd>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = tsd.shutdown.cancelled() => return,
+        }
+        let closed = tsd.connections.reap();
+        for _ in 0..closed {
+            tsd.metrics.connection_exception("timeout");
+        }
+    }
 }
 
 /// The accept loop both listeners run: the connection cap, the open-connections gauge, and on shutdown, waiting
 /// for open connections to finish. `listener_name` prefixes log lines ("" for the main port).
 pub(crate) async fn accept_loop<H, F>(listener: TcpListener, tsd: Arc<Tsd>, listener_name: &str, handler: H)
 where
-    H: Fn(TcpStream, SocketAddr, Arc<Tsd>) -> F,
+    H: Fn(TcpStream, SocketAddr, Arc<Tsd>, Arc<conn::Conn>) -> F,
     F: std::future::Future<Output = ()> + Send + 'static,
 {
     let tracker = TaskTracker::new();
+    // Failed accepts back off from 10 ms to 1 s while they keep failing (out of file descriptors: sockets must
+    // close before another can be accepted), instead of spinning and logging 20 lines a second.
+    let mut backoff = std::time::Duration::from_millis(10);
+    static ACCEPT_FAILED: crate::logs::Throttle = crate::logs::Throttle::new(std::time::Duration::from_secs(10));
+    static REJECTED: crate::logs::Throttle = crate::logs::Throttle::new(std::time::Duration::from_secs(10));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = tsd.shutdown.cancelled() => break,
         };
         let (stream, peer) = match accepted {
-            Ok(conn) => conn,
+            Ok(conn) => {
+                backoff = std::time::Duration::from_millis(10);
+                conn
+            }
             Err(e) => {
-                // Out of file descriptors and the like: back off briefly instead of spinning.
-                tracing::warn!(error = %e, listener = listener_name, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                if let Some(unlogged) = ACCEPT_FAILED.allow() {
+                    tracing::warn!(error = %e, listener = listener_name, unlogged_since_last = unlogged, "accept failed; backing off");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tsd.shutdown.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
                 continue;
             }
         };
-        let limit = tsd.config.connections_limit;
-        if limit > 0 && tsd.metrics.connections_open.get() >= limit as i64 {
-            // Over the cap the connection is closed at once, nothing written (spec: ingest §1.3).
-            tsd.metrics.connection("rejected");
-            drop(stream);
-            continue;
-        }
+        let registered = match tsd.connections.admit(tsd.config.connections_limit, tsd.config.first_byte_timeout) {
+            Ok(registered) => registered,
+            Err(conn::Full) => {
+                // Every connection is busy: the new one is closed at once, nothing written (spec: ingest §1.3).
+                tsd.metrics.connection("rejected");
+                if let Some(unlogged) = REJECTED.allow() {
+                    tracing::warn!(%peer, limit = tsd.config.connections_limit, listener = listener_name, unlogged_since_last = unlogged, "connection refused: every connection is busy at tsd.core.connections.limit");
+                }
+                drop(stream);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         // The gauge is counted before the handler's future exists, and a guard keeps it right even if a handler
         // panics (tokio contains the panic to its task).
         let open = OpenConnection::new(&tsd.metrics);
-        let connection = handler(stream, peer, tsd.clone());
+        let connection = handler(stream, peer, tsd.clone(), registered.conn.clone());
         tracker.spawn(async move {
             let _open = open;
+            let _registered = registered;
             connection.await;
         });
     }
@@ -176,22 +220,27 @@ impl Drop for OpenConnection {
     }
 }
 
-async fn handle_connection(stream: TcpStream, peer: SocketAddr, tsd: &Arc<Tsd>) {
+async fn handle_connection(stream: TcpStream, peer: SocketAddr, tsd: &Arc<Tsd>, conn: Arc<conn::Conn>) {
     let mut first = [0u8; 1];
+    // Until its first byte, the connection's idle limit is rtsd.network.first_byte_timeout_secs.
     let sniffed = tokio::select! {
         n = stream.peek(&mut first) => n,
         _ = tsd.shutdown.cancelled() => return,
+        _ = conn.closed.cancelled() => return,
     };
+    conn.touch();
     match sniffed {
         Ok(0) | Err(_) => {}
         Ok(_) if first[0].is_ascii_uppercase() => {
             tsd.metrics.connection("http");
-            http::serve_connection(stream, tsd.clone()).await;
+            conn.set_idle_limit(tsd.config.http_idle_timeout);
+            http::serve_connection(stream, tsd.clone(), conn).await;
         }
         Ok(_) => {
             tsd.metrics.connection("telnet");
             tracing::debug!(%peer, "telnet connection");
-            telnet::serve_connection(stream, tsd.clone()).await;
+            conn.set_idle_limit(tsd.config.telnet_idle_timeout);
+            telnet::serve_connection(stream, tsd.clone(), conn).await;
         }
     }
 }

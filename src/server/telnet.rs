@@ -30,33 +30,22 @@ fn series_cache_key(cache: &mut SeriesCache, words: &[&[u8]]) {
     cache.set_key(std::iter::once(words[1]).chain(words[4..].iter().copied()));
 }
 
-pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
+/// Serves a telnet connection until it closes, sends a line over the limit, idles past
+/// `rtsd.telnet.idle_timeout_secs` (the reaper cancels `conn.closed`, see `super::conn`) or the daemon stops.
+pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>, conn: Arc<super::conn::Conn>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut out: Vec<u8> = Vec::new();
     let mut cache = SeriesCache::new(&tsd.store);
-    let idle = tsd.config.socket_timeout_secs;
     loop {
-        let read = async {
-            if idle > 0 {
-                match tokio::time::timeout(Duration::from_secs(idle), stream.read_buf(&mut buf)).await {
-                    Ok(r) => r.map(Some),
-                    Err(_) => Ok(None),
-                }
-            } else {
-                stream.read_buf(&mut buf).await.map(Some)
-            }
-        };
         let n = tokio::select! {
-            r = read => r,
+            r = stream.read_buf(&mut buf) => r,
             _ = tsd.shutdown.cancelled() => break,
+            _ = conn.closed.cancelled() => break,
         };
+        conn.touch();
         match n {
-            Ok(Some(0)) => break,
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                tsd.metrics.connection_exception("timeout");
-                break;
-            }
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => {
                 let kind = if e.kind() == std::io::ErrorKind::ConnectionReset { "reset" } else { "unknown" };
                 tsd.metrics.connection_exception(kind);
@@ -64,7 +53,9 @@ pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
             }
         }
         // Parsing and the RocksDB write are short, synchronous work; keep them off the async scheduler's toes.
+        let busy = conn.busy();
         let (consumed, next) = tokio::task::block_in_place(|| handle_lines(&buf, &tsd, &mut out, &mut cache));
+        drop(busy);
         let _ = buf.split_to(consumed);
         if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
@@ -76,14 +67,22 @@ pub async fn serve_connection(mut stream: TcpStream, tsd: Arc<Tsd>) {
         if matches!(next, Next::Close) {
             break;
         }
-        if buf.len() > MAX_LINE {
+        if telnet::partial_too_long(&buf) {
             // OpenTSDB's frame decoder gives up on a line this long and closes without a reply (spec: ingest §1.2).
-            tsd.metrics.connection_exception("closed");
-            tracing::info!(buffered = buf.len(), "closing telnet connection: frame length exceeds {MAX_LINE}");
+            too_long(&tsd, buf.len());
             break;
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// Counts and logs (once in a while) a connection closed for a line over [`MAX_LINE`].
+fn too_long(tsd: &Tsd, bytes: usize) {
+    tsd.metrics.connection_exception("closed");
+    static LOG: crate::logs::Throttle = crate::logs::Throttle::new(Duration::from_secs(10));
+    if let Some(unlogged) = LOG.allow() {
+        tracing::info!(bytes, unlogged_since_last = unlogged, "closing telnet connection: frame length exceeds {MAX_LINE}");
+    }
 }
 
 /// Handles every complete line in `buf`; returns the bytes consumed.
@@ -94,6 +93,13 @@ fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCach
     let mut lines = 0;
     let mut next = Next::Continue;
     while let Some((line, used)) = telnet::next_line(&buf[pos..]) {
+        if telnet::line_too_long(line) {
+            // The lines before it are handled; the connection closes without a reply, whether the line came in
+            // one read or many (spec: ingest §1.2).
+            too_long(tsd, line.len());
+            next = Next::Close;
+            break;
+        }
         pos += used;
         lines += 1;
         if let Next::Close = session.command(line) {
@@ -197,6 +203,16 @@ impl Session<'_> {
                 // OpenTSDB logs unexpected exceptions and writes nothing back (spec: ingest §1.3, §1.6).
                 tracing::error!(error = %msg, "Unexpected exception caught while serving put");
             }
+            Err(AddError::Storage(e)) => self.storage_failed("put", &e),
+        }
+    }
+
+    /// A point the store could not take (its UIDs could not be assigned): reported as a failed write is, so a
+    /// client behind a `version` barrier learns of it (issue 23; OpenTSDB said nothing here, spec: ingest §1.3).
+    fn storage_failed(&mut self, command: &str, e: &crate::store::StoreError) {
+        self.tsd.metrics.put_error(ErrorCategory::HbaseErrors);
+        if self.tsd.config.return_errors {
+            self.reply(&format!("{command}: HBase error: {e}\n"));
         }
     }
 
@@ -241,6 +257,7 @@ impl Session<'_> {
             Err(AddError::Internal(msg)) => {
                 tracing::error!(error = %msg, "Unexpected exception caught while serving rollup");
             }
+            Err(AddError::Storage(e)) => self.storage_failed("rollup", &e),
         }
     }
 
@@ -251,14 +268,11 @@ impl Session<'_> {
         match self.tsd.store.commit(&mut self.batch, false) {
             Ok(n) => self.tsd.metrics.point_added(Protocol::Telnet, n),
             Err(e) => {
-                tracing::error!(error = %e, points = pending, rollups, "write failed");
+                // Logged (once in a while) and counted by the store; each point's client hears of it.
                 let lines =
                     std::iter::repeat_n("put", pending as usize).chain(std::iter::repeat_n("rollup", rollups as usize));
                 for command in lines {
-                    self.tsd.metrics.put_error(ErrorCategory::HbaseErrors);
-                    if self.tsd.config.return_errors {
-                        self.reply(&format!("{command}: HBase error: {e}\n"));
-                    }
+                    self.storage_failed(command, &e);
                 }
                 self.batch = self.tsd.store.new_batch();
             }

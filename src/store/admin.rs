@@ -310,6 +310,7 @@ impl Store {
         // Per series: stored points and the newest one's second.
         let mut series: std::collections::HashMap<Vec<u8>, (u64, i64)> = std::collections::HashMap::new();
         let cf_series = self.cf(CF_SERIES);
+        let mut noted = super::series::Noted::default();
         let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
         iter.seek_to_first();
         while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
@@ -317,7 +318,7 @@ impl Store {
                 if row.metric.iter().any(|&b| b != 0) {
                     let tsuid = codec::tsuid_from_row_key(key, sw, mw);
                     // Points of stored rows, not received ones: the counter is set below, not counted.
-                    self.series.note(&mut batch, cf_series, &self.layout, &tsuid, row.base_time, 0);
+                    self.series.note(&mut batch, cf_series, &self.layout, &tsuid, row.base_time, 0, &mut noted);
                     let points = codec::row_points(row.base_time, value).unwrap_or_default();
                     let newest = points.iter().map(|p| p.timestamp_ms.div_euclid(1000)).max().unwrap_or(0);
                     let tally = series.entry(tsuid).or_default();
@@ -327,6 +328,7 @@ impl Store {
             rows += 1;
             if batch.len() >= 4096 {
                 self.db.write(std::mem::take(&mut batch))?;
+                self.series.remember(&mut noted);
                 progress(rows);
             }
             iter.next();

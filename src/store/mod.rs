@@ -15,6 +15,7 @@
 //!   refused at start-up.
 pub mod admin;
 pub mod bulk;
+pub mod health;
 pub mod meta;
 pub mod pending;
 pub mod retention;
@@ -70,6 +71,48 @@ const COLUMN_FAMILIES: [&str; 10] = [
     CF_CHUKWA_STREAMS,
 ];
 
+/// Unflushed points by row key: their columns (see [`Store::overlay`]).
+type Overlay = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// What a store is opened with: the data directory and the settings that shape it.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub path: std::path::PathBuf,
+    pub layout: Layout,
+    /// Assign UIDs to new metrics, tag keys, tag values.
+    pub auto_create: [bool; 3],
+    pub fix_duplicates: bool,
+    /// Names cached per UID kind and direction; also bounds the series-index write cache.
+    pub cache_capacity: usize,
+    pub block_cache_bytes: usize,
+    pub memtable_bytes: usize,
+    pub rollups: crate::rollup::RollupSettings,
+    pub retention: retention::RetentionSettings,
+    /// Below this much free space on the data directory's file system, writes are refused (see [`health`]).
+    pub min_free_bytes: u64,
+    /// Table files RocksDB keeps open at most.
+    pub max_open_files: i32,
+}
+
+impl StoreOptions {
+    pub fn from_config(config: &Config) -> StoreOptions {
+        StoreOptions {
+            path: config.data_dir.clone(),
+            layout: Layout { uid_widths: config.uid_widths, salt: config.salt },
+            auto_create: config.auto_create,
+            fix_duplicates: config.fix_duplicates,
+            cache_capacity: config.uid_cache_capacity,
+            block_cache_bytes: config.block_cache_bytes,
+            memtable_bytes: config.memtable_bytes,
+            rollups: config.rollups.clone(),
+            retention: config.retention.clone(),
+            min_free_bytes: config.min_free_bytes,
+            // 0: the daemon decides at start (`crate::fds`); tools opening a directory keep RocksDB's unbounded.
+            max_open_files: if config.max_open_files > 0 { config.max_open_files } else { -1 },
+        }
+    }
+}
+
 /// A storage failure: RocksDB refused, or bytes on disk make no sense.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -77,6 +120,12 @@ pub enum StoreError {
     Rocks(#[from] rocksdb::Error),
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// A file outside RocksDB (the series log) could not be written or read.
+    #[error("{context}: {source}")]
+    Io { context: &'static str, source: std::io::Error },
+    /// Writes are refused for now (the free-space guard, see [`health`]); they will be taken again.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     Layout(String),
     /// The reader's [`ReadBudget`] ran out.
@@ -188,15 +237,20 @@ pub enum AddError {
     /// The client's fault, reported in OpenTSDB's words (unknown metric / tag with auto-creation off).
     #[error(transparent)]
     Put(#[from] PutError),
-    /// Ours: UIDs exhausted or storage failing. OpenTSDB logs these and sends no telnet reply (spec: ingest §1.3).
+    /// Ours: UIDs exhausted. OpenTSDB logs these and sends no telnet reply (spec: ingest §1.3).
     #[error("{0}")]
     Internal(String),
+    /// The store could not take the point (assigning its UIDs failed): reported to the client as a storage
+    /// failure, as a failed commit is (issue 23: it used to go unreported on telnet and be a 400 on HTTP).
+    #[error(transparent)]
+    Storage(StoreError),
 }
 
 impl From<UidError> for AddError {
     fn from(e: UidError) -> Self {
         match e {
             UidError::NoSuchName { kind, name } => AddError::Put(PutError::UnknownName { kind, name }),
+            UidError::Store(e) => AddError::Storage(e),
             other => AddError::Internal(other.to_string()),
         }
     }
@@ -241,10 +295,15 @@ pub struct Store {
     /// Acknowledged points not yet in their rows (see [`pending`]).
     pending: pending::PendingTable,
     read_only: bool,
-    /// A read-only open's view of the points in the series table's log (acknowledged by a running daemon, or
-    /// left by a crash, but not yet in their rows): row key -> columns. Readers of data rows merge them in, so
-    /// `rtsd scan` beside a daemon sees every acknowledged point. Empty for the daemon (it settles instead).
-    overlay: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Acknowledged points not in their rows that readers of data rows merge in: row key -> columns. A
+    /// read-only open's view of the series log (acknowledged by a running daemon, or left by a crash), so `rtsd
+    /// scan` beside a daemon sees every acknowledged point; for the daemon, empty while it settles, and the series
+    /// table's points while a flush cannot be written (a full disk), so reads are still served, whole.
+    overlay: std::sync::RwLock<Arc<Overlay>>,
+    /// The free-space guard and the storage-failure accounting (see [`health`]).
+    health: health::Health,
+    /// When a flush last failed: readers then retry it at most once a second (see [`Store::settle`]).
+    flush_failed_at: std::sync::Mutex<Option<Instant>>,
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
@@ -269,9 +328,26 @@ pub struct PointBatch {
     /// The raw rows changed, for automatic rollups (see [`rollup`]); empty for points of the series table,
     /// whose marks are written when the table is flushed.
     marks: rollup::Marks,
+    /// Series-index entries `batch` writes (postings of rollup points), remembered once it is durable.
+    noted: series::Noted,
+    /// The raw table's retention cut when the batch's first point arrived (`i64::MIN`: kept forever), and the
+    /// points older than it: stored, as an HBase TTL would accept them, but no read returns them.
+    raw_cut_ms: i64,
+    expired: u64,
 }
 
 impl PointBatch {
+    /// Forgets everything added: the batch was not (and will not be) written.
+    fn discard(&mut self) {
+        self.batch.clear();
+        self.log.clear();
+        self.points = 0;
+        self.rollup_points = 0;
+        self.marks = Default::default();
+        self.noted.clear();
+        self.expired = 0;
+    }
+
     pub fn len(&self) -> u64 {
         self.points
     }
@@ -374,54 +450,30 @@ pub type CellAddress = (Vec<u8>, Vec<u8>);
 impl Store {
     /// Opens (or creates) the data directory. Fails if it was created with another layout.
     pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
-        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt };
-        Store::open_path(
-            &config.data_dir,
-            layout,
-            config.auto_create,
-            config.fix_duplicates,
-            config.uid_cache_capacity,
-            config.block_cache_bytes,
-            config.memtable_bytes,
-            &config.rollups,
-            &config.retention,
-            metrics,
-            false,
-        )
+        Store::open_with(&StoreOptions::from_config(config), metrics, false)
     }
 
     /// Opens a data directory for reading while a daemon may be writing to it (`rtsd scan`).
     pub fn open_read_only(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
-        let layout = Layout { uid_widths: config.uid_widths, salt: config.salt };
-        Store::open_path(
-            &config.data_dir,
-            layout,
-            [false; 3],
-            config.fix_duplicates,
-            config.uid_cache_capacity,
-            config.block_cache_bytes,
-            config.memtable_bytes,
-            &config.rollups,
-            &config.retention,
-            metrics,
-            true,
-        )
+        let options = StoreOptions { auto_create: [false; 3], ..StoreOptions::from_config(config) };
+        Store::open_with(&options, metrics, true)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn open_path(
-        path: &Path,
-        layout: Layout,
-        auto_create: [bool; 3],
-        fix_duplicates: bool,
-        cache_capacity: usize,
-        block_cache_bytes: usize,
-        memtable_bytes: usize,
-        rollup_settings: &crate::rollup::RollupSettings,
-        retention_settings: &retention::RetentionSettings,
-        metrics: Arc<Metrics>,
-        read_only: bool,
-    ) -> Result<Store, StoreError> {
+    fn open_with(options: &StoreOptions, metrics: Arc<Metrics>, read_only: bool) -> Result<Store, StoreError> {
+        let StoreOptions {
+            ref path,
+            ref layout,
+            auto_create,
+            fix_duplicates,
+            cache_capacity,
+            block_cache_bytes,
+            memtable_bytes,
+            ref rollups,
+            ref retention,
+            min_free_bytes,
+            max_open_files,
+        } = *options;
+        let (path, layout, rollup_settings, retention_settings) = (path.as_path(), layout.clone(), rollups, retention);
         let mut db_opts = Options::default();
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
@@ -429,6 +481,9 @@ impl Store {
         db_opts.set_max_background_jobs(2);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(5);
+        // RocksDB keeps table files open up to this bound, so client sockets cannot starve it of descriptors and
+        // it cannot starve them (README: the file-descriptor budget).
+        db_opts.set_max_open_files(max_open_files);
         // Memtables of all tables together: past this RocksDB flushes the largest, so write memory stays
         // bounded however many tables there are (each may otherwise hold two 64 MB memtables). Ingest needs
         // little here: the series table gathers each row's points before they reach RocksDB, so a memtable
@@ -505,6 +560,12 @@ impl Store {
                 _ => rollup::table_options(&block_cache),
             };
             retention.install(&name, &mut opts, &layout, metrics.clone());
+            // No table's memtable may exceed the data table's share of the budget (RocksDB's default is 64 MB
+            // each). RocksDB sizes its write-ahead log preallocation and the free space it waits for before
+            // resuming after a full disk by the largest one: 70 MB files and a 64 MB wait on a small disk.
+            if name != CF_DATA {
+                opts.set_write_buffer_size(memtable_bytes / 2);
+            }
             ColumnFamilyDescriptor::new(name, opts)
         });
         // A read-only open reads the series log before the database: a segment a running daemon deletes meanwhile
@@ -533,6 +594,7 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("opening the series log: {e}")))?;
             (Some(log), old)
         };
+        let health = health::Health::new(path.to_path_buf(), if read_only { 0 } else { min_free_bytes }, metrics.clone());
         let mut store = Store {
             db,
             layout,
@@ -547,6 +609,8 @@ impl Store {
             pending: pending::PendingTable::new(log),
             read_only,
             overlay: Default::default(),
+            health,
+            flush_failed_at: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
             bulk_options,
@@ -567,7 +631,8 @@ impl Store {
             self.pending.replay(record, &mut order);
         }
         let (_, rows, _) = self.pending.take().map_err(log_error)?;
-        self.overlay = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
+        let overlay = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
+        *self.overlay.get_mut().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
         Ok(())
     }
 
@@ -647,6 +712,7 @@ impl Store {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut batch = WriteBatch::default();
         let mut marks = rollup::Marks::default();
+        let mut noted = series::Noted::default();
         let mut tsuid = Vec::with_capacity(64);
         for pending::Row { key, fragment, .. } in rows {
             batch.merge_cf(data, key, &fragment.columns);
@@ -668,9 +734,12 @@ impl Store {
             tsuid.extend_from_slice(&key[sw..sw + mw]);
             tsuid.extend_from_slice(&key[sw + mw + 4..]);
             // Counted here, once per row fragment: the put path adds nothing per point for the counters.
-            self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour, fragment.points);
+            self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour, fragment.points, &mut noted);
         }
-        Ok(self.write_marked(batch, &mut marks, &WriteOptions::default())?)
+        // The rows' index entries are in the same write as their points: both are stored, or neither.
+        self.write_marked(batch, &mut marks, &WriteOptions::default())?;
+        self.series.remember(&mut noted);
+        Ok(())
     }
 
     /// Points acknowledged but not yet written into their rows (the series table's size).
@@ -680,11 +749,47 @@ impl Store {
 
     /// Makes every acknowledged point readable in RocksDB: what each read of data rows or of the series index
     /// does first (see [`pending`]). Costs one atomic load when nothing is pending.
+    ///
+    /// When the flush fails (a full disk, no file descriptors), the points stay where they are (the series log
+    /// and the table) and readers see them through [`Store::overlay`], so reads are served while writes cannot
+    /// be; the flush is retried at most once a second meanwhile. Index readers do not see series first written
+    /// during the failure until a flush succeeds.
     pub fn settle(&self) -> Result<(), StoreError> {
         if !self.read_only {
-            self.flush_pending()?;
+            self.flush_or_overlay();
         }
         Ok(())
+    }
+
+    /// Flushes the series table, unless a flush failed less than a second ago; when it fails, readers get its
+    /// points through the overlay (see [`Store::settle`]).
+    fn flush_or_overlay(&self) {
+        let mut failed_at = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner());
+        if failed_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        match self.flush_pending() {
+            Ok(_) => {
+                if failed_at.take().is_some() {
+                    *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::default();
+                }
+            }
+            Err(e) => {
+                self.health.failed("flush", &e);
+                *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.pending.snapshot());
+                *failed_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// The unflushed points readers merge in (see [`Store::overlay`]).
+    fn overlay(&self) -> Arc<Overlay> {
+        self.overlay.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the store takes writes, and its failure accounting (see [`health`]).
+    pub fn health(&self) -> &health::Health {
+        &self.health
     }
 
     pub fn layout(&self) -> &Layout {
@@ -754,6 +859,9 @@ impl Store {
             points: 0,
             rollup_points: 0,
             marks: Default::default(),
+            noted: Default::default(),
+            raw_cut_ms: i64::MIN,
+            expired: 0,
         }
     }
 
@@ -767,6 +875,14 @@ impl Store {
     /// Resolves a point's series to UIDs once, so a connection that sends the same series again can skip the
     /// name lookups and validation (`add_to_series`).
     pub fn series_key(&self, point: &DataPoint<'_>) -> Result<SeriesKey, AddError> {
+        self.series_key_inner(point).inspect_err(|e| {
+            if let AddError::Storage(e) = e {
+                self.health.failed("uid", e);
+            }
+        })
+    }
+
+    fn series_key_inner(&self, point: &DataPoint<'_>) -> Result<SeriesKey, AddError> {
         // UID lookup order as OpenTSDB: metric first, then each tag key and value (spec: ingest §2.6).
         let metric = self.uids.get_or_create(UidKind::Metric, &point.metric, self.auto_create[0])?;
         let mut tags: smallvec::SmallVec<[(Uid, Uid); 8]> = smallvec::SmallVec::new();
@@ -803,6 +919,10 @@ impl Store {
         if batch.points == 0 {
             // A batch's points are received when it starts: one clock read per batch, not per point.
             self.series.tick();
+            batch.raw_cut_ms = self.retention.cut_ms(CF_DATA);
+        }
+        if batch.raw_cut_ms != i64::MIN && codec::timestamp_ms(timestamp) < batch.raw_cut_ms {
+            batch.expired += 1;
         }
         // Rollup marks, series-index notes and point counts are written per row when the series table is flushed.
         batch.log.push(&key, &qualifier, &value.encode());
@@ -816,6 +936,10 @@ impl Store {
         batch.rollup_points = 0;
         if points == 0 && batch.batch.is_empty() {
             return Ok(0);
+        }
+        if let Err(e) = self.health.check_writable() {
+            batch.discard();
+            return Err(e);
         }
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
@@ -837,11 +961,32 @@ impl Store {
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         batch.points = 0;
         batch.log.clear();
-        result?;
+        let expired = std::mem::take(&mut batch.expired);
+        if let Err(e) = result {
+            batch.discard();
+            self.health.failed("write", &e);
+            return Err(e);
+        }
+        self.health.succeeded();
+        self.series.remember(&mut batch.noted);
+        if expired > 0 {
+            self.metrics.datapoints_expired_on_arrival.inc_by(expired);
+            static EXPIRED: crate::logs::Throttle = crate::logs::Throttle::new(std::time::Duration::from_secs(60));
+            if let Some(earlier) = EXPIRED.allow() {
+                tracing::warn!(
+                    points = expired,
+                    earlier_batches = earlier,
+                    retention_hours = self.retention.hours(CF_DATA),
+                    "stored points older than rtsd.retention.raw_hours: no read returns them (set it to 0 to keep data \
+                     forever; see rtsd_datapoints_expired_on_arrival_total)"
+                );
+            }
+        }
         if self.pending.points() > MAX_PENDING_POINTS {
             // Writers outrun the background flush: the writer that finds the table full flushes it (back-pressure
-            // that bounds the table's memory).
-            self.flush_pending()?;
+            // that bounds the table's memory). The batch is acknowledged whatever the flush does: its points are
+            // in the series log.
+            self.flush_or_overlay();
         }
         Ok(points)
     }
@@ -869,6 +1014,7 @@ impl Store {
         mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         self.settle()?;
+        let overlay = self.overlay();
         let Some(cf) = self.db.cf_handle(family) else { return Ok(()) };
         // Rows wholly past the family's retention are never read, even before a compaction removed them.
         let start_hour = start_hour.max(self.retention.first_kept_base(family));
@@ -892,9 +1038,9 @@ impl Store {
                         key[prefix_len + 3],
                     ]) <= end_hour
             };
-            // A read-only open's unflushed points (see `overlay`), joined in key order with the stored rows.
+            // Unflushed points (see `overlay`), joined in key order with the stored rows.
             let mut unflushed = match family {
-                CF_DATA => self.overlay.range(start.clone()..),
+                CF_DATA => overlay.range(start.clone()..),
                 _ => std::collections::btree_map::Range::default(),
             }
             .take_while(|(k, _)| in_range(k))
@@ -1040,6 +1186,7 @@ impl Store {
     ) -> Result<Vec<StoredSeries>, StoreError> {
         let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
         self.settle()?;
+        let overlay = self.overlay();
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
         }
@@ -1060,7 +1207,7 @@ impl Store {
             for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
                 let stored = value?;
                 let merged;
-                let value: &[u8] = match (stored.as_deref(), self.overlay.get(key)) {
+                let value: &[u8] = match (stored.as_deref(), overlay.get(key)) {
                     (stored, Some(extra)) => {
                         merged = self.merge_unflushed(stored, extra);
                         &merged
@@ -1475,7 +1622,7 @@ fn concat_operands(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperand
 }
 
 fn log_error(e: std::io::Error) -> StoreError {
-    StoreError::Corrupt(format!("series log: {e}"))
+    StoreError::Io { context: "series log", source: e }
 }
 
 impl From<std::io::Error> for StoreError {

@@ -118,9 +118,20 @@ impl SeriesLog {
         record[..4].copy_from_slice(&len);
         record[4..RECORD_HEADER].copy_from_slice(&crc);
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        current.0.write_all(record)?;
-        if sync {
-            current.0.sync_data()?;
+        let (file, _) = &mut *current;
+        let end = file.metadata()?.len();
+        let written = file.write_all(record).and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
+            // A record cut short (a full disk) must not stay in front of the next one: a replay stops at the
+            // first torn record and would skip every acknowledged record after it. Cut it off; if even that
+            // fails, later records go to a new segment.
+            if file.set_len(end).is_err() {
+                let next = current.1 + 1;
+                if let Ok(f) = create_segment(&self.dir, next) {
+                    *current = (f, next);
+                }
+            }
+            return Err(e);
         }
         Ok(())
     }
@@ -428,6 +439,20 @@ impl PendingTable {
             Some(l) => l.delete_before(cut),
             None => Ok(()),
         }
+    }
+
+    /// A copy of every row's points, by row key (what readers merge in while a flush cannot be written).
+    pub(super) fn snapshot(&self) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut out = std::collections::BTreeMap::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            for row in &shard.rows {
+                if !row.fragment.columns.is_empty() {
+                    out.insert(row.key.to_vec(), row.fragment.columns.clone());
+                }
+            }
+        }
+        out
     }
 
     /// The taken points (holding `bytes`, see [`PendingTable::bytes_of`]) are in RocksDB.

@@ -37,9 +37,15 @@ use crate::config::ConfigError;
 use crate::metrics::Metrics;
 use crate::rollup::{RollupInterval, RollupSettings};
 
-/// The properties read here and their defaults. 240 hours of raw data as Storm's metric store keeps; rollups
-/// far longer, coarser ones longest.
-pub const DEFAULTS: &[(&str, &str)] =
+/// The properties read here and their defaults: every table keeps its rows forever, as OpenTSDB does on HBase
+/// tables without a TTL. A team moving to rtsd backfills last year's history first; a default retention would
+/// accept those points and hide them from every read (issue 18). Storm's metric store's retention is one line
+/// away ([`STORM_STYLE`]).
+pub const DEFAULTS: &[(&str, &str)] = &[("rtsd.retention.raw_hours", "0"), ("rtsd.retention.rollup_hours", "0")];
+
+/// The retention Storm's metric store keeps, as the README shows it: 10 days of raw data, rollups far longer,
+/// coarser ones longest.
+pub const STORM_STYLE: &[(&str, &str)] =
     &[("rtsd.retention.raw_hours", "240"), ("rtsd.retention.rollup_hours", "1m:720,10m:2160,1h:17520,*:17520")];
 
 /// `rtsd.retention.*` resolved. A retention is in milliseconds; `None` keeps rows forever.
@@ -167,6 +173,11 @@ impl Retention {
             Some(f) => crate::timefmt::now_ms().saturating_sub(f.keep_ms),
             None => i64::MIN,
         }
+    }
+
+    /// `family`'s retention in hours (0: forever), for log lines.
+    pub fn hours(&self, family: &str) -> f64 {
+        self.families.get(family).map_or(0.0, |f| f.keep_ms as f64 / 3_600_000.0)
     }
 
     /// The smallest base time of `family` rows that may still hold data; 0 when it keeps rows forever.
@@ -459,8 +470,12 @@ mod tests {
 
     #[test]
     fn retention_properties_parse_hours_per_interval() {
+        // The defaults keep everything forever.
         let defaults: BTreeMap<String, String> = DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let s = RetentionSettings::from_properties(&defaults).unwrap();
+        assert_eq!((s.raw_ms, s.for_interval("1m"), s.for_interval("1h"), s.other_rollup_ms), (None, None, None, None));
+        let storm: BTreeMap<String, String> = STORM_STYLE.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let s = RetentionSettings::from_properties(&storm).unwrap();
         assert_eq!(s.raw_ms, Some(240 * 3_600_000));
         assert_eq!(s.for_interval("1m"), Some(720 * 3_600_000));
         assert_eq!(s.for_interval("10m"), Some(2160 * 3_600_000));

@@ -606,7 +606,7 @@ impl Store {
         codec::push_column(&mut column, &target.qualifier, &point.value.encode());
         batch.batch.merge_cf(cf, &key, &column);
         let tsuid = codec::tsuid_from_row_key(&key, self.layout.salt.width, self.layout.uid_widths[0]);
-        self.series.note_postings(&mut batch.batch, self.cf(super::CF_SERIES), &self.layout, &tsuid);
+        self.series.note_postings(&mut batch.batch, self.cf(super::CF_SERIES), &self.layout, &tsuid, &mut batch.noted);
         batch.rollup_points += 1;
         Ok(())
     }

@@ -58,6 +58,33 @@ impl Counter {
     }
 }
 
+/// What a batch wrote to the series index, remembered once the batch is durable ([`SeriesIndex::remember`]).
+#[derive(Default)]
+pub struct Noted {
+    entries: Vec<NotedEntry>,
+    /// Entries of series new to the index cache, by TSUID: a batch holding several hours of one series (a
+    /// rebuild, a flush across an hour) writes its postings once.
+    new_series: std::collections::HashMap<Vec<u8>, usize>,
+    /// Points of series whose entries were already written, counted once the batch is durable.
+    counts: Vec<(Arc<Counter>, u64)>,
+}
+
+impl Noted {
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.new_series.clear();
+        self.counts.clear();
+    }
+}
+
+struct NotedEntry {
+    tsuid: Vec<u8>,
+    hour: u32,
+    /// The series' counter when it was known already (`None`: a new one is made when remembered).
+    counter: Option<Arc<Counter>>,
+    points: u64,
+}
+
 /// The write side's memory of which series it has indexed, and up to which hour, with each series' counter.
 pub struct SeriesIndex {
     known: Cache<Vec<u8>, (u32, Arc<Counter>)>,
@@ -111,8 +138,11 @@ impl SeriesIndex {
         series
     }
 
-    /// Counts `points` points of series `tsuid` (metric UID + tag UID pairs) received in hour `hour`, and adds
-    /// index writes for them to `batch` unless the index already has this series at this hour or later.
+    /// Adds index writes for `points` points of series `tsuid` (metric UID + tag UID pairs) received in hour
+    /// `hour` to `batch`, unless the index already has this series at this hour or later. What the batch writes
+    /// is remembered, and the points counted, only once it is durable ([`SeriesIndex::remember`]): remembered
+    /// before, a failed write would leave the series out of the index for good while its points reach their rows
+    /// on the retry (issue 23: after a full disk, 8,192 acknowledged series were missing from every lookup).
     pub fn note(
         &self,
         batch: &mut WriteBatch,
@@ -121,42 +151,90 @@ impl SeriesIndex {
         tsuid: &[u8],
         hour: u32,
         points: u64,
+        noted: &mut Noted,
     ) {
         let counter = match self.known.get(tsuid) {
             Some((h, counter)) => {
-                counter.add(points, self.clock.load(Ordering::Relaxed));
                 if h >= hour {
+                    noted.counts.push((counter, points));
                     return;
                 }
-                counter
+                Some(counter)
             }
             None => {
+                if let Some(&i) = noted.new_series.get(tsuid) {
+                    // Noted earlier in this batch: only a later hour adds anything.
+                    let entry = &mut noted.entries[i];
+                    entry.points += points;
+                    if entry.hour >= hour {
+                        return;
+                    }
+                    entry.hour = hour;
+                    let mut key = Vec::with_capacity(1 + tsuid.len());
+                    key.push(SERIES);
+                    key.extend_from_slice(tsuid);
+                    batch.merge_cf(cf, key, hour.to_be_bytes());
+                    return;
+                }
+                noted.new_series.insert(tsuid.to_vec(), noted.entries.len());
                 // New to this process (or evicted from the cache): (re)write the postings; they are idempotent.
                 write_postings(batch, cf, layout, tsuid);
                 let mut key = Vec::with_capacity(1 + tsuid.len());
                 key.push(FIRST_SEEN);
                 key.extend_from_slice(tsuid);
                 batch.merge_cf(cf, key, now_seconds().to_be_bytes());
-                self.new_counter(tsuid, points)
+                None
             }
         };
         let mut key = Vec::with_capacity(1 + tsuid.len());
         key.push(SERIES);
         key.extend_from_slice(tsuid);
         batch.merge_cf(cf, key, hour.to_be_bytes());
-        self.known.insert(tsuid.to_vec(), (hour, counter));
+        noted.entries.push(NotedEntry { tsuid: tsuid.to_vec(), hour, counter, points });
     }
 
     /// Adds only the postings of series `tsuid` to `batch` (not its `S` entry: it has no raw data): rollup points,
     /// so that literal tag filters, which select series by their postings, find series that exist only in rollup
-    /// tables.
-    pub fn note_postings(&self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8]) {
-        if self.known.get(tsuid).is_some() {
+    /// tables. Remembered once the batch is durable, as [`SeriesIndex::note`].
+    pub fn note_postings(
+        &self,
+        batch: &mut WriteBatch,
+        cf: &rocksdb::ColumnFamily,
+        layout: &Layout,
+        tsuid: &[u8],
+        noted: &mut Noted,
+    ) {
+        if self.known.get(tsuid).is_some() || noted.new_series.contains_key(tsuid) {
             return;
         }
+        noted.new_series.insert(tsuid.to_vec(), noted.entries.len());
         write_postings(batch, cf, layout, tsuid);
         // Hour 0: a raw point of the series still writes its `S` entry (any hour is later).
-        self.known.insert(tsuid.to_vec(), (0, self.new_counter(tsuid, 0)));
+        noted.entries.push(NotedEntry { tsuid: tsuid.to_vec(), hour: 0, counter: None, points: 0 });
+    }
+
+    /// Remembers what a durable batch wrote to the index (see [`SeriesIndex::note`]) and counts its points.
+    pub fn remember(&self, noted: &mut Noted) {
+        noted.new_series.clear();
+        let now = self.clock.load(Ordering::Relaxed);
+        for (counter, points) in noted.counts.drain(..) {
+            counter.add(points, now);
+        }
+        for NotedEntry { tsuid, hour, counter, points } in noted.entries.drain(..) {
+            let counter = match counter {
+                Some(counter) => {
+                    counter.add(points, now);
+                    counter
+                }
+                None => self.new_counter(&tsuid, points),
+            };
+            // A series noted twice in one batch (two hours) keeps its newest hour.
+            let hour = match self.known.get(&tsuid) {
+                Some((h, _)) if h > hour => h,
+                _ => hour,
+            };
+            self.known.insert(tsuid, (hour, counter));
+        }
     }
 
     /// Forgets what was indexed (e.g. `dropcaches`); the next points re-write their entries.
@@ -399,6 +477,48 @@ mod tests {
         index.known.get(&a).unwrap().1.add(4, now_seconds());
         let after = index.counters.lock().unwrap().len();
         assert_eq!((after, pending(&index)), (before, 7));
+    }
+
+    // Issue 23 item 1: an index entry is remembered only once the batch that writes it is durable.
+    #[test]
+    fn entries_of_a_failed_write_are_written_again_and_counts_wait_for_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let mut cf_opts = rocksdb::Options::default();
+        cf_opts.set_merge_operator_associative("max-hour-v1", merge_max_hour);
+        let db = DB::open_cf_descriptors(&opts, dir.path(), [rocksdb::ColumnFamilyDescriptor::new(CF_SERIES, cf_opts)])
+            .unwrap();
+        let cf = db.cf_handle(CF_SERIES).unwrap();
+        let layout = Layout { uid_widths: [3, 3, 3], salt: rtsd_protocol::codec::SaltConfig::NONE };
+        let index = SeriesIndex::new(100);
+        let tsuid = [0, 0, 1, 0, 0, 1, 0, 0, 1];
+        let counted = |index: &SeriesIndex| -> u64 {
+            let counters = index.counters.lock().unwrap();
+            counters.iter().map(|(_, c)| c.points.load(Ordering::Relaxed)).sum()
+        };
+        // A new series: one posting, its first-seen time and its newest hour.
+        let (mut batch, mut noted) = (WriteBatch::default(), Noted::default());
+        index.note(&mut batch, cf, &layout, &tsuid, 3600, 5, &mut noted);
+        // The same series at a later hour in the same batch adds only the newer hour.
+        index.note(&mut batch, cf, &layout, &tsuid, 7200, 2, &mut noted);
+        assert_eq!(batch.len(), 4);
+        // The write failed: nothing remembered, nothing counted; the retry writes the same entries again.
+        noted.clear();
+        assert_eq!(counted(&index), 0);
+        let (mut retry, mut noted) = (WriteBatch::default(), Noted::default());
+        index.note(&mut retry, cf, &layout, &tsuid, 7200, 7, &mut noted);
+        assert_eq!(retry.len(), 3);
+        db.write(retry).unwrap();
+        index.remember(&mut noted);
+        assert_eq!(counted(&index), 7);
+        // Remembered: the same hour writes nothing more and only counts, once written.
+        let (mut again, mut noted) = (WriteBatch::default(), Noted::default());
+        index.note(&mut again, cf, &layout, &tsuid, 7200, 1, &mut noted);
+        assert_eq!((again.len(), counted(&index)), (0, 7));
+        index.remember(&mut noted);
+        assert_eq!(counted(&index), 8);
     }
 
     #[test]

@@ -591,6 +591,11 @@ impl Parser<'_> {
                 out.fatal = Some(e.clone());
                 Err(format!("not written: {e}"))
             }
+            Err(AddError::Storage(e)) => {
+                let e = e.to_string();
+                out.fatal = Some(e.clone());
+                Err(format!("not written: {e}"))
+            }
         }
     }
 
