@@ -19,6 +19,7 @@ pub mod config;
 pub mod daemon;
 pub mod fds;
 pub mod graph;
+pub mod ingest;
 pub mod logs;
 pub mod metrics;
 pub mod query;

@@ -74,7 +74,8 @@ impl Daemon {
     /// Starts a daemon whose data directory is a new directory inside `parent` (a small file system a test
     /// mounted), under an open-file limit of `nofile` when given (soft and hard, set with `prlimit`).
     pub fn start_in(parent: &Path, nofile: Option<u64>, settings: &[(&str, &str)]) -> Daemon {
-        let dir = tempfile::Builder::new().prefix("rtsd-compat-").tempdir_in(parent).expect("create the data directory");
+        let dir =
+            tempfile::Builder::new().prefix("rtsd-compat-").tempdir_in(parent).expect("create the data directory");
         let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Daemon::spawn(dir, settings, nofile)
     }
@@ -131,8 +132,14 @@ impl Daemon {
                 }
             });
         }
-        let mut daemon =
-            Daemon { child: Some(child), dir: Some(dir), addr: SocketAddr::from(([127, 0, 0, 1], 0)), settings, log, nofile };
+        let mut daemon = Daemon {
+            child: Some(child),
+            dir: Some(dir),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            settings,
+            log,
+            nofile,
+        };
         match ready_rx.recv_timeout(START_TIMEOUT) {
             Ok(Some(addr)) => daemon.addr = addr,
             Ok(None) => {

@@ -43,14 +43,18 @@ fn the_deb_holds_binary_unit_and_config_and_the_packaged_binary_serves() {
     assert!(control.contains("Package: rtsd\n"), "{control}");
     let depends = control.lines().find(|l| l.starts_with("Depends: ")).unwrap_or_default();
     assert!(depends.contains("adduser"), "{control}");
-    let conffiles = run(Command::new("sh").arg("-c").arg(format!(
-        "dpkg-deb --ctrl-tarfile {} | tar -xO ./conffiles",
-        deb.display()
-    )));
+    let conffiles = run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("dpkg-deb --ctrl-tarfile {} | tar -xO ./conffiles", deb.display())));
     assert_eq!(conffiles.trim(), "/etc/rtsd/rtsd.conf");
-    let postinst = run(Command::new("sh").arg("-c").arg(format!("dpkg-deb --ctrl-tarfile {} | tar -xO ./postinst", deb.display())));
+    let postinst = run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("dpkg-deb --ctrl-tarfile {} | tar -xO ./postinst", deb.display())));
     assert!(postinst.contains("adduser --system --group --home /var/lib/rtsd"), "{postinst}");
-    assert!(postinst.contains("systemctl") || postinst.contains("deb-systemd-helper"), "the unit is enabled: {postinst}");
+    assert!(
+        postinst.contains("systemctl") || postinst.contains("deb-systemd-helper"),
+        "the unit is enabled: {postinst}"
+    );
 
     let root = work.path().join("root");
     run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root));
@@ -101,7 +105,12 @@ fn the_deb_holds_binary_unit_and_config_and_the_packaged_binary_serves() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut c = HttpConn::new(addr);
-    let put = c.request("POST", "/api/put?details", &[], br#"{"metric":"pkg.m","timestamp":1700000000,"value":7,"tags":{"h":"a"}}"#);
+    let put = c.request(
+        "POST",
+        "/api/put?details",
+        &[],
+        br#"{"metric":"pkg.m","timestamp":1700000000,"value":7,"tags":{"h":"a"}}"#,
+    );
     assert_eq!((put.status, put.text()), (200, r#"{"success":1,"failed":0,"errors":[]}"#.to_string()));
     let q = c.request("GET", "/api/query?start=1699999999&end=1700000001&m=sum:pkg.m", &[], b"");
     assert_eq!(q.text(), r#"[{"metric":"pkg.m","tags":{"h":"a"},"aggregateTags":[],"dps":{"1700000000":7}}]"#);

@@ -48,7 +48,11 @@ fn every_readme_shell_example_runs_against_rtsd_without_an_error() {
     let readme = std::fs::read_to_string(readme_path()).expect("README.md");
     let (blocks, skipped) = sh_blocks(&readme);
     // The examples of writing, reading, expressions, /q and the tools; the skipped ones say why in the README.
-    assert!(blocks.len() >= 5 && skipped >= 3, "{} blocks to run, {skipped} skipped: the extraction broke", blocks.len());
+    assert!(
+        blocks.len() >= 5 && skipped >= 3,
+        "{} blocks to run, {skipped} skipped: the extraction broke",
+        blocks.len()
+    );
     for tool in ["curl", "nc"] {
         let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().unwrap();
         assert!(found.status.success(), "{tool} is missing: scripts/run and scripts/install-test-deps install it");
@@ -63,10 +67,10 @@ fn every_readme_shell_example_runs_against_rtsd_without_an_error() {
     // curl answers an HTTP error with exit 22 (and the body) instead of 0.
     let prelude = "set -euo pipefail\ncurl() { command curl --fail-with-body \"$@\"; }\n";
     for block in &blocks {
-        let script = block.text.replace("localhost:4242", &format!("localhost:{port}")).replace(
-            "localhost 4242",
-            &format!("localhost {port}"),
-        );
+        let script = block
+            .text
+            .replace("localhost:4242", &format!("localhost:{port}"))
+            .replace("localhost 4242", &format!("localhost {port}"));
         let out = Command::new("bash")
             .arg("-c")
             .arg(format!("{prelude}{script}"))

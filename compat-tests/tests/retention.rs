@@ -136,7 +136,8 @@ fn last_2013(d: &Daemon, metric: &str) -> serde_json::Value {
 }
 
 fn ascii_2013(d: &Daemon, metric: &str) -> String {
-    let r = d.http("GET", &format!("/q?start=2013/04/03-00:00:00&end=2013/04/04-00:00:00&m=sum:{metric}&ascii"), &[], b"");
+    let r =
+        d.http("GET", &format!("/q?start=2013/04/03-00:00:00&end=2013/04/04-00:00:00&m=sum:{metric}&ascii"), &[], b"");
     assert_eq!(r.status, 200, "{}", r.text());
     r.text()
 }
@@ -152,13 +153,16 @@ fn expired_on_arrival(d: &Daemon) -> String {
 fn under_the_shipped_defaults_a_point_from_2013_is_returned_by_every_read() {
     let d = Daemon::start();
     put_2013_points(&d);
-    for (metric, t, value) in [("old.telnet", OLD_T, serde_json::json!(42)), ("old.http", OLD_T + 60, serde_json::json!(43.5))]
+    for (metric, t, value) in
+        [("old.telnet", OLD_T, serde_json::json!(42)), ("old.http", OLD_T + 60, serde_json::json!(43.5))]
     {
-        let expected =
-            serde_json::json!([{"metric": metric, "tags": {"host": "a"}, "aggregateTags": [], "dps": {t.to_string(): value}}]);
+        let expected = serde_json::json!([{"metric": metric, "tags": {"host": "a"}, "aggregateTags": [], "dps": {t.to_string(): value}}]);
         assert_eq!(query_2013(&d, metric), expected);
         let last = last_2013(&d, metric);
-        assert_eq!((last[0]["timestamp"].clone(), last[0]["value"].clone()), (serde_json::json!(t * 1000), serde_json::json!(value.to_string())));
+        assert_eq!(
+            (last[0]["timestamp"].clone(), last[0]["value"].clone()),
+            (serde_json::json!(t * 1000), serde_json::json!(value.to_string()))
+        );
         assert_eq!(ascii_2013(&d, metric), format!("{metric} {t} {value} host=a\n"));
         assert_eq!(d.scan(&["2013/04/03-00:00:00", "sum", metric]), [format!("{metric} {t} {value} host=a")]);
     }

@@ -33,7 +33,9 @@ use self::dedup::{Outcome, StreamState};
 use self::mapping::{ChunkInfo, Processor, Sample};
 use self::schema::MetaType;
 use crate::metrics::Metrics;
-use crate::store::{AddError, PointBatch, Store, StoreError, CF_CHUKWA_A, CF_CHUKWA_META, CF_CHUKWA_STREAMS, CF_CHUKWA_T};
+use crate::store::{
+    AddError, PointBatch, Store, StoreError, CF_CHUKWA_A, CF_CHUKWA_META, CF_CHUKWA_STREAMS, CF_CHUKWA_T,
+};
 
 /// Why a post got no `ok` lines.
 #[derive(Debug, thiserror::Error)]

@@ -59,7 +59,8 @@ impl Conn {
     }
 
     fn idle_ms(&self, now: i64) -> Option<i64> {
-        (self.busy.load(Ordering::Acquire) == 0).then(|| now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)))
+        (self.busy.load(Ordering::Acquire) == 0)
+            .then(|| now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)))
     }
 }
 
@@ -103,7 +104,12 @@ impl Registry {
                     c.closed.cancel();
                     static LOG: Throttle = Throttle::new(Duration::from_secs(10));
                     if let Some(unlogged) = LOG.allow() {
-                        tracing::info!(idle_ms = idle, limit, unlogged_since_last = unlogged, "connection limit reached: closed the longest-idle connection to admit a new one");
+                        tracing::info!(
+                            idle_ms = idle,
+                            limit,
+                            unlogged_since_last = unlogged,
+                            "connection limit reached: closed the longest-idle connection to admit a new one"
+                        );
                     }
                 }
                 None => return Err(Full),

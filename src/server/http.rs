@@ -22,11 +22,10 @@ use rtsd_protocol::point::{self, DataPoint, ErrorCategory, PutError, Tags};
 use tokio::net::TcpStream;
 
 use super::conn::{ActiveIo, BodyBudget, Conn};
-use super::series_cache::SeriesCache;
 use super::{annotation, discovery, graph, query, stats, ui, Tsd};
+use crate::ingest::{IngestError, SeriesCache, Writer};
 use crate::metrics::Protocol;
-use crate::rollup::{self, RollupError};
-use crate::store::{AddError, StoreError};
+use crate::store::StoreError;
 
 const JSON: &str = "application/json; charset=UTF-8";
 pub const HTML: &str = "text/html; charset=UTF-8";
@@ -412,10 +411,11 @@ async fn route(
         .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     // The body's bytes hold their share of the process-wide budget until the reply is made.
-    let (body, _held) = match read_body(req, tsd.config.max_body_bytes, &tsd.bodies, tsd.config.http_request_timeout).await {
-        Ok(read) => read,
-        Err(reply) => return reply,
-    };
+    let (body, _held) =
+        match read_body(req, tsd.config.max_body_bytes, &tsd.bodies, tsd.config.http_request_timeout).await {
+            Ok(read) => read,
+            Err(reply) => return reply,
+        };
     let request = Arc::new(ApiRequest { method, params, body, cancelled: Arc::default(), remote, headers, series });
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     // The UI and /q (tsd.core.enable_ui); OpenTSDB registers them only where queries run.
@@ -651,17 +651,23 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
         },
     };
 
-    let store = &tsd.store;
-    let mut batch = store.new_batch();
-    let mut tally =
-        Tally { tsd, show_details, errors: Vec::new(), accepted: Vec::new(), storage: None, success: 0, failed: 0, unstored: 0 };
+    let mut tally = Tally {
+        tsd,
+        show_details,
+        errors: Vec::new(),
+        accepted: Vec::new(),
+        storage: None,
+        success: 0,
+        failed: 0,
+        unstored: 0,
+    };
     let mut series = req.series.lock().unwrap_or_else(|e| e.into_inner());
-    series.refresh(store);
+    let mut writer = Writer::new(&tsd.store, &tsd.config.rules, &tsd.metrics, &mut series);
     match body {
         PutBody::Plain(body) => {
             for p in &body.points {
                 let tags = body.tags(p).iter().copied();
-                if add_known_point(tsd, &mut batch, &mut series, p.metric, tags, p.timestamp, p.value) {
+                if add_known_point(&mut writer, p.metric, tags, p.timestamp, p.value) {
                     tally.success += 1;
                     if show_details {
                         tally.accepted.push(BodyPoint::Point(body.incoming(p)));
@@ -669,16 +675,16 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
                     continue;
                 }
                 let body_point = BodyPoint::Point(body.incoming(p));
-                let added = add_http_point(&body_point, tsd, &mut batch, &mut series);
+                let added = add_http_point(&body_point, &mut writer);
                 tally.record(added, body_point);
             }
         }
         PutBody::General(points) => {
             for body_point in points {
                 let added = if rollup {
-                    add_http_rollup_point(&body_point, tsd, &mut batch)
+                    add_http_rollup_point(&body_point, &mut writer)
                 } else {
-                    add_http_point(&body_point, tsd, &mut batch, &mut series)
+                    add_http_point(&body_point, &mut writer)
                 };
                 tally.record(added, body_point);
             }
@@ -690,7 +696,7 @@ fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     // batch the same way: storing the rest would answer a status that tells the client not to resend them.
     let committed = match tally.storage.take() {
         Some(e) => Err(e),
-        None => store.commit(&mut batch, sync),
+        None => writer.commit(sync),
     };
     if let Err(e) = committed {
         return storage_failure(tally, &e, show_summary, timeouts);
@@ -755,18 +761,25 @@ impl<'a> Tally<'_, 'a> {
                     self.accepted.push(point);
                 }
             }
-            Err(PointError::Storage(e)) => {
+            Err(PointError::Ingest(IngestError::Storage(e))) => {
                 self.unstored += 1;
                 if self.show_details {
                     self.accepted.push(point);
                 }
                 self.storage.get_or_insert(e);
             }
-            Err(PointError::Refused((category, message))) => {
+            Err(e) => {
                 self.failed += 1;
-                if let Some(category) = category {
-                    self.tsd.metrics.put_error(category);
-                }
+                let message = match e {
+                    PointError::Invalid((category, message)) => {
+                        if let Some(category) = category {
+                            self.tsd.metrics.put_error(category);
+                        }
+                        message
+                    }
+                    // Counted by the writer.
+                    PointError::Ingest(e) => e.http_detail(),
+                };
                 tracing::debug!(error = %message, "put point refused");
                 if self.show_details {
                     self.errors.push(PutDetail { point, error: message });
@@ -780,16 +793,16 @@ impl<'a> Tally<'_, 'a> {
 /// and the `details` text.
 type PointFailure = (Option<ErrorCategory>, String);
 
-/// Why one element of a put body was not added to the batch: refused (the client's fault, or UIDs exhausted),
-/// or the store failed (which fails the whole batch).
+/// Why one element of a put body was not added to the batch: refused while reading it (counted here), or by
+/// the write path (counted there; a storage failure fails the whole batch).
 enum PointError {
-    Refused(PointFailure),
-    Storage(StoreError),
+    Invalid(PointFailure),
+    Ingest(IngestError),
 }
 
 impl From<PointFailure> for PointError {
     fn from(f: PointFailure) -> Self {
-        PointError::Refused(f)
+        PointError::Invalid(f)
     }
 }
 
@@ -811,7 +824,8 @@ fn storage_failure(tally: Tally<'_, '_>, e: &StoreError, show_summary: bool, tim
     } else if show_summary {
         Reply::json(status, json_put::summary_json(0, points, timeouts, None))
     } else {
-        let details = if transient { "The points were not stored: send them again later" } else { "The points were not stored" };
+        let details =
+            if transient { "The points were not stored: send them again later" } else { "The points were not stored" };
         Reply::error(status, &message, Some(details))
     };
     if transient {
@@ -862,50 +876,29 @@ fn http_data_point<'a>(
     Ok(DataPoint { metric: Cow::Borrowed(metric), timestamp: p.timestamp, value, tags })
 }
 
-fn add_failure(e: AddError) -> PointError {
-    match e {
-        AddError::Put(e) => PointError::Refused((Some(e.category()), e.http_detail())),
-        AddError::Internal(msg) => {
-            tracing::error!(error = %msg, "Unexpected exception while adding an HTTP data point");
-            PointError::Refused((None, "Unexpected exception".to_string()))
-        }
-        AddError::Storage(e) => PointError::Storage(e),
-    }
-}
-
 /// Adds a point of a series this connection wrote before (same metric and tag strings in the same order),
 /// skipping the name lookups and series checks; false when the point needs [`add_http_point`]: its series is
 /// new to the connection, or its timestamp or value is not one the shortcut takes. Either way the cache's key is
 /// left set to the point's series.
 fn add_known_point<'s>(
-    tsd: &Tsd,
-    batch: &mut crate::store::PointBatch,
-    cache: &mut SeriesCache,
+    writer: &mut Writer<'_>,
     metric: &str,
     tags: impl Iterator<Item = (&'s str, &'s str)>,
     timestamp: i64,
     value: &str,
 ) -> bool {
     let pairs = tags.flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]);
-    cache.set_key(std::iter::once(metric.as_bytes()).chain(pairs));
-    let Some(series) = cache.get() else { return false };
-    let Some(value) = point::known_series_value(timestamp, value) else { return false };
-    tsd.store.add_to_series(batch, series, timestamp, value);
-    true
+    let key = std::iter::once(metric.as_bytes()).chain(pairs);
+    writer.known(key, || point::known_series_value(timestamp, value).map(|v| (timestamp, v)))
 }
 
 /// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch.
-fn add_http_point(
-    body_point: &BodyPoint<'_>,
-    tsd: &Tsd,
-    batch: &mut crate::store::PointBatch,
-    cache: &mut SeriesCache,
-) -> Result<(), PointError> {
+fn add_http_point(body_point: &BodyPoint<'_>, writer: &mut Writer<'_>) -> Result<(), PointError> {
     // Only a point with a metric and tags can be of a known series.
     let keyed = match body_point {
         BodyPoint::Point(IncomingPoint { metric: Some(metric), tags: Some(tags), timestamp, value, .. }) => {
             let tags = tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
-            if add_known_point(tsd, batch, cache, metric, tags, *timestamp, value.as_deref().unwrap_or("")) {
+            if add_known_point(writer, metric, tags, *timestamp, value.as_deref().unwrap_or("")) {
                 return Ok(());
             }
             true
@@ -913,30 +906,21 @@ fn add_http_point(
         _ => false,
     };
     let dp = http_data_point(body_point, |_| Ok(()))?;
-    point::check_for_write(&dp, &tsd.config.rules).map_err(|e: PutError| {
+    point::check_for_write(&dp, writer.rules()).map_err(|e: PutError| {
         let e = point::null_tag_value_error(e, body_point.null_tags());
-        PointError::Refused((Some(e.category()), e.http_detail()))
+        PointError::Invalid((Some(e.category()), e.http_detail()))
     })?;
-    let series = tsd.store.series_key(&dp).map_err(add_failure)?;
-    tsd.store.add_to_series(batch, &series, dp.timestamp, dp.value);
-    if keyed {
-        cache.insert(series);
-    }
-    Ok(())
+    writer.put(&dp, keyed, "put").map_err(PointError::Ingest)
 }
 
 /// Validates one `/api/rollup` element as OpenTSDB's `RollUpDataPoint.validate` and `addAggregatePoint` do
 /// (spec: ingest §1.7, query §6.13) and adds it to the batch.
-fn add_http_rollup_point(
-    body_point: &BodyPoint<'_>,
-    tsd: &Tsd,
-    batch: &mut crate::store::PointBatch,
-) -> Result<(), PointError> {
+fn add_http_rollup_point(body_point: &BodyPoint<'_>, writer: &mut Writer<'_>) -> Result<(), PointError> {
     let spec = match body_point {
         BodyPoint::Point(p) => p.rollup.clone().unwrap_or_default(),
         BodyPoint::Null => Default::default(),
     };
-    let mut dp = http_data_point(body_point, |_| {
+    let dp = http_data_point(body_point, |_| {
         let groupby = spec.groupby_aggregator.as_deref().is_some_and(|g| !g.is_empty());
         if !groupby && spec.interval.as_deref().unwrap_or("").is_empty() {
             return Err("Missing interval".to_string());
@@ -946,22 +930,17 @@ fn add_http_rollup_point(
         }
         Ok(())
     })?;
-    let illegal = |e: PutError| {
+    point::check_finite(&dp).map_err(|e| {
         let e = point::null_tag_value_error(e, body_point.null_tags());
-        (Some(e.category()), e.http_detail())
-    };
-    point::check_finite(&dp).map_err(illegal)?;
-    let target = match rollup::prepare(tsd.store.rollup_settings(), &mut dp, &spec, &tsd.config.rules) {
-        Ok(target) => target,
-        Err(RollupError::Put(e)) => return Err(illegal(e).into()),
-        // NoSuchRollupForIntervalException is no IllegalArgumentException: OpenTSDB's HTTP path reports it as
-        // an unexpected exception.
-        Err(RollupError::NoSuchRollup(m)) => {
-            tracing::warn!(error = %m, "rollup point refused");
-            return Err((Some(ErrorCategory::IllegalArguments), "Unexpected exception".to_string()).into());
+        PointError::Invalid((Some(e.category()), e.http_detail()))
+    })?;
+    writer.rollup(dp, &spec).map_err(|e| match e {
+        // A tag the rollup configuration refuses is named as the element gave it (a JSON null).
+        IngestError::Refused(e) => {
+            PointError::Ingest(IngestError::Refused(point::null_tag_value_error(e, body_point.null_tags())))
         }
-    };
-    tsd.store.add_rollup_point(batch, &dp, &target).map_err(add_failure)
+        e => PointError::Ingest(e),
+    })
 }
 
 /// Bodies being received hold all of `rtsd.http.max_buffered_bytes`: 503, come back later.
@@ -994,7 +973,8 @@ async fn read_body(
 ) -> Result<(Bytes, super::conn::BodyPermit), Reply> {
     let encoding =
         req.headers().get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_ascii_lowercase());
-    let declared = req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    let declared =
+        req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(body_too_large(limit));
     }
@@ -1008,12 +988,19 @@ async fn read_body(
                 return Err(Reply::error(
                     StatusCode::REQUEST_TIMEOUT,
                     "Request body not received in time",
-                    Some(&format!("The body must arrive within rtsd.http.request_timeout_secs ({} s)", timeout.as_secs())),
+                    Some(&format!(
+                        "The body must arrive within rtsd.http.request_timeout_secs ({} s)",
+                        timeout.as_secs()
+                    )),
                 ))
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e.to_string())))
+                return Err(Reply::error(
+                    StatusCode::BAD_REQUEST,
+                    "Unable to read the request body",
+                    Some(&e.to_string()),
+                ))
             }
             Ok(Some(Ok(frame))) => frame,
         };

@@ -11,7 +11,6 @@ pub mod discovery;
 pub mod graph;
 pub mod http;
 pub mod query;
-pub mod series_cache;
 pub mod stats;
 pub mod telnet;
 pub mod ui;

@@ -13,11 +13,9 @@ use rtsd_protocol::telnet::{self, Command, MAX_LINE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::series_cache::SeriesCache;
 use super::Tsd;
+use crate::ingest::{IngestError, SeriesCache, Writer};
 use crate::metrics::Protocol;
-use crate::rollup::{self, RollupError};
-use crate::store::{AddError, PointBatch};
 
 /// What the connection should do after a chunk of lines.
 enum Next {
@@ -25,9 +23,9 @@ enum Next {
     Close,
 }
 
-/// The cache key of a put line: its metric and tag words.
-fn series_cache_key(cache: &mut SeriesCache, words: &[&[u8]]) {
-    cache.set_key(std::iter::once(words[1]).chain(words[4..].iter().copied()));
+/// The words of a put line that name its series (its metric and tags): its key in the connection's cache.
+fn series_words<'w>(words: &'w [&'w [u8]]) -> impl Iterator<Item = &'w [u8]> + 'w {
+    std::iter::once(words[1]).chain(words[4..].iter().copied())
 }
 
 /// Serves a telnet connection until it closes, sends a line over the limit, idles past
@@ -81,14 +79,18 @@ fn too_long(tsd: &Tsd, bytes: usize) {
     tsd.metrics.connection_exception("closed");
     static LOG: crate::logs::Throttle = crate::logs::Throttle::new(Duration::from_secs(10));
     if let Some(unlogged) = LOG.allow() {
-        tracing::info!(bytes, unlogged_since_last = unlogged, "closing telnet connection: frame length exceeds {MAX_LINE}");
+        tracing::info!(
+            bytes,
+            unlogged_since_last = unlogged,
+            "closing telnet connection: frame length exceeds {MAX_LINE}"
+        );
     }
 }
 
 /// Handles every complete line in `buf`; returns the bytes consumed.
 fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCache) -> (usize, Next) {
-    cache.refresh(&tsd.store);
-    let mut session = Session { tsd, batch: tsd.store.new_batch(), out, puts: 0, cache };
+    let writer = Writer::new(&tsd.store, &tsd.config.rules, &tsd.metrics, cache);
+    let mut session = Session { tsd, writer, out, puts: 0 };
     let mut pos = 0;
     let mut lines = 0;
     let mut next = Next::Continue;
@@ -115,11 +117,10 @@ fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCach
 
 struct Session<'a> {
     tsd: &'a Tsd,
-    batch: PointBatch,
+    writer: Writer<'a>,
     out: &'a mut Vec<u8>,
     /// `put` lines seen, reported to the shared counters once per read.
     puts: u64,
-    cache: &'a mut SeriesCache,
 }
 
 impl Session<'_> {
@@ -170,111 +171,67 @@ impl Session<'_> {
     }
 
     fn put(&mut self, words: &[&[u8]]) {
-        let metrics = &self.tsd.metrics;
         self.puts += 1;
-        if words.len() >= 5 {
-            series_cache_key(self.cache, words);
-            if let Some(series) = self.cache.get() {
-                if let Some((timestamp, value)) = telnet::parse_put_known_series(words) {
-                    self.tsd.store.add_to_series(&mut self.batch, series, timestamp, value);
-                    return;
-                }
-            }
+        // The cache key of a put line: its metric and tag words.
+        let keyed = words.len() >= 5;
+        if keyed && self.writer.known(series_words(words), || telnet::parse_put_known_series(words)) {
+            return;
         }
-        let point = match telnet::parse_put(words, &self.tsd.config.rules) {
-            Ok(p) => p,
+        let result = match telnet::parse_put(words, &self.tsd.config.rules) {
+            Ok(point) => self.writer.put(&point, keyed, "put"),
             Err(e) => {
-                metrics.put_error(e.category());
-                self.reply(&format!("put: {e}\n"));
-                return;
+                self.writer.refused(&e);
+                Err(IngestError::Refused(e))
             }
         };
-        match self.tsd.store.series_key(&point) {
-            Ok(series) => {
-                self.tsd.store.add_to_series(&mut self.batch, &series, point.timestamp, point.value);
-                series_cache_key(self.cache, words);
-                self.cache.insert(series);
-            }
-            Err(AddError::Put(e)) => {
-                metrics.put_error(e.category());
-                self.reply(&format!("put: {e}\n"));
-            }
-            Err(AddError::Internal(msg)) => {
-                // OpenTSDB logs unexpected exceptions and writes nothing back (spec: ingest §1.3, §1.6).
-                tracing::error!(error = %msg, "Unexpected exception caught while serving put");
-            }
-            Err(AddError::Storage(e)) => self.storage_failed("put", &e),
-        }
-    }
-
-    /// A point the store could not take (its UIDs could not be assigned): reported as a failed write is, so a
-    /// client behind a `version` barrier learns of it (issue 23; OpenTSDB said nothing here, spec: ingest §1.3).
-    fn storage_failed(&mut self, command: &str, e: &crate::store::StoreError) {
-        self.tsd.metrics.put_error(ErrorCategory::HbaseErrors);
-        if self.tsd.config.return_errors {
-            self.reply(&format!("{command}: HBase error: {e}\n"));
+        if let Err(e) = result {
+            self.report(&e, "put");
         }
     }
 
     /// A `rollup` line (spec: ingest §1.7): parsed as OpenTSDB's `RollupDataPointRpc`, checked against the
     /// rollup configuration, stored in the batch with the puts. Errors are `rollup: <category>: <message>`.
     fn rollup(&mut self, words: &[&[u8]]) {
-        let metrics = &self.tsd.metrics;
-        metrics.rpc("rollup");
-        let (mut point, spec) = match telnet::parse_rollup(words) {
-            Ok(Some(parsed)) => parsed,
+        self.tsd.metrics.rpc("rollup");
+        let result = match telnet::parse_rollup(words) {
+            Ok(Some((point, spec))) => self.writer.rollup(point, &spec),
             Ok(None) => {
                 // OpenTSDB fails with an unexpected exception here and answers nothing (spec: ingest §1.3).
                 tracing::error!("Unexpected exception caught while serving rollup: no interval or aggregator");
                 return;
             }
             Err(e) => {
-                metrics.put_error(e.category());
-                self.reply(&format!("rollup: {e}\n"));
-                return;
+                self.writer.refused(&e);
+                Err(IngestError::Refused(e))
             }
         };
-        let store = &self.tsd.store;
-        let target = match rollup::prepare(store.rollup_settings(), &mut point, &spec, &self.tsd.config.rules) {
-            Ok(target) => target,
-            Err(RollupError::Put(e)) => {
-                metrics.put_error(e.category());
-                self.reply(&format!("rollup: {e}\n"));
-                return;
-            }
-            Err(RollupError::NoSuchRollup(m)) => {
-                metrics.put_error(ErrorCategory::IllegalArguments);
-                self.reply(&format!("rollup: No such rollup: {m}\n"));
-                return;
-            }
-        };
-        match store.add_rollup_point(&mut self.batch, &point, &target) {
-            Ok(()) => {}
-            Err(AddError::Put(e)) => {
-                metrics.put_error(e.category());
-                self.reply(&format!("rollup: {e}\n"));
-            }
-            Err(AddError::Internal(msg)) => {
-                tracing::error!(error = %msg, "Unexpected exception caught while serving rollup");
-            }
-            Err(AddError::Storage(e)) => self.storage_failed("rollup", &e),
+        if let Err(e) = result {
+            self.report(&e, "rollup");
+        }
+    }
+
+    /// Writes a line's failure back, when OpenTSDB would (see [`IngestError::telnet_line`]).
+    fn report(&mut self, e: &IngestError, command: &str) {
+        if let Some(line) = e.telnet_line(command, self.tsd.config.return_errors) {
+            self.reply(&line);
         }
     }
 
     /// Writes pending points; a storage failure is reported per point as OpenTSDB does when
-    /// `tsd.rpc.telnet.return_errors` is on (spec: ingest §1.6).
+    /// `tsd.rpc.telnet.return_errors` is on (spec: ingest §1.6). Logged and counted by the store.
     fn commit(&mut self) {
-        let (pending, rollups) = (self.batch.len(), self.batch.rollup_points());
-        match self.tsd.store.commit(&mut self.batch, false) {
+        let (points, rollups) = self.writer.pending();
+        match self.writer.commit(false) {
             Ok(n) => self.tsd.metrics.point_added(Protocol::Telnet, n),
             Err(e) => {
-                // Logged (once in a while) and counted by the store; each point's client hears of it.
                 let lines =
-                    std::iter::repeat_n("put", pending as usize).chain(std::iter::repeat_n("rollup", rollups as usize));
+                    std::iter::repeat_n("put", points as usize).chain(std::iter::repeat_n("rollup", rollups as usize));
                 for command in lines {
-                    self.storage_failed(command, &e);
+                    self.tsd.metrics.put_error(ErrorCategory::HbaseErrors);
+                    if self.tsd.config.return_errors {
+                        self.reply(&crate::ingest::storage_line(command, &e));
+                    }
                 }
-                self.batch = self.tsd.store.new_batch();
             }
         }
     }

@@ -318,7 +318,8 @@ impl Store {
                 if row.metric.iter().any(|&b| b != 0) {
                     let tsuid = codec::tsuid_from_row_key(key, sw, mw);
                     // Points of stored rows, not received ones: the counter is set below, not counted.
-                    self.series.note(&mut batch, cf_series, &self.layout, &tsuid, row.base_time, 0, &mut noted);
+                    let mut writes = super::series::IndexWrites { batch: &mut batch, cf: cf_series, noted: &mut noted };
+                    self.series.note(&mut writes, &self.layout, &tsuid, row.base_time, 0);
                     let points = codec::row_points(row.base_time, value).unwrap_or_default();
                     let newest = points.iter().map(|p| p.timestamp_ms.div_euclid(1000)).max().unwrap_or(0);
                     let tally = series.entry(tsuid).or_default();

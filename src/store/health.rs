@@ -41,7 +41,8 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 4] = [FailureKind::LowSpace, FailureKind::NoSpace, FailureKind::NoFiles, FailureKind::Other];
+    pub const ALL: [FailureKind; 4] =
+        [FailureKind::LowSpace, FailureKind::NoSpace, FailureKind::NoFiles, FailureKind::Other];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -137,11 +138,16 @@ impl Health {
         self.free_bytes.store(free, Ordering::Relaxed);
         let was_low = self.low_space.load(Ordering::Relaxed);
         // A quarter of the reserve of hysteresis: a disk hovering at the line does not flap.
-        let low = if was_low { free < self.min_free_bytes + self.min_free_bytes / 4 } else { free < self.min_free_bytes };
+        let low =
+            if was_low { free < self.min_free_bytes + self.min_free_bytes / 4 } else { free < self.min_free_bytes };
         if low != was_low {
             self.low_space.store(low, Ordering::Relaxed);
             if low {
-                tracing::error!(free_mb = free >> 20, min_free_mb = self.min_free_bytes >> 20, "data directory's disk is nearly full: refusing writes until space is freed");
+                tracing::error!(
+                    free_mb = free >> 20,
+                    min_free_mb = self.min_free_bytes >> 20,
+                    "data directory's disk is nearly full: refusing writes until space is freed"
+                );
             } else {
                 tracing::warn!(free_mb = free >> 20, "data directory's disk has space again: taking writes");
             }

@@ -594,7 +594,8 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("opening the series log: {e}")))?;
             (Some(log), old)
         };
-        let health = health::Health::new(path.to_path_buf(), if read_only { 0 } else { min_free_bytes }, metrics.clone());
+        let health =
+            health::Health::new(path.to_path_buf(), if read_only { 0 } else { min_free_bytes }, metrics.clone());
         let mut store = Store {
             db,
             layout,
@@ -734,7 +735,8 @@ impl Store {
             tsuid.extend_from_slice(&key[sw..sw + mw]);
             tsuid.extend_from_slice(&key[sw + mw + 4..]);
             // Counted here, once per row fragment: the put path adds nothing per point for the counters.
-            self.series.note(&mut batch, series_cf, &self.layout, &tsuid, hour, fragment.points, &mut noted);
+            let mut writes = series::IndexWrites { batch: &mut batch, cf: series_cf, noted: &mut noted };
+            self.series.note(&mut writes, &self.layout, &tsuid, hour, fragment.points);
         }
         // The rows' index entries are in the same write as their points: both are stored, or neither.
         self.write_marked(batch, &mut marks, &WriteOptions::default())?;

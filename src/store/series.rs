@@ -58,6 +58,14 @@ impl Counter {
     }
 }
 
+/// Where [`SeriesIndex::note`] adds its writes: the batch, the index's column family, and the record of what the
+/// batch writes (remembered once it is durable).
+pub struct IndexWrites<'a> {
+    pub batch: &'a mut WriteBatch,
+    pub cf: &'a rocksdb::ColumnFamily,
+    pub noted: &'a mut Noted,
+}
+
 /// What a batch wrote to the series index, remembered once the batch is durable ([`SeriesIndex::remember`]).
 #[derive(Default)]
 pub struct Noted {
@@ -143,16 +151,9 @@ impl SeriesIndex {
     /// is remembered, and the points counted, only once it is durable ([`SeriesIndex::remember`]): remembered
     /// before, a failed write would leave the series out of the index for good while its points reach their rows
     /// on the retry (issue 23: after a full disk, 8,192 acknowledged series were missing from every lookup).
-    pub fn note(
-        &self,
-        batch: &mut WriteBatch,
-        cf: &rocksdb::ColumnFamily,
-        layout: &Layout,
-        tsuid: &[u8],
-        hour: u32,
-        points: u64,
-        noted: &mut Noted,
-    ) {
+    pub fn note(&self, writes: &mut IndexWrites<'_>, layout: &Layout, tsuid: &[u8], hour: u32, points: u64) {
+        let IndexWrites { batch, cf, noted } = writes;
+        let cf = *cf;
         let counter = match self.known.get(tsuid) {
             Some((h, counter)) => {
                 if h >= hour {
@@ -500,22 +501,23 @@ mod tests {
         };
         // A new series: one posting, its first-seen time and its newest hour.
         let (mut batch, mut noted) = (WriteBatch::default(), Noted::default());
-        index.note(&mut batch, cf, &layout, &tsuid, 3600, 5, &mut noted);
+        let mut w = IndexWrites { batch: &mut batch, cf, noted: &mut noted };
+        index.note(&mut w, &layout, &tsuid, 3600, 5);
         // The same series at a later hour in the same batch adds only the newer hour.
-        index.note(&mut batch, cf, &layout, &tsuid, 7200, 2, &mut noted);
+        index.note(&mut w, &layout, &tsuid, 7200, 2);
         assert_eq!(batch.len(), 4);
         // The write failed: nothing remembered, nothing counted; the retry writes the same entries again.
         noted.clear();
         assert_eq!(counted(&index), 0);
         let (mut retry, mut noted) = (WriteBatch::default(), Noted::default());
-        index.note(&mut retry, cf, &layout, &tsuid, 7200, 7, &mut noted);
+        index.note(&mut IndexWrites { batch: &mut retry, cf, noted: &mut noted }, &layout, &tsuid, 7200, 7);
         assert_eq!(retry.len(), 3);
         db.write(retry).unwrap();
         index.remember(&mut noted);
         assert_eq!(counted(&index), 7);
         // Remembered: the same hour writes nothing more and only counts, once written.
         let (mut again, mut noted) = (WriteBatch::default(), Noted::default());
-        index.note(&mut again, cf, &layout, &tsuid, 7200, 1, &mut noted);
+        index.note(&mut IndexWrites { batch: &mut again, cf, noted: &mut noted }, &layout, &tsuid, 7200, 1);
         assert_eq!((again.len(), counted(&index)), (0, 7));
         index.remember(&mut noted);
         assert_eq!(counted(&index), 8);
