@@ -177,13 +177,33 @@ public class HBaseTool {
     System.err.println("HBaseTool: moved tsdb regions round-robin over " + servers.size() + " servers");
   }
 
-  static void printRegions(Connection conn, String table) throws IOException {
+  static String regions(Connection conn, String table) throws IOException {
+    StringBuilder out = new StringBuilder();
     try (RegionLocator loc = conn.getRegionLocator(TableName.valueOf(table))) {
       for (HRegionLocation l : loc.getAllRegionLocations()) {
         RegionInfo r = l.getRegion();
         ServerName s = l.getServerName();
-        System.out.println(hex(r.getStartKey()) + " " + hex(r.getEndKey()) + " "
-            + (s == null ? "-" : s.getHostname() + ":" + s.getPort()));
+        out.append(hex(r.getStartKey())).append(' ').append(hex(r.getEndKey())).append(' ')
+            .append(s == null ? "-" : s.getHostname() + ":" + s.getPort()).append('\n');
+      }
+    }
+    return out.toString();
+  }
+
+  interface Step {
+    String run() throws Exception;
+  }
+
+  static String retry(long deadline, Step step) throws Exception {
+    while (true) {
+      try {
+        return step.run();
+      } catch (IOException e) {
+        if (System.currentTimeMillis() > deadline) {
+          throw e;
+        }
+        System.err.println("HBaseTool: retrying after " + e.toString().split("\n")[0]);
+        Thread.sleep(2000);
       }
     }
   }
@@ -206,24 +226,32 @@ public class HBaseTool {
         case "setup": {
           int servers = Integer.parseInt(args[1]);
           long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
-          waitServers(admin, servers, false, deadline);
-          waitReady(conn, admin, deadline);
-          createTables(admin);
-          waitReady(conn, admin, deadline);
-          spread(conn, admin);
-          waitReady(conn, admin, deadline);
-          printRegions(conn, "tsdb");
+          // Every step is idempotent; a master still initializing (PleaseHoldException) or a region in motion
+          // makes the whole sequence start over until the deadline.
+          String regions = retry(deadline, () -> {
+            waitServers(admin, servers, false, deadline);
+            waitReady(conn, admin, deadline);
+            createTables(admin);
+            waitReady(conn, admin, deadline);
+            spread(conn, admin);
+            waitReady(conn, admin, deadline);
+            return regions(conn, "tsdb");
+          });
+          System.out.print(regions);
           break;
         }
         case "wait": {
           int servers = Integer.parseInt(args[1]);
           long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
-          waitServers(admin, servers, true, deadline);
-          waitReady(conn, admin, deadline);
+          retry(deadline, () -> {
+            waitServers(admin, servers, true, deadline);
+            waitReady(conn, admin, deadline);
+            return "";
+          });
           break;
         }
         case "regions":
-          printRegions(conn, args[1]);
+          System.out.print(regions(conn, args[1]));
           break;
         case "servers":
           for (ServerName s : liveServers(admin)) {
