@@ -36,7 +36,7 @@ fn logs_serve_recent_records_newest_first() {
     let lines: Vec<String> = serde_json::from_value(r.json()).unwrap();
     let fields: Vec<&str> = lines[0].split('\t').collect();
     assert_eq!(fields.len(), 5, "{lines:?}");
-    assert_eq!(&fields[1..4], &["WARN", "tokio-rt-worker", "rtsd::server::http"][..], "{lines:?}");
+    assert_eq!(&fields[1..4], &["WARN", "tokio-rt-worker", "rtsd::ingest"][..], "{lines:?}");
     assert!(fields[4].starts_with("rollup point refused"), "{lines:?}");
     assert!(lines.contains(&ready_line(&d, seconds)));
 }

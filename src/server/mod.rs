@@ -4,17 +4,10 @@
 //! method) makes it HTTP, anything else the telnet-style line protocol. The byte is only peeked, so the chosen
 //! handler reads the stream from its start. A connection that closes before sending a byte is simply dropped
 //! (port probes, potsdb's `check_host`).
-pub mod annotation;
 pub mod chukwa;
 pub mod conn;
-pub mod discovery;
-pub mod graph;
 pub mod http;
-pub mod query;
-pub mod stats;
 pub mod telnet;
-pub mod ui;
-pub mod uid;
 
 /// What 2.4 answers a histogram write with when `tsd.core.histograms.config` is unset, its default: rtsd stores
 /// no histograms (spec: ingest §1.7, query §6.12), on telnet (`histogram: illegal argument: ...`) and on
@@ -45,7 +38,7 @@ pub struct Tsd {
     /// The port actually bound (differs from the config when it asked for port 0).
     pub port: u16,
     /// Running and recently completed `/api/query` requests (`/api/stats/query`).
-    pub queries: stats::QueryLog,
+    pub queries: http::stats::QueryLog,
     /// When the store gauges were last computed (see [`Tsd::refresh_store_gauges`]).
     pub store_gauges_at: std::sync::Mutex<Option<Instant>>,
     /// Every open client connection of both listeners (see [`conn`]).

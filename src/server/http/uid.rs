@@ -17,8 +17,9 @@ use rtsd_protocol::point::{self, UidKind};
 use rtsd_protocol::query::parse_with_metric;
 use serde_json::Value as Json;
 
-use super::http::{ApiRequest, Reply};
-use super::Tsd;
+use super::reply::Reply;
+use super::request::ApiRequest;
+use crate::server::Tsd;
 use crate::store::meta::{self, TsMetaEdit, UidMetaEdit};
 use crate::store::uid::{AssignError, RenameError, UidError};
 use crate::store::StoreError;

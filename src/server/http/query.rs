@@ -5,10 +5,11 @@ use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::{self as request, QueryError};
 
-use super::http::{ApiRequest, Reply};
-use super::Tsd;
+use super::reply::Reply;
+use super::request::ApiRequest;
 use crate::query::exec;
 use crate::query::output::{render_with_summary, DpsFormat};
+use crate::server::Tsd;
 use crate::timefmt::now_ms;
 
 fn error(e: &QueryError) -> Reply {

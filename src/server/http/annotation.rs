@@ -4,8 +4,9 @@ use hyper::{Method, StatusCode};
 use rtsd_protocol::annotation::{self, Annotation};
 use rtsd_protocol::codec;
 
-use super::http::{ApiRequest, Reply};
-use super::Tsd;
+use super::reply::Reply;
+use super::request::ApiRequest;
+use crate::server::Tsd;
 use crate::timefmt::now_ms;
 
 /// A time parameter: a plain integer is kept as given (seconds or ms by magnitude, like `startTime` in JSON);

@@ -8,8 +8,9 @@ use rtsd_protocol::http_json::{jackson_int, jackson_string, json_string};
 use rtsd_protocol::javafmt;
 use rtsd_protocol::point::UidKind;
 
-use super::http::{ApiRequest, Reply};
-use super::Tsd;
+use super::reply::Reply;
+use super::request::ApiRequest;
+use crate::server::Tsd;
 use crate::store::uid::Uid;
 use crate::store::StoreError;
 

@@ -11,7 +11,8 @@ use std::sync::LazyLock;
 
 use hyper::StatusCode;
 
-use super::http::{ApiRequest, Reply, HTML};
+use super::reply::{Reply, HTML};
+use super::request::ApiRequest;
 
 const INDEX: &str = include_str!("ui/index.html");
 const APP_JS: &str = include_str!("ui/app.js");

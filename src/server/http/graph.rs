@@ -15,12 +15,13 @@ use rtsd_protocol::http_json::json_string;
 use rtsd_protocol::javafmt;
 use rtsd_protocol::query::parse_graph_get;
 
-use super::http::{ApiRequest, Reply};
-use super::Tsd;
+use super::reply::Reply;
+use super::request::ApiRequest;
 use crate::graph::{self, Key, PlotOptions, PlotSeries, Range, Smooth, Style};
 use crate::query::exec;
 use crate::query::output::GroupOutput;
 use crate::query::OutValue;
+use crate::server::Tsd;
 use crate::timefmt::now_ms;
 
 /// The graph form's validators, as OpenTSDB 2.4.1 writes them. They are tested with `find()` (anywhere in the
@@ -69,7 +70,7 @@ pub fn q(req: &ApiRequest, tsd: &Tsd, raw_query: &str) -> Reply {
         // is safe in an attribute value and keeps OpenTSDB's bytes.)
         let attribute = location.replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
         let body = format!("<html></head><meta http-equiv=\"refresh\" content=\"0; url={attribute}\"></head></html>");
-        return Reply::new(StatusCode::OK, super::http::HTML, body).with_header("Location", location);
+        return Reply::new(StatusCode::OK, super::reply::HTML, body).with_header("Location", location);
     };
 
     let now = now_ms();
@@ -208,7 +209,7 @@ fn max_age(req: &ApiRequest, start_s: i64, end_s: i64, now_s: i64) -> i64 {
 /// more, refused when it holds a back-tick (2.4 passed these to Gnuplot).
 fn graph_param(req: &ApiRequest, name: &str) -> Result<Option<String>, String> {
     let Some(value) = req.param(name) else { return Ok(None) };
-    let value = super::http::percent_decode(value.trim(), true);
+    let value = super::request::percent_decode(value.trim(), true);
     if value.contains('`') || value.contains("%60") || value.contains("&#96;") {
         return Err(format!("Parameter {name} contained a back-tick. That's a no-no."));
     }

@@ -11,8 +11,9 @@ use hyper::{Method, StatusCode};
 use rtsd_protocol::http_json::json_string;
 use rtsd_protocol::javafmt::{double_to_string, hashmap_order};
 
-use super::http::{ApiRequest, Reply};
-use super::Tsd;
+use super::reply::Reply;
+use super::request::ApiRequest;
+use crate::server::Tsd;
 use crate::timefmt::now_ms;
 
 /// `/api/stats[/threads|jvm|query|region_clients]`: GET or POST (the method as sent); any other second segment

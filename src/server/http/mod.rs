@@ -1,0 +1,282 @@
+//! HTTP on the shared port (spec: ingest §3, query §0): the connection, CORS, gzip and request bodies here; routing
+//! in [`router`], answers in [`reply`], the endpoints in their own modules.
+//!
+//! Bodies may be chunked or compressed (gzip, deflate); requests may use absolute-form targets; `Host` is never
+//! checked (netdata sends `Host: tcp:127.0.0.1:4242`). Keep-alive connections stay open until they idle past
+//! `rtsd.http.idle_timeout_secs` (see `super::conn`).
+pub mod annotation;
+pub mod discovery;
+pub mod graph;
+pub mod put;
+pub mod query;
+pub mod reply;
+pub mod request;
+pub mod router;
+pub mod stats;
+pub mod ui;
+pub mod uid;
+
+use std::convert::Infallible;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+pub use reply::{Reply, HTML};
+pub use request::{parse_query, percent_decode, ApiRequest};
+
+use super::conn::{ActiveIo, BodyBudget, Conn};
+use super::Tsd;
+use crate::ingest::SeriesCache;
+use router::route;
+
+pub async fn serve_connection(stream: TcpStream, tsd: Arc<Tsd>, conn: Arc<Conn>) {
+    let peer = stream.peer_addr().ok();
+    let service_tsd = tsd.clone();
+    let service_conn = conn.clone();
+    // One per connection: its requests come one after another, so the lock is never contended.
+    let series = Arc::new(Mutex::new(SeriesCache::new(&tsd.store)));
+    let service = hyper::service::service_fn(move |req| {
+        let tsd = service_tsd.clone();
+        let series = series.clone();
+        let busy = service_conn.busy();
+        async move {
+            let response = handle(req, &tsd, peer, series).await;
+            drop(busy);
+            Ok::<_, Infallible>(response)
+        }
+    });
+    drive(stream, &tsd, conn, service).await
+}
+
+/// Serves one HTTP/1 connection of either listener with `service` until the client closes it, it idles past its
+/// limit or is evicted (`conn.closed`, see [`super::conn`]), or the daemon stops (then the request in flight
+/// finishes first). Headers must arrive within `rtsd.http.request_timeout_secs`; every byte in or out counts
+/// as activity.
+pub(crate) async fn drive<S, B>(stream: TcpStream, tsd: &Tsd, conn: Arc<Conn>, service: S)
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = TokioIo::new(ActiveIo::new(stream, conn.clone()));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // OpenTSDB sends no Date header.
+    builder
+        .keep_alive(true)
+        .auto_date_header(false)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(tsd.config.http_request_timeout);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+                tsd.metrics.connection_exception("closed");
+            }
+        }
+        _ = conn.closed.cancelled() => {}
+        _ = tsd.shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
+
+/// What CORS says about a request (spec: query §0.5).
+enum Cors {
+    /// `tsd.http.request.cors_domains` is empty: no headers, `OPTIONS` is refused.
+    Off,
+    /// No `Origin` header: nothing to do.
+    NoOrigin,
+    Allowed(String),
+    Denied(String),
+}
+
+fn cors(tsd: &Tsd, origin: Option<&str>) -> Cors {
+    let domains = &tsd.config.cors_domains;
+    match origin {
+        _ if domains.is_empty() => Cors::Off,
+        None => Cors::NoOrigin,
+        Some(o) if domains.iter().any(|d| d == "*" || *d == o.to_ascii_lowercase()) => Cors::Allowed(o.to_string()),
+        Some(o) => Cors::Denied(o.to_string()),
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    tsd: &Arc<Tsd>,
+    peer: Option<std::net::SocketAddr>,
+    series: Arc<Mutex<SeriesCache>>,
+) -> Response<Full<Bytes>> {
+    tsd.metrics.rpc("http");
+    let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let gzip = req
+        .headers()
+        .get(hyper::header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().split(';').next() == Some("gzip")));
+    let cors = cors(tsd, origin.as_deref());
+    let reply = match (&cors, req.method() == Method::OPTIONS) {
+        (Cors::Off, true) => Reply::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed",
+            Some("The HTTP method [OPTIONS] is not permitted"),
+        ),
+        (Cors::Denied(o), _) => Reply::error(
+            StatusCode::OK,
+            "CORS domain not allowed",
+            Some(&format!("The domain [{o}] is not permitted access")),
+        ),
+        (_, true) => Reply::json(StatusCode::OK, Bytes::new()),
+        _ => route(req, tsd, peer, series).await,
+    };
+    tsd.metrics.http_response(reply.status.as_u16());
+    // Compress as OpenTSDB's HttpContentCompressor does when the client allows it; tiny bodies aren't worth it.
+    let compress = gzip && reply.body.len() > 256;
+    let body = if compress { gzip_bytes(&reply.body) } else { None };
+    let mut response = Response::new(Full::new(body.clone().unwrap_or(reply.body)));
+    *response.status_mut() = reply.status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    for (name, value) in &reply.headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(*name, v);
+        }
+    }
+    if body.is_some() {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    if let Cors::Allowed(o) = &cors {
+        if let Ok(v) = HeaderValue::from_str(o) {
+            headers.insert(hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        }
+        headers.insert(hyper::header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, PUT, DELETE"));
+        if let Ok(v) = HeaderValue::from_str(&tsd.config.cors_headers) {
+            headers.insert(hyper::header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+        }
+    }
+    response
+}
+
+fn gzip_bytes(body: &[u8]) -> Option<Bytes> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+    encoder.write_all(body).ok()?;
+    encoder.finish().ok().map(Bytes::from)
+}
+
+/// Bodies being received hold all of `rtsd.http.max_buffered_bytes`: 503, come back later.
+fn buffered_too_much() -> Reply {
+    Reply::error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Too many request bytes are being received at once",
+        Some("Send the request again later (rtsd.http.max_buffered_bytes)"),
+    )
+    .retry_later_if_unavailable()
+}
+
+/// A body over `rtsd.http.max_body_bytes`: 413, before reading it when its `Content-Length` says so.
+fn body_too_large(limit: usize) -> Reply {
+    Reply::error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("Request body exceeds the limit of {limit} bytes"),
+        Some("Raise rtsd.http.max_body_bytes or send smaller batches"),
+    )
+}
+
+/// Reads the whole body (chunked or not) up to `limit` bytes, holding room for its bytes in `budget` (503 when
+/// all connections together buffer too much), within `timeout` (408), and inflates gzip/deflate encodings.
+/// Returns the body and the room it holds.
+pub(super) async fn read_body(
+    req: Request<Incoming>,
+    limit: usize,
+    budget: &BodyBudget,
+    timeout: std::time::Duration,
+) -> Result<(Bytes, super::conn::BodyPermit), Reply> {
+    let encoding =
+        req.headers().get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_ascii_lowercase());
+    let declared =
+        req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(body_too_large(limit));
+    }
+    let mut held = BodyBudget::empty_permit();
+    let mut body = req.into_body();
+    let mut raw = bytes::BytesMut::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                return Err(Reply::error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "Request body not received in time",
+                    Some(&format!(
+                        "The body must arrive within rtsd.http.request_timeout_secs ({} s)",
+                        timeout.as_secs()
+                    )),
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(Reply::error(
+                    StatusCode::BAD_REQUEST,
+                    "Unable to read the request body",
+                    Some(&e.to_string()),
+                ))
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        if raw.len() + data.len() > limit {
+            return Err(body_too_large(limit));
+        }
+        if budget.grow(&mut held, data.len()).is_none() {
+            return Err(buffered_too_much());
+        }
+        raw.extend_from_slice(&data);
+    }
+    let raw = raw.freeze();
+    if raw.is_empty() {
+        // A GET that advertises gzip but carries nothing (opentsdb-py's /api/version).
+        return Ok((raw, held));
+    }
+    let mut inflated = Vec::new();
+    let inflated_result = match encoding.as_deref() {
+        Some("gzip") | Some("x-gzip") => {
+            flate2::read::MultiGzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
+        }
+        Some("deflate") | Some("x-deflate") => {
+            // HTTP's "deflate" is zlib-wrapped; some clients send raw deflate. Try zlib first.
+            let zlib = flate2::read::ZlibDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated);
+            if zlib.is_err() {
+                inflated.clear();
+                flate2::read::DeflateDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut inflated)
+            } else {
+                zlib
+            }
+        }
+        _ => return Ok((raw, held)),
+    };
+    match inflated_result {
+        Ok(_) if inflated.len() > limit => Err(body_too_large(limit)),
+        Ok(_) => {
+            // The inflated body is held too (the compressed one is freed with the reply).
+            if budget.grow(&mut held, inflated.len()).is_none() {
+                return Err(buffered_too_much());
+            }
+            Ok((Bytes::from(inflated), held))
+        }
+        Err(e) => {
+            Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to decompress the request body", Some(&e.to_string())))
+        }
+    }
+}
