@@ -213,13 +213,7 @@ fn read_points(tb: &Testbed, metric: &str, end: i64, deadline: Duration) -> BTre
                 .map(|(k, v)| (k.parse().expect("timestamp"), v.as_f64().expect("number")))
                 .collect();
         }
-        assert!(
-            started.elapsed() < deadline,
-            "{path} still fails after {:?}: {} {}",
-            deadline,
-            r.status,
-            r.text()
-        );
+        assert!(started.elapsed() < deadline, "{path} still fails after {:?}: {} {}", deadline, r.status, r.text());
         std::thread::sleep(Duration::from_secs(2));
     }
 }
