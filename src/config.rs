@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use rtsd_protocol::codec::SaltConfig;
 use rtsd_protocol::point::Rules;
 
+use crate::store::{Layout, StoreOptions};
+
 /// The configuration rtsd ships: what `rtsd serve` uses when no `--config` is given.
 pub const SHIPPED_CONFIG: &str = include_str!("../rtsd.conf");
 
@@ -80,6 +82,12 @@ pub enum ConfigError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("invalid value for {key}: {value:?}: {why}")]
     Invalid { key: String, value: String, why: String },
+}
+
+impl From<crate::store::retention::InvalidSetting> for ConfigError {
+    fn from(e: crate::store::retention::InvalidSetting) -> Self {
+        ConfigError::Invalid { key: e.key, value: e.value, why: e.why }
+    }
 }
 
 /// `tsd.mode`: which half of the API this daemon serves (spec: ingest §1.4).
@@ -319,6 +327,24 @@ impl Config {
             retention: crate::store::retention::RetentionSettings::from_properties(&properties)?,
             properties,
         })
+    }
+
+    /// What the store is opened with.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            path: self.data_dir.clone(),
+            layout: Layout { uid_widths: self.uid_widths, salt: self.salt },
+            auto_create: self.auto_create,
+            fix_duplicates: self.fix_duplicates,
+            cache_capacity: self.uid_cache_capacity,
+            block_cache_bytes: self.block_cache_bytes,
+            memtable_bytes: self.memtable_bytes,
+            rollups: self.rollups.clone(),
+            retention: self.retention.clone(),
+            min_free_bytes: self.min_free_bytes,
+            // 0: the daemon decides at start (`crate::fds`); tools opening a directory keep RocksDB's unbounded.
+            max_open_files: if self.max_open_files > 0 { self.max_open_files } else { -1 },
+        }
     }
 
     /// A configuration for tests: the shipped defaults with a data directory and any overrides.

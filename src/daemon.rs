@@ -61,7 +61,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     config.max_open_files = budget.rocksdb_files;
     config.connections_limit = budget.connections;
     let metrics = Arc::new(Metrics::new());
-    let store = Store::open(&config, metrics.clone())
+    let store = Store::open(&config.store_options(), metrics.clone())
         .map_err(|source| StartError::Store { dir: config.data_dir.display().to_string(), source })?;
     let listener = server::bind(&config)
         .await

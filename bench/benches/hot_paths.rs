@@ -69,7 +69,7 @@ fn json_put_parse(c: &mut Criterion) {
 
 fn open_store(dir: &std::path::Path) -> Store {
     let config = Config::for_data_dir(dir, &[]).expect("a test config");
-    Store::open(&config, Arc::new(Metrics::new())).expect("a fresh store")
+    Store::open(&config.store_options(), Arc::new(Metrics::new())).expect("a fresh store")
 }
 
 fn uid_lookup(c: &mut Criterion) {

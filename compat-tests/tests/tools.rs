@@ -380,7 +380,7 @@ fn mkmetric_and_uid_assign_grep_lookup_delete() {
 
 fn open_store(dir: &Path) -> Store {
     let config = Config::for_data_dir(dir, &[]).unwrap();
-    Store::open(&config, Arc::new(Metrics::new())).unwrap()
+    Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
 }
 
 /// A row value in rtsd's encoding (`len qualifier len value` per column; every length here is below 128, so one

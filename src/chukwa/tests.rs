@@ -27,7 +27,7 @@ struct Fixture {
 fn open(dir: &Path) -> Fixture {
     let config = Config::for_data_dir(dir, &[]).unwrap();
     let metrics = Arc::new(Metrics::new());
-    let store = Store::open(&config, metrics).unwrap();
+    let store = Store::open(&config.store_options(), metrics).unwrap();
     let collector = Collector::open(&store, config.chukwa.clone()).unwrap();
     Fixture { store, collector, metrics: Metrics::new(), rules: config.rules.clone() }
 }
@@ -197,7 +197,7 @@ fn resends_store_each_record_once_across_restarts() {
 fn streams_beyond_the_memory_bound_are_reloaded_and_still_deduplicated() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::for_data_dir(dir.path(), &[("rtsd.chukwa.dedup.streams", "4")]).unwrap();
-    let store = Store::open(&config, Arc::new(Metrics::new())).unwrap();
+    let store = Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap();
     let collector = Collector::open(&store, config.chukwa.clone()).unwrap();
     let f = Fixture { store, collector, metrics: Metrics::new(), rules: config.rules.clone() };
     let data = log_bytes(0, 3);

@@ -132,7 +132,7 @@ mod tests {
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::config::Config::for_data_dir(dir.path(), &[]).unwrap();
-        let store = Store::open(&config, Default::default()).unwrap();
+        let store = Store::open(&config.store_options(), Default::default()).unwrap();
         (dir, store)
     }
 

@@ -455,7 +455,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let fix = if fix_duplicates { "true" } else { "false" };
             let config = Config::for_data_dir(dir.path(), &[("tsd.rollups.enable", "true"), ("tsd.storage.fix_duplicates", fix)]).unwrap();
-            let store = crate::store::Store::open(&config, Arc::new(Metrics::new())).unwrap();
+            let store = crate::store::Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap();
             // Every host has a point, so the literal filter's values all exist.
             let points: Vec<(i64, u8, Stored)> =
                 (0..3).map(|h| (i64::from(h) * 7, h, Stored::Int(1))).chain(points).collect();

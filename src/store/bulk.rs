@@ -427,7 +427,7 @@ mod tests {
         let config =
             Config::for_data_dir(dir, &[("tsd.rollups.enable", "true"), ("tsd.storage.fix_duplicates", "true")])
                 .unwrap();
-        Store::open(&config, Arc::new(Metrics::new())).unwrap()
+        Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
     }
 
     /// Three series over three closed hours, out of order, then overwrites of some of their cells.

@@ -974,7 +974,7 @@ mod tests {
 
         fn open(dir: &Path, overrides: &[(&str, &str)]) -> Store {
             let config = Config::for_data_dir(dir, overrides).unwrap();
-            Store::open(&config, Arc::new(Metrics::new())).unwrap()
+            Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
         }
 
         fn put(store: &Store, points: &[(&str, i64, i64, &str)]) {

@@ -35,7 +35,6 @@ use rtsd_protocol::annotation;
 use rtsd_protocol::codec::{self, SaltConfig};
 use rtsd_protocol::point::{DataPoint, PutError, UidKind};
 
-use crate::config::Config;
 use crate::metrics::Metrics;
 use uid::{Uid, UidError, Uids};
 
@@ -74,7 +73,8 @@ const COLUMN_FAMILIES: [&str; 10] = [
 /// Unflushed points by row key: their columns (see [`Store::overlay`]).
 type Overlay = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// What a store is opened with: the data directory and the settings that shape it.
+/// What a store is opened with: the data directory and the settings that shape it (the configuration makes them,
+/// `Config::store_options`: the store reads no configuration).
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub path: std::path::PathBuf,
@@ -92,25 +92,6 @@ pub struct StoreOptions {
     pub min_free_bytes: u64,
     /// Table files RocksDB keeps open at most.
     pub max_open_files: i32,
-}
-
-impl StoreOptions {
-    pub fn from_config(config: &Config) -> StoreOptions {
-        StoreOptions {
-            path: config.data_dir.clone(),
-            layout: Layout { uid_widths: config.uid_widths, salt: config.salt },
-            auto_create: config.auto_create,
-            fix_duplicates: config.fix_duplicates,
-            cache_capacity: config.uid_cache_capacity,
-            block_cache_bytes: config.block_cache_bytes,
-            memtable_bytes: config.memtable_bytes,
-            rollups: config.rollups.clone(),
-            retention: config.retention.clone(),
-            min_free_bytes: config.min_free_bytes,
-            // 0: the daemon decides at start (`crate::fds`); tools opening a directory keep RocksDB's unbounded.
-            max_open_files: if config.max_open_files > 0 { config.max_open_files } else { -1 },
-        }
-    }
 }
 
 /// A storage failure: RocksDB refused, or bytes on disk make no sense.
@@ -449,13 +430,13 @@ pub type CellAddress = (Vec<u8>, Vec<u8>);
 
 impl Store {
     /// Opens (or creates) the data directory. Fails if it was created with another layout.
-    pub fn open(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
-        Store::open_with(&StoreOptions::from_config(config), metrics, false)
+    pub fn open(options: &StoreOptions, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        Store::open_with(options, metrics, false)
     }
 
     /// Opens a data directory for reading while a daemon may be writing to it (`rtsd scan`).
-    pub fn open_read_only(config: &Config, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
-        let options = StoreOptions { auto_create: [false; 3], ..StoreOptions::from_config(config) };
+    pub fn open_read_only(options: &StoreOptions, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        let options = StoreOptions { auto_create: [false; 3], ..options.clone() };
         Store::open_with(&options, metrics, true)
     }
 
@@ -1691,8 +1672,8 @@ mod tests {
     use super::*;
 
     fn open(dir: &Path, overrides: &[(&str, &str)]) -> Store {
-        let config = Config::for_data_dir(dir, overrides).unwrap();
-        Store::open(&config, Arc::new(Metrics::new())).unwrap()
+        let config = crate::config::Config::for_data_dir(dir, overrides).unwrap();
+        Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
     }
 
     fn point<'a>(metric: &'a str, ts: i64, value: Value, tags: &[(&'a str, &'a str)]) -> DataPoint<'a> {
@@ -1815,8 +1796,8 @@ mod tests {
         write(&store, &[p(1356998401, 5, "a")]);
         store.flush_pending().unwrap();
         write(&store, &[p(1356998403, 6, "a"), p(1356998400, 7, "b"), p(1357002000, 8, "a")]);
-        let config = Config::for_data_dir(dir.path(), &[]).unwrap();
-        let reader = Store::open_read_only(&config, Arc::new(Metrics::new())).unwrap();
+        let config = crate::config::Config::for_data_dir(dir.path(), &[]).unwrap();
+        let reader = Store::open_read_only(&config.store_options(), Arc::new(Metrics::new())).unwrap();
         assert_eq!(
             rows(&reader, "m").into_iter().map(|(_, cols)| cols).collect::<Vec<_>>(),
             vec![
@@ -1982,8 +1963,8 @@ mod tests {
     fn a_data_dir_refuses_a_different_layout() {
         let dir = tempfile::tempdir().unwrap();
         drop(open(dir.path(), &[]));
-        let config = Config::for_data_dir(dir.path(), &[("tsd.storage.uid.width.metric", "4")]).unwrap();
-        let e = Store::open(&config, Arc::new(Metrics::new())).err().unwrap();
+        let config = crate::config::Config::for_data_dir(dir.path(), &[("tsd.storage.uid.width.metric", "4")]).unwrap();
+        let e = Store::open(&config.store_options(), Arc::new(Metrics::new())).err().unwrap();
         assert!(e.to_string().contains("cannot change once data is written"), "{e}");
     }
 

@@ -33,7 +33,6 @@ use rtsd_protocol::point::UidKind;
 use super::meta::TS_META;
 use super::series::{COUNTER, FIRST_SEEN, POSTING, SERIES};
 use super::{cells, Layout, StoreError, CF_DATA, CF_SERIES, CF_TSDB_META, CF_UID_ID, CF_UID_NAME};
-use crate::config::ConfigError;
 use crate::metrics::Metrics;
 use crate::rollup::{RollupInterval, RollupSettings};
 
@@ -59,12 +58,21 @@ pub struct RetentionSettings {
     pub other_rollup_ms: Option<i64>,
 }
 
+/// A retention property that cannot be read (the configuration reports it as its own `ConfigError::Invalid`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value for {key}: {value:?}: {why}")]
+pub struct InvalidSetting {
+    pub key: String,
+    pub value: String,
+    pub why: String,
+}
+
 impl RetentionSettings {
     /// Reads the properties. Hours are decimal (`0.5` is half an hour; tests use small fractions); 0 keeps rows
     /// forever.
-    pub fn from_properties(properties: &BTreeMap<String, String>) -> Result<RetentionSettings, ConfigError> {
+    pub fn from_properties(properties: &BTreeMap<String, String>) -> Result<RetentionSettings, InvalidSetting> {
         let get = |k: &str| properties.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
-        let invalid = |key: &str, why: &str| ConfigError::Invalid { key: key.into(), value: get(key), why: why.into() };
+        let invalid = |key: &str, why: &str| InvalidSetting { key: key.into(), value: get(key), why: why.into() };
         let raw_ms =
             hours_ms(&get("rtsd.retention.raw_hours")).map_err(|why| invalid("rtsd.retention.raw_hours", &why))?;
         let mut rollup_ms = BTreeMap::new();
@@ -459,7 +467,7 @@ impl super::Store {
 mod tests {
     use super::*;
 
-    fn settings(raw: &str, rollup: &str) -> Result<RetentionSettings, ConfigError> {
+    fn settings(raw: &str, rollup: &str) -> Result<RetentionSettings, InvalidSetting> {
         let props: BTreeMap<String, String> =
             [("rtsd.retention.raw_hours", raw), ("rtsd.retention.rollup_hours", rollup)]
                 .iter()
@@ -531,7 +539,7 @@ mod tests {
             let settings: Vec<(&str, &str)> =
                 std::iter::once(("tsd.rollups.enable", "false")).chain(overrides.iter().copied()).collect();
             let config = Config::for_data_dir(dir, &settings).unwrap();
-            Store::open(&config, Arc::new(Metrics::new())).unwrap()
+            Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
         }
 
         fn write(store: &Store, host: &str, points: &[(i64, i64)]) {

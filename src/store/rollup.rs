@@ -1733,7 +1733,7 @@ mod tests {
         let mut all = vec![("tsd.rollups.enable", "true")];
         all.extend_from_slice(overrides);
         let config = Config::for_data_dir(dir, &all).unwrap();
-        Store::open(&config, Arc::new(Metrics::new())).unwrap()
+        Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
     }
 
     fn point<'a>(metric: &'a str, ts: i64, value: Value, tags: &[(&'a str, &'a str)]) -> DataPoint<'a> {

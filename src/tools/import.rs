@@ -906,7 +906,7 @@ mod tests {
 
     fn store(dir: &Path) -> Store {
         let config = Config::for_data_dir(dir, &[("tsd.core.auto_create_metrics", "true")]).unwrap();
-        Store::open(&config, Arc::new(crate::metrics::Metrics::new())).unwrap()
+        Store::open(&config.store_options(), Arc::new(crate::metrics::Metrics::new())).unwrap()
     }
 
     fn run_import(store: &Store, path: &str, skip: bool) -> (ImportSummary, String) {

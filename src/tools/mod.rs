@@ -37,7 +37,7 @@ pub enum OpenError {
 /// Opens the data directory for writing; a held lock becomes [`OpenError::Locked`] with `hint` appended.
 pub fn open_writable(config: &Config, hint: &'static str) -> Result<Store, OpenError> {
     let dir = config.data_dir.display().to_string();
-    Store::open(config, Arc::new(Metrics::new())).map_err(|source| {
+    Store::open(&config.store_options(), Arc::new(Metrics::new())).map_err(|source| {
         if is_lock_error(&source) {
             OpenError::Locked { dir, hint }
         } else {
@@ -48,7 +48,7 @@ pub fn open_writable(config: &Config, hint: &'static str) -> Result<Store, OpenE
 
 /// Opens the data directory read-only (works beside a running daemon).
 pub fn open_read_only(config: &Config) -> Result<Store, OpenError> {
-    Store::open_read_only(config, Arc::new(Metrics::new()))
+    Store::open_read_only(&config.store_options(), Arc::new(Metrics::new()))
         .map_err(|source| OpenError::Store { dir: config.data_dir.display().to_string(), source })
 }
 
