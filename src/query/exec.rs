@@ -101,11 +101,9 @@ fn selected_by(
     layout: &crate::store::Layout,
     select: &mut impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
-    let (mw, kw) = (layout.uid_widths[0], layout.uid_widths[1]);
-    let pair = kw + layout.uid_widths[2];
     let mut selected = Vec::new();
     for t in tsuids {
-        let pairs: Vec<(&[u8], &[u8])> = t[mw..].chunks_exact(pair).map(|c| c.split_at(kw)).collect();
+        let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(t.as_slice()).collect();
         if select(&pairs)? {
             selected.push(t.clone());
         }

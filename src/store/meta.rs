@@ -581,8 +581,8 @@ impl Store {
         if !(tsuid.len() - mw).is_multiple_of(kw + vw) {
             return Err("The TSUID appears to be malformed, improper tag width".to_string());
         }
-        let pairs = tsuid[mw..].chunks_exact(kw + vw).map(|c| c.split_at(kw)).collect();
-        Ok((&tsuid[..mw], pairs))
+        let pairs = self.layout.tsuid_pairs(tsuid).collect();
+        Ok((self.layout.tsuid_metric(tsuid), pairs))
     }
 
     fn ts_state(&self, tsuid: &[u8]) -> Result<TsState, StoreError> {

@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod bulk;
 pub mod health;
+pub mod layout;
 pub mod meta;
 pub mod pending;
 pub mod retention;
@@ -32,10 +33,11 @@ use rocksdb::{
     BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, MergeOperands, Options, WriteBatch, WriteOptions, DB,
 };
 use rtsd_protocol::annotation;
-use rtsd_protocol::codec::{self, SaltConfig};
+use rtsd_protocol::codec;
 use rtsd_protocol::point::{DataPoint, PutError, UidKind};
 
 use crate::metrics::Metrics;
+pub use layout::Layout;
 use uid::{Uid, UidError, Uids};
 
 pub const CF_DATA: &str = "tsdb:t";
@@ -237,27 +239,6 @@ impl From<UidError> for AddError {
     }
 }
 
-/// The layout facts that must not change once data is written (spec: ingest §4.2, §4.10).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    pub uid_widths: [usize; 3],
-    pub salt: SaltConfig,
-}
-
-impl Layout {
-    fn describe(&self) -> String {
-        format!(
-            "uid.width.metric={} uid.width.tagk={} uid.width.tagv={} salt.width={} salt.buckets={}",
-            self.uid_widths[0], self.uid_widths[1], self.uid_widths[2], self.salt.width, self.salt.buckets
-        )
-    }
-
-    /// Bytes of a row key before the tags: salt, metric UID, base time.
-    pub fn tags_offset(&self) -> usize {
-        self.salt.width + self.uid_widths[0] + 4
-    }
-}
-
 /// The open data directory.
 pub struct Store {
     db: Arc<DB>,
@@ -365,15 +346,9 @@ pub struct StoredSeries {
 impl StoredSeries {
     /// The series of `tsuid` with nothing read yet: its (tagk, tagv) pairs split out by `layout`'s UID widths.
     pub fn of_tsuid(tsuid: &[u8], layout: &Layout) -> StoredSeries {
-        let [mw, kw, vw] = layout.uid_widths;
         StoredSeries {
             tsuid: tsuid.to_vec(),
-            tags: tsuid
-                .get(mw..)
-                .unwrap_or_default()
-                .chunks_exact(kw + vw)
-                .map(|c| (c[..kw].to_vec(), c[kw..].to_vec()))
-                .collect(),
+            tags: layout.tsuid_pairs(tsuid).map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
             points: Vec::new(),
             annotations: Vec::new(),
         }
@@ -1326,13 +1301,12 @@ impl Store {
     pub fn decode_row<'a>(&self, key: &'a [u8], value: &'a [u8]) -> Option<RowRef<'a>> {
         let l = &self.layout;
         let offset = l.tags_offset();
-        let pair = l.uid_widths[1] + l.uid_widths[2];
-        if key.len() < offset || !(key.len() - offset).is_multiple_of(pair) {
+        if key.len() < offset || !(key.len() - offset).is_multiple_of(l.pair_width()) {
             return None;
         }
         let metric = &key[l.salt.width..l.salt.width + l.uid_widths[0]];
         let base_time = u32::from_be_bytes(key[offset - 4..offset].try_into().ok()?);
-        let tags = key[offset..].chunks_exact(pair).map(|c| (&c[..l.uid_widths[1]], &c[l.uid_widths[1]..])).collect();
+        let tags = l.pairs(&key[offset..]).collect();
         Some(RowRef { key, metric, base_time, tags, value })
     }
 

@@ -393,13 +393,13 @@ impl super::Store {
         let mut stale_uids: [HashSet<Vec<u8>>; 3] = Default::default();
         let mut stale: HashSet<Vec<u8>> = HashSet::new();
         let note = |tsuid: &[u8], sets: &mut [HashSet<Vec<u8>>; 3]| {
-            if tsuid.len() < mw || !(tsuid.len() - mw).is_multiple_of(kw + vw) {
+            if !self.layout.is_tsuid(tsuid) {
                 return;
             }
-            sets[0].insert(tsuid[..mw].to_vec());
-            for pair in tsuid[mw..].chunks_exact(kw + vw) {
-                sets[1].insert(pair[..kw].to_vec());
-                sets[2].insert(pair[kw..].to_vec());
+            sets[0].insert(self.layout.tsuid_metric(tsuid).to_vec());
+            for (k, v) in self.layout.tsuid_pairs(tsuid) {
+                sets[1].insert(k.to_vec());
+                sets[2].insert(v.to_vec());
             }
         };
         self.scan_raw(CF_SERIES, &[SERIES], |key, value| {

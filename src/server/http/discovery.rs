@@ -277,16 +277,15 @@ fn run_lookup(
         resolved.push((k, v));
     }
     let layout = tsd.store.layout();
-    let (mw, kw, vw) = (layout.uid_widths[0], layout.uid_widths[1], layout.uid_widths[2]);
     // Grafana sends limit=0 when its data source has no lookup limit set and still expects values: a limit
     // that is not positive does not cap the answer.
     let limit = if limit > 0 { usize::try_from(limit).unwrap_or(usize::MAX) } else { usize::MAX };
     let mut matches: Vec<Vec<u8>> = Vec::new();
     let mut visit = |tsuid: &[u8]| -> bool {
-        if tsuid.len() < mw || !(tsuid.len() - mw).is_multiple_of(kw + vw) {
+        if !layout.is_tsuid(tsuid) {
             return true;
         }
-        let pairs: Vec<(&[u8], &[u8])> = tsuid[mw..].chunks_exact(kw + vw).map(|c| c.split_at(kw)).collect();
+        let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
         if series_matches(&pairs, &resolved) {
             matches.push(tsuid.to_vec());
         }
@@ -323,10 +322,10 @@ fn run_lookup(
         let name = |kind: UidKind, uid: &[u8]| -> Result<String, StoreError> {
             Ok(uids.name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid)))
         };
-        let metric = name(UidKind::Metric, &tsuid[..mw])?;
+        let metric = name(UidKind::Metric, layout.tsuid_metric(&tsuid))?;
         let mut tags = Vec::new();
-        for c in tsuid[mw..].chunks_exact(kw + vw) {
-            tags.push((name(UidKind::TagKey, &c[..kw])?, name(UidKind::TagValue, &c[kw..])?));
+        for (k, v) in layout.tsuid_pairs(&tsuid) {
+            tags.push((name(UidKind::TagKey, k)?, name(UidKind::TagValue, v)?));
         }
         results.push(LookupResult { tsuid, metric, tags });
     }

@@ -175,7 +175,7 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
     let store = &tsd.store;
     let uids = store.uids();
     let layout = store.layout();
-    let (mw, kw, vw) = (layout.uid_widths[0], layout.uid_widths[1], layout.uid_widths[2]);
+    let mw = layout.uid_widths[0];
     let mut tsuids: Vec<Vec<u8>> = Vec::new();
     for sub in &q.queries {
         if !sub.tsuids.is_empty() {
@@ -203,7 +203,7 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
         }
         // The tags are matched as a subset of each series' tags (2.4's meta-table behaviour, the useful one).
         store.for_each_series(Some(m.as_bytes()), |tsuid, _| {
-            let pairs: Vec<(&[u8], &[u8])> = tsuid[mw..].chunks_exact(kw + vw).map(|c| c.split_at(kw)).collect();
+            let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
             if wanted.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| *pk == k.as_bytes() && *pv == v.as_bytes())) {
                 tsuids.push(tsuid.to_vec());
             }
@@ -214,7 +214,7 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
     let mut first = true;
     for tsuid in tsuids {
         let Some(hour) = store.last_hour(&tsuid)? else { continue };
-        let metric = &tsuid[..mw];
+        let metric = layout.tsuid_metric(tsuid.as_slice());
         let mut newest = None;
         let hour_ms = hour as i64 * 1000;
         store
@@ -239,14 +239,14 @@ fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, 
                 rtsd_protocol::http_json::json_string(&name(UidKind::Metric, metric)?)
             ));
             out.push_str(&format!("\"timestamp\":{},\"value\":{},\"tags\":{{", p.timestamp_ms, last_value(&p.value)));
-            for (i, c) in tsuid[mw..].chunks_exact(kw + vw).enumerate() {
+            for (i, (k, v)) in layout.tsuid_pairs(tsuid.as_slice()).enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 out.push_str(&format!(
                     "{}:{}",
-                    rtsd_protocol::http_json::json_string(&name(UidKind::TagKey, &c[..kw])?),
-                    rtsd_protocol::http_json::json_string(&name(UidKind::TagValue, &c[kw..])?)
+                    rtsd_protocol::http_json::json_string(&name(UidKind::TagKey, k)?),
+                    rtsd_protocol::http_json::json_string(&name(UidKind::TagValue, v)?)
                 ));
             }
             out.push_str("},");

@@ -1,0 +1,69 @@
+//! The bytes of OpenTSDB's keys as a data directory lays them out (spec: ingest §4.2, §4.10): UID widths and
+//! salt, and how a TSUID (the metric UID followed by (tag key, tag value) UID pairs) splits. The one place that
+//! knows it; every reader of TSUIDs and row keys asks here.
+use rtsd_protocol::codec::SaltConfig;
+
+/// The layout facts that must not change once data is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub uid_widths: [usize; 3],
+    pub salt: SaltConfig,
+}
+
+impl Layout {
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "uid.width.metric={} uid.width.tagk={} uid.width.tagv={} salt.width={} salt.buckets={}",
+            self.uid_widths[0], self.uid_widths[1], self.uid_widths[2], self.salt.width, self.salt.buckets
+        )
+    }
+
+    /// Bytes of a row key before the tags: salt, metric UID, base time.
+    pub fn tags_offset(&self) -> usize {
+        self.salt.width + self.uid_widths[0] + 4
+    }
+
+    /// Bytes of one (tag key, tag value) UID pair.
+    pub fn pair_width(&self) -> usize {
+        self.uid_widths[1] + self.uid_widths[2]
+    }
+
+    /// Whether `tsuid` is a metric UID followed by whole tag pairs.
+    pub fn is_tsuid(&self, tsuid: &[u8]) -> bool {
+        tsuid.len() >= self.uid_widths[0] && (tsuid.len() - self.uid_widths[0]).is_multiple_of(self.pair_width())
+    }
+
+    /// The metric UID of a TSUID (all of it, when shorter).
+    pub fn tsuid_metric<'t>(&self, tsuid: &'t [u8]) -> &'t [u8] {
+        &tsuid[..self.uid_widths[0].min(tsuid.len())]
+    }
+
+    /// The (tag key, tag value) UID pairs of a TSUID; a trailing partial pair is left out.
+    pub fn tsuid_pairs<'t>(&self, tsuid: &'t [u8]) -> impl Iterator<Item = (&'t [u8], &'t [u8])> + 't {
+        self.pairs(tsuid.get(self.uid_widths[0]..).unwrap_or_default())
+    }
+
+    /// Splits consecutive (tag key, tag value) UID pairs (a TSUID's or a row key's tags).
+    pub fn pairs<'t>(&self, tags: &'t [u8]) -> impl Iterator<Item = (&'t [u8], &'t [u8])> + 't {
+        let kw = self.uid_widths[1];
+        tags.chunks_exact(self.pair_width()).map(move |c| c.split_at(kw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsuids_split_into_the_metric_and_tag_pairs_by_the_uid_widths() {
+        let layout = Layout { uid_widths: [3, 2, 4], salt: SaltConfig::NONE };
+        let tsuid = [0, 0, 1, 0, 7, 0, 0, 0, 9, 0, 8, 0, 0, 0, 10];
+        assert!(layout.is_tsuid(&tsuid));
+        assert_eq!(layout.tsuid_metric(&tsuid), [0, 0, 1]);
+        let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(&tsuid).collect();
+        assert_eq!(pairs, [(&[0, 7][..], &[0, 0, 0, 9][..]), (&[0, 8][..], &[0, 0, 0, 10][..])]);
+        assert!(!layout.is_tsuid(&tsuid[..14]));
+        assert!(!layout.is_tsuid(&[0, 1]));
+        assert_eq!(layout.tsuid_pairs(&tsuid[..14]).count(), 1, "a partial pair is left out");
+    }
+}
