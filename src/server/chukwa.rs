@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -26,6 +26,7 @@ use rtsd_protocol::chukwa::{self as wire, Compression};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::http::{parse_query, Reply};
+use super::conn::BodyError;
 use super::Tsd;
 use crate::chukwa::config::BodyCompression;
 use crate::chukwa::{schema, Collector, IngestError};
@@ -122,10 +123,21 @@ async fn post(req: Request<Incoming>, tsd: Arc<Tsd>, collector: Arc<Collector>) 
         tsd.metrics.chukwa_post("too_large");
         reply(StatusCode::PAYLOAD_TOO_LARGE, TEXT, format!("post body exceeds the limit of {limit} bytes\n"))
     };
-    let raw = match Limited::new(req.into_body(), limit).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return too_large(&tsd),
-        Err(e) => {
+    // The post's bytes hold their share of rtsd.http.max_buffered_bytes until it is answered, as on the main port.
+    let declared = super::conn::declared_length(req.headers());
+    let timeout = tsd.config.http_request_timeout;
+    let (raw, _held) = match super::conn::receive_body(req.into_body(), declared, limit, &tsd.bodies, timeout).await {
+        Ok(received) => received,
+        Err(BodyError::TooLarge) => return too_large(&tsd),
+        Err(BodyError::Busy) => {
+            tsd.metrics.chukwa_post("busy");
+            return reply(StatusCode::SERVICE_UNAVAILABLE, TEXT, wire::COMMIT_FAILED_BODY);
+        }
+        Err(BodyError::TimedOut) => {
+            tsd.metrics.chukwa_post("bad_body");
+            return reply(StatusCode::REQUEST_TIMEOUT, TEXT, "post body not received in time\n");
+        }
+        Err(BodyError::Broken(e)) => {
             tsd.metrics.chukwa_post("bad_body");
             return reply(StatusCode::BAD_REQUEST, TEXT, format!("cannot read the post body: {e}\n"));
         }

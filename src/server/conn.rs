@@ -256,6 +256,58 @@ impl BodyBudget {
     }
 }
 
+/// Why a request body could not be received.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Over the per-request limit (declared or received).
+    TooLarge,
+    /// The process-wide budget is spent: come back later.
+    Busy,
+    /// It did not arrive within the request timeout.
+    TimedOut,
+    /// The connection failed mid-body.
+    Broken(String),
+}
+
+/// Receives a whole request body (chunked or not) of at most `limit` bytes within `timeout`, holding room for its
+/// bytes in `budget`. A declared `Content-Length` over the limit is refused before anything is read. Both HTTP
+/// listeners read their bodies here.
+pub async fn receive_body(
+    mut body: hyper::body::Incoming,
+    declared: Option<u64>,
+    limit: usize,
+    budget: &BodyBudget,
+    timeout: Duration,
+) -> Result<(bytes::Bytes, BodyPermit), BodyError> {
+    use http_body_util::BodyExt;
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut held = BodyBudget::empty_permit();
+    let mut raw = bytes::BytesMut::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(BodyError::TimedOut),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(BodyError::Broken(e.to_string())),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        if raw.len() + data.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        budget.grow(&mut held, data.len()).ok_or(BodyError::Busy)?;
+        raw.extend_from_slice(&data);
+    }
+    Ok((raw.freeze(), held))
+}
+
+/// The `Content-Length` a request declares, if it is a number.
+pub fn declared_length(headers: &hyper::HeaderMap) -> Option<u64> {
+    headers.get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

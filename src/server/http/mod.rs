@@ -21,7 +21,7 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -31,7 +31,7 @@ use tokio::net::TcpStream;
 pub use reply::{Reply, HTML};
 pub use request::{parse_query, percent_decode, ApiRequest};
 
-use super::conn::{ActiveIo, BodyBudget, Conn};
+use super::conn::{receive_body, ActiveIo, BodyBudget, BodyError, Conn};
 use super::Tsd;
 use crate::ingest::SeriesCache;
 use router::route;
@@ -204,47 +204,22 @@ pub(super) async fn read_body(
 ) -> Result<(Bytes, super::conn::BodyPermit), Reply> {
     let encoding =
         req.headers().get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_ascii_lowercase());
-    let declared =
-        req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(body_too_large(limit));
-    }
-    let mut held = BodyBudget::empty_permit();
-    let mut body = req.into_body();
-    let mut raw = bytes::BytesMut::new();
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-            Err(_) => {
-                return Err(Reply::error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "Request body not received in time",
-                    Some(&format!(
-                        "The body must arrive within rtsd.http.request_timeout_secs ({} s)",
-                        timeout.as_secs()
-                    )),
-                ))
-            }
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                return Err(Reply::error(
-                    StatusCode::BAD_REQUEST,
-                    "Unable to read the request body",
-                    Some(&e.to_string()),
-                ))
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let Ok(data) = frame.into_data() else { continue };
-        if raw.len() + data.len() > limit {
-            return Err(body_too_large(limit));
+    let declared = super::conn::declared_length(req.headers());
+    let (raw, mut held) = match receive_body(req.into_body(), declared, limit, budget, timeout).await {
+        Ok(received) => received,
+        Err(BodyError::TooLarge) => return Err(body_too_large(limit)),
+        Err(BodyError::Busy) => return Err(buffered_too_much()),
+        Err(BodyError::TimedOut) => {
+            return Err(Reply::error(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request body not received in time",
+                Some(&format!("The body must arrive within rtsd.http.request_timeout_secs ({} s)", timeout.as_secs())),
+            ))
         }
-        if budget.grow(&mut held, data.len()).is_none() {
-            return Err(buffered_too_much());
+        Err(BodyError::Broken(e)) => {
+            return Err(Reply::error(StatusCode::BAD_REQUEST, "Unable to read the request body", Some(&e)))
         }
-        raw.extend_from_slice(&data);
-    }
-    let raw = raw.freeze();
+    };
     if raw.is_empty() {
         // A GET that advertises gzip but carries nothing (opentsdb-py's /api/version).
         return Ok((raw, held));
