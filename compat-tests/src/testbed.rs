@@ -1,0 +1,221 @@
+//! The HBase test bed (README "Test bed: HBase and OpenTSDB 2.4.1"), shared by the tests that need the real
+//! OpenTSDB 2.4.1: a real HBase cluster (`scripts/hbase-cluster`, ZooKeeper + HMaster + 3 region servers) and the
+//! real TSD on it (`scripts/opentsdb-ref`), under one temporary directory.
+//!
+//! [`Testbed::start`] starts both (about a minute on two cores, so a test binary starts it once) and a detached
+//! watcher that stops the cluster and removes its directory if the test binary dies first. Dropping the
+//! [`Testbed`] (also while a check panics) stops both; a panicking test gets the log tails printed.
+//!
+//! Java 17, Maven and Maven Central are required (`scripts/install-test-deps`); without them the test fails with
+//! what is missing. It never skips.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{HttpConn, Response};
+
+/// The workspace root (where `scripts/` lives).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// Runs a test-bed script; panics with its output when it fails. Returns stdout.
+pub fn script(name: &str, args: &[&str]) -> String {
+    let path = root().join("scripts").join(name);
+    let out = Command::new(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} {} failed ({}):\n{stdout}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Fails with instructions when a tool the test bed needs is missing.
+pub fn require_tools() {
+    for (tool, arg) in [("java", "-version"), ("mvn", "-v"), ("python3", "-V"), ("curl", "--version")] {
+        let ok = Command::new(tool).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        assert!(
+            matches!(ok, Ok(s) if s.success()),
+            "the HBase test bed needs `{tool}` (a JDK 17, Maven with access to Maven Central, python3, curl): \
+             run scripts/install-test-deps"
+        );
+    }
+}
+
+/// Whether `pid` is a live (not zombie) process.
+pub fn pid_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie has exited; only its parent's wait is missing.
+        Ok(stat) => stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
+/// Processes whose command line mentions `dir` (the JVMs get their config and log paths from it).
+pub fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        // The watcher's own command line names the dir too; it is ours and exits with this process.
+        if cmdline.contains(&needle) && !cmdline.contains("rtsd-testbed-watch") && pid_running(pid) {
+            found.push((pid, cmdline.chars().take(200).collect()));
+        }
+    }
+    found
+}
+
+/// The cluster and the reference TSD under one temporary directory. Dropping it (also while a check panics) stops
+/// both; the watcher covers an abort.
+pub struct Testbed {
+    dir: tempfile::TempDir,
+    /// The reference TSD's address (telnet and HTTP on one port, as 2.4 serves them).
+    pub tsd: SocketAddr,
+    down: bool,
+    /// The name log lines are prefixed with (the test binary's).
+    label: &'static str,
+}
+
+impl Testbed {
+    /// Starts the cluster and the reference TSD; `label` prefixes the progress and failure output.
+    pub fn start(label: &'static str) -> Testbed {
+        require_tools();
+        let dir = tempfile::Builder::new().prefix("rtsd-hbase-").tempdir().expect("temp dir");
+        let d = dir.path().to_string_lossy().into_owned();
+        // The watcher: once this test process is gone, stop everything under the dir and remove it.
+        let watch = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 2; done; '{root}/scripts/opentsdb-ref' down '{d}'; \
+             '{root}/scripts/hbase-cluster' down '{d}'; rm -rf '{d}'",
+            pid = std::process::id(),
+            root = root().display(),
+        );
+        Command::new("setsid")
+            .args(["bash", "-c", &watch, "rtsd-testbed-watch"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the test bed watcher");
+        let started = Instant::now();
+        // From here on a panic (a script failing) drops the Testbed, which stops whatever did start.
+        let mut tb = Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label };
+        let up = script("hbase-cluster", &["up", &d]);
+        assert!(up.lines().any(|l| l.starts_with("zk_quorum=127.0.0.1:")), "no zk_quorum line in {up:?}");
+        let cluster_secs = started.elapsed().as_secs();
+        let tsd = script("opentsdb-ref", &["up", &d]);
+        let port: u16 = tsd
+            .lines()
+            .find_map(|l| l.strip_prefix("port="))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no port= line in {tsd:?}"));
+        eprintln!(
+            "{label}: cluster up in {cluster_secs}s, reference TSD on port {port} after {}s",
+            started.elapsed().as_secs()
+        );
+        tb.tsd = SocketAddr::from(([127, 0, 0, 1], port));
+        tb
+    }
+
+    /// The test bed's directory, as a string for the scripts' arguments.
+    pub fn dir(&self) -> &str {
+        self.dir.path().to_str().expect("UTF-8 temp dir")
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// One request on a fresh connection to the reference TSD, `Content-Type: application/json` when there is a
+    /// body.
+    pub fn http(&self, method: &str, path: &str, body: &str, timeout: Duration) -> Response {
+        let mut conn = HttpConn::new(self.tsd);
+        conn.stream().set_read_timeout(Some(timeout)).expect("set read timeout");
+        let headers: &[(&str, &str)] = if body.is_empty() { &[] } else { &[("Content-Type", "application/json")] };
+        conn.request(method, path, headers, body.as_bytes())
+    }
+
+    /// The PIDs the scripts recorded: ZooKeeper, master, region servers, TSD.
+    pub fn recorded_pids(&self) -> Vec<(String, u32)> {
+        let mut pids = Vec::new();
+        for (dir, ext) in [(self.dir.path().join("pids"), "pid"), (self.dir.path().join("tsd"), "pid")] {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) == Some(ext) {
+                    let pid = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse().ok());
+                    if let Some(pid) = pid {
+                        pids.push((path.file_stem().unwrap().to_string_lossy().into_owned(), pid));
+                    }
+                }
+            }
+        }
+        pids.sort();
+        pids
+    }
+
+    /// Stops the TSD and the cluster (`down`), failing when a script fails.
+    pub fn stop(&mut self) {
+        if !self.down {
+            self.down = true;
+            script("opentsdb-ref", &["down", self.dir()]);
+            script("hbase-cluster", &["down", self.dir()]);
+        }
+    }
+
+    /// The last lines of the master's, the region servers' and the TSD's logs.
+    pub fn log_tails(&self) -> String {
+        let mut out = String::new();
+        for name in ["logs/master.log", "logs/rs1.log", "logs/rs2.log", "logs/rs3.log", "tsd/tsd.log"] {
+            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("--- {name} (last 15 lines)\n"));
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}: failed; logs under {}:\n{}", self.label, self.dir(), self.log_tails());
+        }
+        if !self.down {
+            self.down = true;
+            let d = self.dir().to_string();
+            for (name, cmd) in [("opentsdb-ref", "down"), ("hbase-cluster", "down")] {
+                let _ = Command::new(root().join("scripts").join(name)).args([cmd, &d]).status();
+            }
+        }
+    }
+}
+
+/// Waits until `f` returns true or `timeout` passes; true when it did.
+pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if started.elapsed() >= timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
