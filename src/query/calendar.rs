@@ -11,57 +11,12 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp, Zoned};
 
-/// A calendar unit of a `<count><unit>c` downsampling interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CalendarUnit {
-    Millisecond,
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Week,
-    /// `n`: a calendar month.
-    Month,
-    /// `y`: a calendar year.
-    Year,
-}
+/// A calendar unit of a `<count><unit>c` downsampling interval: the request's own type (one type, parsed once).
+pub use rtsd_protocol::query::CalendarUnit;
 
-impl CalendarUnit {
-    /// The unit of a duration suffix (`ms`, `s`, `m`, `h`, `d`, `w`, `n`, `y`; case-insensitive as in
-    /// `DateTime.unitsToCalendarType`).
-    pub fn from_suffix(suffix: &str) -> Option<CalendarUnit> {
-        Some(match suffix.to_ascii_lowercase().as_str() {
-            "ms" => CalendarUnit::Millisecond,
-            "s" => CalendarUnit::Second,
-            "m" => CalendarUnit::Minute,
-            "h" => CalendarUnit::Hour,
-            "d" => CalendarUnit::Day,
-            "w" => CalendarUnit::Week,
-            "n" => CalendarUnit::Month,
-            "y" => CalendarUnit::Year,
-            _ => return None,
-        })
-    }
-
-    /// The fixed length `DateTime.parseDuration` gives one unit (`n` = 30 days, `y` = 365 days); calendar mode
-    /// still uses it to align the scan window (spec: query §1.5 step 2).
-    pub fn fixed_ms(self) -> i64 {
-        match self {
-            CalendarUnit::Millisecond => 1,
-            CalendarUnit::Second => 1_000,
-            CalendarUnit::Minute => 60_000,
-            CalendarUnit::Hour => 3_600_000,
-            CalendarUnit::Day => 86_400_000,
-            CalendarUnit::Week => 7 * 86_400_000,
-            CalendarUnit::Month => 30 * 86_400_000,
-            CalendarUnit::Year => 365 * 86_400_000,
-        }
-    }
-
-    /// Whether `Calendar.add` on this unit adds elapsed time rather than civil-calendar fields.
-    fn is_elapsed(self) -> bool {
-        matches!(self, CalendarUnit::Millisecond | CalendarUnit::Second | CalendarUnit::Minute | CalendarUnit::Hour)
-    }
+/// Whether `Calendar.add` on this unit adds elapsed time rather than civil-calendar fields.
+fn is_elapsed(unit: CalendarUnit) -> bool {
+    matches!(unit, CalendarUnit::Millisecond | CalendarUnit::Second | CalendarUnit::Minute | CalendarUnit::Hour)
 }
 
 /// `<count><unit>c` in a time zone.
@@ -160,7 +115,7 @@ impl Calendar {
         if anchor_ms > ts_ms {
             return step_units(&cal, unit, -step);
         }
-        if unit.is_elapsed() {
+        if is_elapsed(unit) {
             // Elapsed-time steps: jump straight to the last boundary <= ts.
             let step_ms = step.checked_mul(unit.fixed_ms())?;
             let k = (ts_ms - anchor_ms) / step_ms;

@@ -13,38 +13,16 @@ use super::aggregators::Aggregator;
 use super::calendar::Calendar;
 use super::series::{Point, Value};
 
-/// What a downsampler emits for a bucket without data (spec: query §3.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum FillPolicy {
-    /// Skip empty buckets; cross-series aggregation interpolates over them.
-    #[default]
-    None,
-    /// NaN, printed `"NaN"`.
-    NaN,
-    /// NaN, printed `null`.
-    Null,
-    /// 0.0.
-    Zero,
-}
+/// What a downsampler emits for a bucket without data (spec: query §3.4): the request's own type. `scalar`
+/// carries no value in a downsample spec (2.4 fails when it runs); the daemon refuses it before a downsampler
+/// is built.
+pub use rtsd_protocol::query::FillPolicy;
 
-impl FillPolicy {
-    /// `none`, `nan`, `null`, `zero`, case-insensitively (OpenTSDB's `FillPolicy.fromString`). `scalar` is not
-    /// usable in a downsample spec in 2.4 and is not accepted here.
-    pub fn from_name(name: &str) -> Option<FillPolicy> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "none" => FillPolicy::None,
-            "nan" => FillPolicy::NaN,
-            "null" => FillPolicy::Null,
-            "zero" => FillPolicy::Zero,
-            _ => return None,
-        })
-    }
-
-    fn value(self) -> f64 {
-        match self {
-            FillPolicy::Zero => 0.0,
-            _ => f64::NAN,
-        }
+/// The value an empty bucket gets (`zero`: 0.0; `nan`, `null`: NaN).
+fn fill_value(fill: FillPolicy) -> f64 {
+    match fill {
+        FillPolicy::Zero => 0.0,
+        _ => f64::NAN,
     }
 }
 
@@ -111,7 +89,7 @@ impl Downsampler {
                     data,
                     expected: Expected::Fixed { next: first, interval },
                     end_ms: align(window.scan_end_ms, interval),
-                    fill: fill.value(),
+                    fill: fill_value(fill),
                 })
             }
             (Some(cal), FillPolicy::None) => {
@@ -125,7 +103,7 @@ impl Downsampler {
                         data,
                         expected: Expected::Calendar { next: Some(first), cal },
                         end_ms,
-                        fill: fill.value(),
+                        fill: fill_value(fill),
                     }),
                     None => Box::new(std::iter::empty()),
                 }
@@ -591,12 +569,8 @@ mod tests {
     }
 
     #[test]
-    fn fill_names() {
-        assert_eq!(FillPolicy::from_name("NaN"), Some(FillPolicy::NaN));
-        assert_eq!(FillPolicy::from_name("NULL"), Some(FillPolicy::Null));
-        assert_eq!(FillPolicy::from_name("zero"), Some(FillPolicy::Zero));
-        assert_eq!(FillPolicy::from_name("none"), Some(FillPolicy::None));
-        assert_eq!(FillPolicy::from_name("scalar"), None);
-        assert_eq!(FillPolicy::from_name("badbadbad"), None);
+    fn empty_buckets_get_zero_or_nan() {
+        assert_eq!(fill_value(FillPolicy::Zero), 0.0);
+        assert!(fill_value(FillPolicy::NaN).is_nan() && fill_value(FillPolicy::Null).is_nan());
     }
 }

@@ -13,8 +13,7 @@ use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as Reques
 use super::output::{split_tags, GroupOutput};
 use super::stats::{QueryStats, ResultStats, SubStats};
 use super::{
-    grid_points, scan_window, Aggregator, Calendar, CalendarUnit, Downsampler, FillPolicy, GridRow, Point, Query,
-    RateConfig,
+    grid_points, scan_window, Aggregator, Calendar, Downsampler, FillPolicy, GridRow, Point, Query, RateConfig,
 };
 use crate::config::QueryLimits;
 use crate::store::{BudgetExceeded, ReadBudget, Store, StoreError, StoredSeries};
@@ -525,29 +524,21 @@ fn downsampler(spec: &DownsampleSpec) -> Result<Downsampler, ExecError> {
     let function = Aggregator::from_name(&spec.function)
         .ok_or_else(|| bad(format!("No such downsampling function: {}", spec.function)))?;
     // `scalar` is a member of OpenTSDB's enum but carries no value in a downsample spec; 2.4 fails when it runs.
-    let fill = FillPolicy::from_name(spec.fill.name())
-        .ok_or_else(|| bad(format!("Unrecognized fill policy: {}", spec.fill.name())))?;
+    if spec.fill == FillPolicy::Scalar {
+        return Err(bad(format!("Unrecognized fill policy: {}", spec.fill.name())));
+    }
+    let fill = spec.fill;
     if spec.run_all {
         return Ok(Downsampler::all(function, fill));
     }
     if spec.calendar {
         let step = spec.calendar_interval()?;
-        let unit = match step.unit {
-            request::CalendarUnit::Millisecond => CalendarUnit::Millisecond,
-            request::CalendarUnit::Second => CalendarUnit::Second,
-            request::CalendarUnit::Minute => CalendarUnit::Minute,
-            request::CalendarUnit::Hour => CalendarUnit::Hour,
-            request::CalendarUnit::Day => CalendarUnit::Day,
-            request::CalendarUnit::Week => CalendarUnit::Week,
-            request::CalendarUnit::Month => CalendarUnit::Month,
-            request::CalendarUnit::Year => CalendarUnit::Year,
-        };
         let tz = match &spec.timezone {
             Some(name) => request::resolve_timezone(name)
                 .map_err(|_| bad("The timezone specification could not be found".to_string()))?,
             None => jiff::tz::TimeZone::UTC,
         };
-        return Ok(Downsampler::calendar(Calendar::new(step.count, unit, tz), function, fill));
+        return Ok(Downsampler::calendar(Calendar::new(step.count, step.unit, tz), function, fill));
     }
     Ok(Downsampler::fixed(spec.interval_ms, function, fill))
 }

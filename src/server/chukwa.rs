@@ -25,8 +25,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use rtsd_protocol::chukwa::{self as wire, Compression};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::http::{parse_query, Reply};
 use super::conn::BodyError;
+use super::http::{parse_query, Reply};
 use super::Tsd;
 use crate::chukwa::config::BodyCompression;
 use crate::chukwa::{schema, Collector, IngestError};

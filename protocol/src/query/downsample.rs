@@ -54,6 +54,39 @@ pub enum CalendarUnit {
     Year,
 }
 
+impl CalendarUnit {
+    /// The unit of a duration suffix (`ms`, `s`, `m`, `h`, `d`, `w`, `n`, `y`; case-insensitive as in
+    /// `DateTime.unitsToCalendarType`).
+    pub fn from_suffix(suffix: &str) -> Option<CalendarUnit> {
+        Some(match suffix.to_ascii_lowercase().as_str() {
+            "ms" => CalendarUnit::Millisecond,
+            "s" => CalendarUnit::Second,
+            "m" => CalendarUnit::Minute,
+            "h" => CalendarUnit::Hour,
+            "d" => CalendarUnit::Day,
+            "w" => CalendarUnit::Week,
+            "n" => CalendarUnit::Month,
+            "y" => CalendarUnit::Year,
+            _ => return None,
+        })
+    }
+
+    /// The fixed length `DateTime.parseDuration` gives one unit (`n` = 30 days, `y` = 365 days); calendar mode
+    /// still uses it to align the scan window (spec: query §1.5 step 2).
+    pub fn fixed_ms(self) -> i64 {
+        match self {
+            CalendarUnit::Millisecond => 1,
+            CalendarUnit::Second => 1_000,
+            CalendarUnit::Minute => 60_000,
+            CalendarUnit::Hour => 3_600_000,
+            CalendarUnit::Day => 86_400_000,
+            CalendarUnit::Week => 7 * 86_400_000,
+            CalendarUnit::Month => 30 * 86_400_000,
+            CalendarUnit::Year => 365 * 86_400_000,
+        }
+    }
+}
+
 /// The `count` x `unit` step of a calendar downsampler (`1dc` -> 1 x Day), as OpenTSDB's `Downsampler` derives
 /// it from the interval text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,17 +192,8 @@ impl DownsampleSpec {
         let count_text: String = chars[..chars.len() - unit_len].iter().collect();
         let unit_text: String = chars[chars.len() - unit_len..].iter().collect();
         let count = java_parse_int(&count_text).ok_or_else(|| format!("For input string: \"{count_text}\""))?;
-        let unit = match unit_text.to_lowercase().as_str() {
-            "ms" => CalendarUnit::Millisecond,
-            "s" => CalendarUnit::Second,
-            "m" => CalendarUnit::Minute,
-            "h" => CalendarUnit::Hour,
-            "d" => CalendarUnit::Day,
-            "w" => CalendarUnit::Week,
-            "n" => CalendarUnit::Month,
-            "y" => CalendarUnit::Year,
-            _ => return Err(format!("Unrecognized unit type: {unit_text}")),
-        };
+        let unit =
+            CalendarUnit::from_suffix(&unit_text).ok_or_else(|| format!("Unrecognized unit type: {unit_text}"))?;
         if count < 1 {
             return Err("Interval must be greater than zero".into());
         }
