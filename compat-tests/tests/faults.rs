@@ -248,9 +248,11 @@ fn a_full_disk_loses_nothing_acknowledged_and_heals_by_itself() {
         acked.extend(next..next + 500);
         next += 500;
     }
-    // Fill the disk to the last byte, then keep writing: refusals are server errors, never 400.
-    let ballast = fill(fs.path(), 0);
-    let (more, refused) = put_until_refused(&d, &mut next, 500, 400);
+    // Leave 6 MB and keep writing new series until rtsd's own writes fill the disk (series log, flushes, the
+    // series index): refusals are server errors, never 400.
+    let ballast = fill(fs.path(), 6 << 20);
+    let (more, refused) = put_until_refused(&d, &mut next, 1000, 400);
+    assert!(!more.is_empty(), "some puts fit in the last 6 MB");
     acked.extend(more);
     assert!(matches!(refused.status, 503 | 500), "{} {}", refused.status, refused.text());
     let refused_first = next;
@@ -260,7 +262,7 @@ fn a_full_disk_loses_nothing_acknowledged_and_heals_by_itself() {
 
     // Free the space: within seconds puts are taken again and every acknowledged point is indexed and readable.
     std::fs::remove_file(ballast).unwrap();
-    next = refused_first + 500;
+    next = refused_first + 1000;
     let healed = poll_until(Duration::from_secs(30), || {
         let r = d.post_json("/api/put", &body(next, 10));
         if r.status == 204 {
