@@ -103,7 +103,9 @@ impl Testbed {
             pid = std::process::id(),
             root = root().display(),
         );
-        Command::new("setsid")
+        // Detached on purpose: it outlives this process to clean up after an abort, so it is never waited on.
+        #[allow(clippy::zombie_processes)]
+        let _watcher = Command::new("setsid")
             .args(["bash", "-c", &watch, "rtsd-testbed-watch"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -258,11 +258,11 @@ fn bad_bodies_are_refused_and_change_nothing() {
     assert_eq!((r.status, r.text()), (200, ok.clone()));
 
     let later = ChunkOut { seq_id: 2 * line.len() as i64, data: log_line(1).into_bytes(), ..good.clone() };
-    let mut two = encode_post(&[later.clone()]);
+    let mut two = encode_post(std::slice::from_ref(&later));
     two[3] = 2;
-    let mut wrong_version = encode_post(&[later.clone()]);
+    let mut wrong_version = encode_post(std::slice::from_ref(&later));
     wrong_version[7] = 2;
-    let mut bad_utf8 = encode_post(&[later.clone()]);
+    let mut bad_utf8 = encode_post(std::slice::from_ref(&later));
     bad_utf8[4 + 14] = 0xC0; // a lead byte followed by ASCII
     let with_count = |n: i32| [&n.to_be_bytes()[..], &body[4..]].concat();
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
@@ -400,7 +400,7 @@ fn collector_pages_and_wire_details() {
         c
     };
     let (b1, b2) = (with_ends(beat(T0, 1)), with_ends(beat(T0 + 1000, 2)));
-    for body in [encode_post(&[b1.clone()]), encode_post(&[b1, b2.clone()]), encode_post(&[b2])] {
+    for body in [encode_post(std::slice::from_ref(&b1)), encode_post(&[b1, b2.clone()]), encode_post(&[b2])] {
         assert_eq!(conn.request("POST", &target, &[], &body).status, 200);
     }
     let now = now_ms();

@@ -554,7 +554,7 @@ mod tests {
         let mut order = Vec::new();
         let key = |i: u32| -> Vec<u8> {
             let mut k = i.to_be_bytes().to_vec();
-            k.resize(if i % 5 == 0 { 40 } else { 4 }, b'x');
+            k.resize(if i.is_multiple_of(5) { 40 } else { 4 }, b'x');
             k
         };
         let rounds: [Vec<u32>; 4] =
