@@ -204,6 +204,9 @@ fn execute_sub(
     let mut filter_keys: Vec<Vec<u8>> = keyed.iter().map(|(k, _)| k.clone()).collect();
     filter_keys.sort();
     filter_keys.dedup();
+    // 2.4.1 applies explicitTags only to a sub-query with filters; without, it answers every series (the
+    // differential suite against the real 2.4.1 showed it; the spec's reading had every tagged series excluded).
+    let explicit_tags = sub.explicit_tags && !filter_keys.is_empty();
     let mut group_keys: Vec<Vec<u8>> = keyed.iter().filter(|(_, f)| f.group_by).map(|(k, _)| k.clone()).collect();
     group_keys.sort();
     group_keys.dedup();
@@ -235,7 +238,7 @@ fn execute_sub(
             let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
             return Ok(tsuids.iter().any(|t| t.get(mw..) == Some(&series_tags[..])));
         }
-        if sub.explicit_tags
+        if explicit_tags
             && (tags.len() != filter_keys.len() || !tags.iter().all(|(k, _)| filter_keys.iter().any(|f| f == k)))
         {
             return Ok(false);
@@ -292,7 +295,7 @@ fn execute_sub(
             scan_start,
             scan_end,
             budget,
-            keyed.is_empty() && tsuid_filter.is_none() && !sub.explicit_tags,
+            keyed.is_empty() && tsuid_filter.is_none() && !explicit_tags,
             &mut select,
         )?
     };
