@@ -6,6 +6,8 @@ use rtsd_protocol::http_json;
 
 use crate::store::StoreError;
 
+/// JSON as 2.4's version-0 routes (`/suggest`, `/aggregators`) type it: no charset.
+pub const JSON_V0: &str = "application/json";
 pub const JSON: &str = "application/json; charset=UTF-8";
 
 pub const HTML: &str = "text/html; charset=UTF-8";

@@ -7,7 +7,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use rtsd_protocol::http_json;
 
-use super::reply::{Reply, JSON};
+use super::reply::{Reply, JSON, JSON_V0};
 use super::request::{parse_query, ApiRequest};
 use super::{annotation, discovery, graph, put, query, read_body, stats, ui, uid};
 use crate::ingest::SeriesCache;
@@ -108,8 +108,16 @@ pub(super) async fn route(
         }
         ["version"] => Reply::text(StatusCode::OK, crate::version::telnet_reply()),
         ["health"] => health(tsd),
-        ["suggest"] if tsd.config.mode.reads() => discovery::suggest_v0(&request, tsd),
-        ["aggregators"] => Reply::json(StatusCode::OK, rtsd_protocol::query::aggregators_json()),
+        // 2.4's version-0 routes send JSON typed `application/json`, without the charset its /api replies carry.
+        ["suggest"] if tsd.config.mode.reads() => {
+            let reply = discovery::suggest_v0(&request, tsd);
+            if reply.content_type == JSON {
+                Reply { content_type: JSON_V0, ..reply }
+            } else {
+                reply
+            }
+        }
+        ["aggregators"] => Reply::new(StatusCode::OK, JSON_V0, rtsd_protocol::query::aggregators_json()),
         ["stats", ..] => stats::old_stats(&request, tsd),
         ["logs", ..] => stats::logs(&request),
         [] if ui => ui::index(),
