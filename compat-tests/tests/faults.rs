@@ -114,6 +114,25 @@ fn metric_value(d: &Daemon, line_start: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A daemon whose data directory is on `fs`, with the free-space reserve `min_free_mb` and small memtables.
+fn start_on_small_disk(fs: &Tmpfs, min_free_mb: &str) -> Daemon {
+    let settings =
+        [("rtsd.storage.min_free_mb", min_free_mb), ("rtsd.memtable_mb", "8"), ("tsd.rollups.enable", "false")];
+    Daemon::start_in(fs.path(), None, &settings)
+}
+
+/// Puts `batches` batches of `size` new series while the disk has room, each acknowledged; returns the next series
+/// number and the acknowledged ones.
+fn put_on_empty_disk(d: &Daemon, batches: u64, size: u64) -> (u64, Vec<u64>) {
+    let mut next = 0;
+    for _ in 0..batches {
+        let r = d.post_json("/api/put", &body(next, size));
+        assert_eq!(r.status, 204, "{}", r.text());
+        next += size;
+    }
+    (next, (0..next).collect())
+}
+
 /// One request on a new connection, with short timeouts: the status, or `None` when the connection was closed
 /// or refused before an answer.
 fn try_request(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8]) -> Option<u16> {
@@ -176,16 +195,8 @@ fn poll_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 #[test]
 fn a_nearly_full_disk_refuses_writes_serves_reads_and_heals_without_a_restart() {
     let Some(fs) = Tmpfs::mount(96) else { return };
-    let settings = [("rtsd.storage.min_free_mb", "24"), ("rtsd.memtable_mb", "8"), ("tsd.rollups.enable", "false")];
-    let d = Daemon::start_in(fs.path(), None, &settings);
-    let mut next = 0;
-    let mut acked = Vec::new();
-    for _ in 0..5 {
-        let r = d.post_json("/api/put", &body(next, 200));
-        assert_eq!(r.status, 204, "{}", r.text());
-        acked.extend(next..next + 200);
-        next += 200;
-    }
+    let d = start_on_small_disk(&fs, "24");
+    let (mut next, mut acked) = put_on_empty_disk(&d, 5, 200);
     // 8 MB free: below the 24 MB reserve.
     let ballast = fill(fs.path(), 8 << 20);
     // The guard looks at the free space every 100 ms: puts until then are stored (and acknowledged).
@@ -238,16 +249,8 @@ fn a_nearly_full_disk_refuses_writes_serves_reads_and_heals_without_a_restart() 
 #[test]
 fn a_full_disk_loses_nothing_acknowledged_and_heals_by_itself() {
     let Some(fs) = Tmpfs::mount(96) else { return };
-    let settings = [("rtsd.storage.min_free_mb", "0"), ("rtsd.memtable_mb", "8"), ("tsd.rollups.enable", "false")];
-    let d = Daemon::start_in(fs.path(), None, &settings);
-    let mut next = 0;
-    let mut acked = Vec::new();
-    for _ in 0..4 {
-        let r = d.post_json("/api/put", &body(next, 500));
-        assert_eq!(r.status, 204, "{}", r.text());
-        acked.extend(next..next + 500);
-        next += 500;
-    }
+    let d = start_on_small_disk(&fs, "0");
+    let (mut next, mut acked) = put_on_empty_disk(&d, 4, 500);
     // Leave 6 MB and keep writing new series until rtsd's own writes fill the disk (series log, flushes, the
     // series index): refusals are server errors, never 400.
     let ballast = fill(fs.path(), 6 << 20);
