@@ -41,9 +41,6 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 4] =
-        [FailureKind::LowSpace, FailureKind::NoSpace, FailureKind::NoFiles, FailureKind::Other];
-
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::LowSpace => "low_space",
@@ -92,6 +89,7 @@ pub struct Health {
     low_space: AtomicBool,
     /// When a write last failed (ms; 0: never since the last success).
     failed_ms: AtomicI64,
+    /// One log throttle per [`FailureKind`], indexed by the variant.
     throttles: [Throttle; 4],
 }
 
@@ -159,8 +157,7 @@ impl Health {
         let kind = FailureKind::of(e);
         self.metrics.storage_error(kind.as_str());
         self.failed_ms.store(crate::timefmt::now_ms(), Ordering::Relaxed);
-        let i = FailureKind::ALL.iter().position(|&k| k == kind).unwrap_or(3);
-        if let Some(unlogged) = self.throttles[i].allow() {
+        if let Some(unlogged) = self.throttles[kind as usize].allow() {
             tracing::error!(operation, kind = kind.as_str(), unlogged_since_last = unlogged, error = %e, "storage failure");
         }
     }

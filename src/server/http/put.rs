@@ -100,8 +100,9 @@ pub(super) fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     // writes synchronously, so it can and does tell). A point whose UIDs could not be assigned fails the whole
     // batch the same way: storing the rest would answer a status that tells the client not to resend them.
     let committed = match tally.storage.take() {
+        // Counted by the writer when the point's UIDs could not be assigned.
         Some(e) => Err(e),
-        None => writer.commit(sync),
+        None => writer.commit(sync).inspect_err(|_| tsd.metrics.put_error(ErrorCategory::HbaseErrors)),
     };
     if let Err(e) = committed {
         return storage_failure(tally, &e, show_summary, timeouts);
@@ -216,9 +217,7 @@ impl From<PointFailure> for PointError {
 /// error, never the 400 that tells a client not to resend. With `details`, every point is listed: refused ones
 /// with their own error, the others with the storage failure.
 fn storage_failure(tally: Tally<'_, '_>, e: &StoreError, show_summary: bool, timeouts: Option<u64>) -> Reply {
-    let tsd = tally.tsd;
     let points = tally.success + tally.failed + tally.unstored;
-    tsd.metrics.put_error(ErrorCategory::HbaseErrors);
     let status = Reply::storage_status(e);
     let message = format!("Storage exception: {e}");
     let reply = if tally.show_details {
