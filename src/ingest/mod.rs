@@ -77,7 +77,7 @@ impl IngestError {
         match self {
             IngestError::Refused(e) => e.http_detail(),
             IngestError::NoSuchRollup(_) | IngestError::Internal(_) => "Unexpected exception".to_string(),
-            IngestError::Storage(e) => format!("Storage exception: {e}"),
+            IngestError::Storage(e) => storage_detail(e),
         }
     }
 
@@ -95,6 +95,11 @@ impl IngestError {
             IngestError::Refused(_) | IngestError::Storage(_) => {}
         }
     }
+}
+
+/// The HTTP text of a write the store refused (an element's `details`, the error envelope's message).
+pub fn storage_detail(e: &StoreError) -> String {
+    format!("Storage exception: {e}")
 }
 
 /// OpenTSDB's line for a write the store refused (spec: ingest §1.6).

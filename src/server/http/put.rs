@@ -219,7 +219,7 @@ impl From<PointFailure> for PointError {
 fn storage_failure(tally: Tally<'_, '_>, e: &StoreError, show_summary: bool, timeouts: Option<u64>) -> Reply {
     let points = tally.success + tally.failed + tally.unstored;
     let status = Reply::storage_status(e);
-    let message = format!("Storage exception: {e}");
+    let message = crate::ingest::storage_detail(e);
     let reply = if tally.show_details {
         let mut errors = tally.errors;
         errors.extend(tally.accepted.into_iter().map(|point| PutDetail { point, error: message.clone() }));
