@@ -7,6 +7,13 @@
 //   wait SERVERS TIMEOUT_S    wait for exactly SERVERS live region servers and every region of every table open on a live one
 //   regions TABLE             one line per region: start key (hex), end key (hex), host:port of its server
 //   servers                   the live region servers, one host:port a line
+//   create TABLE FAMILIES [SPLIT...] [-- TABLE FAMILIES [SPLIT...]]...  create each TABLE (FAMILIES comma-separated,
+//                             one version) pre-split at the SPLIT rows, wait until every region is open (rtsd-hbase's
+//                             tests)
+//   split TABLE ROW           split the region holding ROW at ROW; waits until both daughters are open
+//   move TABLE ROW [HOST:PORT]  move the region holding ROW to HOST:PORT (default: another live server); waits,
+//                             prints the new host:port
+// Row arguments are Bytes.toBytesBinary strings (printable text, \xNN for other bytes).
 //
 // Tables follow OpenTSDB 2.4.1's src/create_table.sh with COMPRESSION NONE (no LZO on Maven Central), plus the rollup
 // and pre-aggregate tables of the default rollup configuration rtsd documents (README "Rollups").
@@ -208,6 +215,60 @@ public class HBaseTool {
     }
   }
 
+  static HRegionLocation locate(Connection conn, String table, byte[] row) throws IOException {
+    try (RegionLocator loc = conn.getRegionLocator(TableName.valueOf(table))) {
+      return loc.getRegionLocation(row, true);
+    }
+  }
+
+  /** Splits the region holding `row` at `row` and waits until a region starting at `row` is open and the region
+   *  holding the row before it ends there. */
+  static void split(Connection conn, Admin admin, String table, byte[] row, long deadline) throws Exception {
+    TableName name = TableName.valueOf(table);
+    admin.split(name, row);
+    while (true) {
+      HRegionLocation at = locate(conn, table, row);
+      if (Bytes.equals(at.getRegion().getStartKey(), row) && at.getServerName() != null
+          && notReadySafe(conn, admin) == null) {
+        return;
+      }
+      if (System.currentTimeMillis() > deadline) {
+        throw new IllegalStateException("split of " + table + " at " + Bytes.toStringBinary(row) + " not done");
+      }
+      Thread.sleep(200);
+    }
+  }
+
+  /** Moves the region holding `row` to `to` (null: the first other live server); returns where it went. */
+  static String move(Connection conn, Admin admin, String table, byte[] row, String to, long deadline)
+      throws Exception {
+    HRegionLocation from = locate(conn, table, row);
+    ServerName dest = null;
+    List<ServerName> servers = new ArrayList<>(liveServers(admin));
+    servers.sort(null);
+    for (ServerName s : servers) {
+      String hp = s.getHostname() + ":" + s.getPort();
+      if (to == null ? !s.equals(from.getServerName()) : hp.equals(to)) {
+        dest = s;
+        break;
+      }
+    }
+    if (dest == null) {
+      throw new IllegalStateException("no destination server " + to + " among " + servers);
+    }
+    admin.move(from.getRegion().getEncodedNameAsBytes(), dest);
+    while (true) {
+      HRegionLocation now = locate(conn, table, row);
+      if (dest.equals(now.getServerName()) && notReadySafe(conn, admin) == null) {
+        return dest.getHostname() + ":" + dest.getPort();
+      }
+      if (System.currentTimeMillis() > deadline) {
+        throw new IllegalStateException("move of " + from.getRegion().getEncodedName() + " not done");
+      }
+      Thread.sleep(200);
+    }
+  }
+
   static String hex(byte[] b) {
     return b.length == 0 ? "-" : Bytes.toHex(b);
   }
@@ -252,6 +313,33 @@ public class HBaseTool {
         }
         case "regions":
           System.out.print(regions(conn, args[1]));
+          break;
+        case "create": {
+          // Several tables in one run (a JVM start costs seconds): groups separated by "--".
+          int i = 1;
+          while (i < args.length) {
+            String table = args[i];
+            String[] fams = args[i + 1].split(",");
+            List<byte[]> splits = new ArrayList<>();
+            for (i += 2; i < args.length && !args[i].equals("--"); i++) {
+              splits.add(Bytes.toBytesBinary(args[i]));
+            }
+            i++;
+            ColumnFamilyDescriptor[] cfs = new ColumnFamilyDescriptor[fams.length];
+            for (int f = 0; f < fams.length; f++) {
+              cfs[f] = family(fams[f], true);
+            }
+            create(admin, table, splits.isEmpty() ? null : splits.toArray(new byte[0][]), cfs);
+          }
+          waitReady(conn, admin, System.currentTimeMillis() + 120000);
+          break;
+        }
+        case "split":
+          split(conn, admin, args[1], Bytes.toBytesBinary(args[2]), System.currentTimeMillis() + 120000);
+          break;
+        case "move":
+          System.out.println(move(conn, admin, args[1], Bytes.toBytesBinary(args[2]),
+              args.length > 3 ? args[3] : null, System.currentTimeMillis() + 120000));
           break;
         case "servers":
           for (ServerName s : liveServers(admin)) {

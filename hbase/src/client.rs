@@ -1,0 +1,387 @@
+//! The client: configuration, connections per region server, region lookup, and the retry loop every call runs in.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prost::Message;
+
+use crate::conn::Conn;
+use crate::error::{Error, Result, Retry};
+use crate::meta::{self, RegionCache, RegionLoc};
+use crate::ops::{cells, Cell, Mutation, MutationKind, Nonces};
+use crate::proto;
+
+/// How the client finds HBase and how long it tries.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// ZooKeeper quorum, `host:port[,host:port...]` (OpenTSDB's `tsd.storage.hbase.zk_quorum`).
+    pub zk_quorum: String,
+    /// HBase's parent znode (`tsd.storage.hbase.zk_basedir`), `/hbase` by default.
+    pub zk_basedir: String,
+    /// The user the connections announce (SIMPLE authentication).
+    pub user: String,
+    /// The overall deadline of one call, retries included.
+    pub operation_timeout: Duration,
+    /// The longest wait for one RPC's answer (also the server-side time limit sent with it).
+    pub rpc_timeout: Duration,
+    /// The first pause between retries; doubled per attempt up to `max_backoff`.
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Config {
+    pub fn new(zk_quorum: &str, zk_basedir: &str) -> Config {
+        Config {
+            zk_quorum: zk_quorum.to_string(),
+            zk_basedir: if zk_basedir.is_empty() { "/hbase".into() } else { zk_basedir.to_string() },
+            user: std::env::var("USER").unwrap_or_else(|_| "rtsd".into()),
+            operation_timeout: Duration::from_secs(60),
+            rpc_timeout: Duration::from_secs(20),
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A connection to one HBase cluster; cheap to clone (all clones share connections and the region cache).
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub cfg: Config,
+    pub regions: RegionCache,
+    /// One slot per server address, each with its own lock so a slow connect to one server delays no other.
+    conns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>>>,
+    /// Where `hbase:meta` is, once read from ZooKeeper; cleared when meta moved.
+    meta_server: Mutex<Option<String>>,
+    pub nonces: Nonces,
+}
+
+/// A call's deadline and attempt count, for [`Inner::pause`].
+pub(crate) struct Attempts {
+    started: Instant,
+    deadline: Instant,
+    n: u32,
+}
+
+impl Client {
+    /// Connects to the cluster whose ZooKeeper is `zk_quorum`: reads where `hbase:meta` is (failing with
+    /// [`Error::Unreachable`] when it cannot within the default deadline). Region servers are connected on first
+    /// use.
+    pub async fn connect(zk_quorum: &str, zk_basedir: &str) -> Result<Client> {
+        Client::with_config(Config::new(zk_quorum, zk_basedir)).await
+    }
+
+    pub async fn with_config(cfg: Config) -> Result<Client> {
+        let client = Client {
+            inner: Arc::new(Inner {
+                cfg,
+                regions: RegionCache::default(),
+                conns: Mutex::new(HashMap::new()),
+                meta_server: Mutex::new(None),
+                nonces: Nonces::new(),
+            }),
+        };
+        let inner = &client.inner;
+        let mut attempts = inner.attempts();
+        loop {
+            match inner.meta_server().await {
+                Ok(_) => return Ok(client),
+                Err(e) => inner.pause(e, &mut attempts).await?,
+            }
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.cfg
+    }
+
+    /// The cells of `row`: all of `family` when `qualifiers` is empty, all families when `family` is `None`.
+    /// An absent row is an empty vector.
+    pub async fn get(&self, table: &str, row: &[u8], family: Option<&[u8]>, qualifiers: &[&[u8]]) -> Result<Vec<Cell>> {
+        let column = family
+            .map(|f| proto::Column { family: f.to_vec(), qualifier: qualifiers.iter().map(|q| q.to_vec()).collect() })
+            .into_iter()
+            .collect::<Vec<_>>();
+        let get = proto::Get { row: row.to_vec(), column, ..Default::default() };
+        let resp: proto::GetResponse = self
+            .inner
+            .region_call(table, row, "Get", |loc| proto::GetRequest {
+                region: proto::RegionSpecifier::name(&loc.name),
+                get: get.clone(),
+            })
+            .await?;
+        Ok(cells(resp.result))
+    }
+
+    /// Applies one mutation; answers the new cells of an Append or Increment (empty for Put and Delete). Returns
+    /// only once HBase acknowledged it: any error means it may or may not have been applied.
+    pub async fn mutate(&self, m: &Mutation) -> Result<Vec<Cell>> {
+        m.validate()?;
+        let nonce = self.inner.nonces.for_mutation(m);
+        let mutation = m.to_proto(nonce);
+        let nonce_group = nonce.map(|_| self.inner.nonces.group());
+        let resp: proto::MutateResponse = self
+            .inner
+            .region_call(&m.table, &m.row, "Mutate", |loc| proto::MutateRequest {
+                region: proto::RegionSpecifier::name(&loc.name),
+                mutation: mutation.clone(),
+                condition: None,
+                nonce_group,
+            })
+            .await?;
+        Ok(cells(resp.result))
+    }
+
+    pub async fn put(&self, table: &str, row: &[u8], family: &[u8], columns: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        self.mutate(&Mutation::put(table, row, family, columns)).await.map(|_| ())
+    }
+
+    /// Appends to each column; the columns' new values.
+    pub async fn append(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &[u8],
+        columns: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Vec<Cell>> {
+        self.mutate(&Mutation::append(table, row, family, columns)).await
+    }
+
+    /// Adds `amount` to the 8-byte counter in the column (absent counts as 0); the new value.
+    pub async fn increment(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        amount: i64,
+    ) -> Result<i64> {
+        let got = self.mutate(&Mutation::increment(table, row, family, qualifier, amount)).await?;
+        let cell = got
+            .iter()
+            .find(|c| c.qualifier == qualifier)
+            .ok_or_else(|| Error::Protocol("increment answered no cell".into()))?;
+        let bytes: [u8; 8] =
+            cell.value.as_slice().try_into().map_err(|_| Error::Protocol("counter is not 8 bytes".into()))?;
+        Ok(i64::from_be_bytes(bytes))
+    }
+
+    /// Deletes `qualifiers` of `family` (every version); no qualifiers: the whole family.
+    pub async fn delete(&self, table: &str, row: &[u8], family: &[u8], qualifiers: &[&[u8]]) -> Result<()> {
+        self.mutate(&Mutation::delete(table, row, family, qualifiers)).await.map(|_| ())
+    }
+
+    /// Applies the Put `put` only if the cell (`put`'s row, `family`, `qualifier`) holds `expected` — an empty
+    /// `expected` meaning the cell is absent, as OpenTSDB's UID assignment relies on. True when applied.
+    ///
+    /// A retry after a lost answer can see its own write and answer false: callers (like OpenTSDB's) re-read on
+    /// false.
+    pub async fn check_and_put(
+        &self,
+        put: &Mutation,
+        family: &[u8],
+        qualifier: &[u8],
+        expected: &[u8],
+    ) -> Result<bool> {
+        put.validate()?;
+        if put.kind != MutationKind::Put {
+            return Err(Error::Invalid("check_and_put takes a Put".into()));
+        }
+        let comparator =
+            proto::BinaryComparator { comparable: proto::ByteArrayComparable { value: Some(expected.to_vec()) } };
+        let condition = proto::Condition {
+            row: put.row.clone(),
+            family: Some(family.to_vec()),
+            qualifier: Some(qualifier.to_vec()),
+            compare_type: Some(proto::CompareType::Equal as i32),
+            comparator: Some(proto::Comparator {
+                name: "org.apache.hadoop.hbase.filter.BinaryComparator".into(),
+                serialized_comparator: Some(comparator.encode_to_vec()),
+            }),
+        };
+        let mutation = put.to_proto(None);
+        let resp: proto::MutateResponse = self
+            .inner
+            .region_call(&put.table, &put.row, "Mutate", |loc| proto::MutateRequest {
+                region: proto::RegionSpecifier::name(&loc.name),
+                mutation: mutation.clone(),
+                condition: Some(condition.clone()),
+                nonce_group: None,
+            })
+            .await?;
+        Ok(resp.processed.unwrap_or(false))
+    }
+
+    /// The region of `table` holding `row` (from the cache, or `hbase:meta`).
+    pub async fn locate(&self, table: &str, row: &[u8]) -> Result<RegionLoc> {
+        let mut attempts = self.inner.attempts();
+        loop {
+            match self.inner.locate(table, row).await {
+                Ok(loc) => return Ok((*loc).clone()),
+                Err(e) => self.inner.pause(e, &mut attempts).await?,
+            }
+        }
+    }
+}
+
+impl Inner {
+    pub fn attempts(&self) -> Attempts {
+        let now = Instant::now();
+        Attempts { started: now, deadline: now + self.cfg.operation_timeout, n: 0 }
+    }
+
+    /// After a failed attempt: `Err` when the error is final or the deadline has come, else a pause (exponential,
+    /// capped) before the next attempt.
+    pub async fn pause(&self, e: Error, a: &mut Attempts) -> Result<()> {
+        if e.retry() == Retry::Never {
+            return Err(e);
+        }
+        let backoff = self.cfg.initial_backoff.saturating_mul(1 << a.n.min(16)).min(self.cfg.max_backoff);
+        let now = Instant::now();
+        if now + backoff >= a.deadline {
+            let elapsed = now - a.started;
+            tracing::debug!(?elapsed, error = %e, "hbase call gave up");
+            if matches!(e, Error::Connection { .. } | Error::ZooKeeper(_)) {
+                return Err(Error::Unreachable(format!("after {elapsed:?}: {e}")));
+            }
+            return Err(Error::Deadline { elapsed, last: Box::new(e) });
+        }
+        tracing::debug!(attempt = a.n, ?backoff, error = %e, "hbase call retrying");
+        a.n += 1;
+        tokio::time::sleep(backoff).await;
+        Ok(())
+    }
+
+    /// The timeout of the next RPC: the configured one, cut to what is left of the deadline.
+    pub fn rpc_timeout(&self, a: &Attempts) -> Duration {
+        let left = a.deadline.saturating_duration_since(Instant::now());
+        self.cfg.rpc_timeout.min(left).max(Duration::from_millis(10))
+    }
+
+    /// The connection to `addr`, opened if there is none or the last one broke.
+    pub async fn conn(&self, addr: &str, timeout: Duration) -> Result<Arc<Conn>> {
+        let slot = self.conns.lock().unwrap().entry(addr.to_string()).or_default().clone();
+        let mut slot = slot.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(Conn::connect(addr, &self.cfg.user, "ClientService", timeout).await?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// What an error of a call to `loc` says about the caches.
+    pub fn forget(&self, loc: &RegionLoc, e: &Error) {
+        match e.retry() {
+            Retry::Relocate => {
+                self.regions.invalidate(loc);
+                if loc.is_meta() {
+                    self.meta_server.lock().unwrap().take();
+                }
+            }
+            Retry::ServerGone => {
+                if let Some(slot) = self.conns.lock().unwrap().get(&loc.server) {
+                    // The slot is locked only while connecting; then the next call reconnects anyway.
+                    if let Ok(mut s) = slot.try_lock() {
+                        s.take();
+                    }
+                }
+                self.regions.invalidate_server(&loc.server);
+                let mut meta = self.meta_server.lock().unwrap();
+                if meta.as_deref() == Some(loc.server.as_str()) {
+                    meta.take();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn meta_server(&self) -> Result<String> {
+        if let Some(s) = self.meta_server.lock().unwrap().clone() {
+            return Ok(s);
+        }
+        let s = crate::zk::meta_server(&self.cfg.zk_quorum, &self.cfg.zk_basedir, self.cfg.rpc_timeout).await?;
+        *self.meta_server.lock().unwrap() = Some(s.clone());
+        Ok(s)
+    }
+
+    /// One attempt at finding the region of `table` holding `key`: the cache, else one reversed scan of meta.
+    pub async fn locate(&self, table: &str, key: &[u8]) -> Result<Arc<RegionLoc>> {
+        if let Some(loc) = self.regions.get(table, key) {
+            return Ok(loc);
+        }
+        let server = self.meta_server().await?;
+        let meta = RegionLoc {
+            table: "hbase:meta".into(),
+            name: meta::META_REGION.to_vec(),
+            start: Vec::new(),
+            end: Vec::new(),
+            server,
+        };
+        let req = proto::ScanRequest {
+            region: Some(proto::RegionSpecifier::name(meta::META_REGION)),
+            scan: Some(proto::Scan {
+                column: vec![proto::Column { family: meta::META_FAMILY.to_vec(), qualifier: Vec::new() }],
+                start_row: Some(meta::meta_search_key(table, key)),
+                // No stop row: meta's comparator orders `<table>,` after the table's first row `<table>,,<id>`
+                // (measured on 2.6: that stop row hid the first region), and one row is asked for anyway;
+                // `parse_meta_row` rejects a row of another table.
+                reversed: Some(true),
+                caching: Some(1),
+                ..Default::default()
+            }),
+            number_of_rows: Some(1),
+            close_scanner: Some(true),
+            ..Default::default()
+        };
+        let timeout = self.cfg.rpc_timeout;
+        let resp: Result<proto::ScanResponse> = async {
+            let conn = self.conn(&meta.server, timeout).await?;
+            conn.call("Scan", &req, timeout).await
+        }
+        .await;
+        let resp = resp.inspect_err(|e| self.forget(&meta, e))?;
+        let Some(row) = resp.results.into_iter().next() else {
+            return Err(Error::TableNotFound(table.to_string()));
+        };
+        let loc = Arc::new(meta::parse_meta_row(table, key, &row.cell)?);
+        self.regions.insert(loc.clone());
+        Ok(loc)
+    }
+
+    /// Runs `method` against the region holding `row`, retrying per the error table until the deadline.
+    pub async fn region_call<Req: Message, Resp: Message + Default>(
+        &self,
+        table: &str,
+        row: &[u8],
+        method: &str,
+        build: impl Fn(&RegionLoc) -> Req,
+    ) -> Result<Resp> {
+        let mut attempts = self.attempts();
+        loop {
+            let timeout = self.rpc_timeout(&attempts);
+            let loc = match self.locate(table, row).await {
+                Ok(loc) => loc,
+                Err(e) => {
+                    self.pause(e, &mut attempts).await?;
+                    continue;
+                }
+            };
+            let res = async {
+                let conn = self.conn(&loc.server, timeout).await?;
+                conn.call(method, &build(&loc), timeout).await
+            }
+            .await;
+            match res {
+                Ok(resp) => return Ok(resp),
+                Err(e) => {
+                    self.forget(&loc, &e);
+                    self.pause(e, &mut attempts).await?;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Batches of mutations: one `Multi` RPC per region server per round, each carrying one `RegionAction` per region.
+//!
+//! Every mutation gets its own outcome. A round sends all pending mutations (grouped by the server of their
+//! region, the servers in parallel); what failed retriably (a moved region, a dead server, a busy region) is
+//! located again and sent in the next round after a pause, until the deadline. A mutation is reported done only
+//! when its server answered a result for it.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use crate::client::{Client, Inner};
+use crate::error::{Error, Result, Retry};
+use crate::meta::RegionLoc;
+use crate::ops::{cells, Cell, Mutation};
+use crate::proto;
+
+/// One region's share of a round: the region and the indexes of its mutations.
+type RegionBatch = (Arc<RegionLoc>, Vec<usize>);
+
+impl Client {
+    /// Applies `mutations` (any tables, rows, kinds; not atomic as a group) and answers one outcome per
+    /// mutation, in order: the new cells of an Append or Increment, empty for Put and Delete.
+    pub async fn multi(&self, mutations: Vec<Mutation>) -> Vec<Result<Vec<Cell>>> {
+        let inner = &self.inner;
+        let n = mutations.len();
+        let mut outcome: Vec<Option<Result<Vec<Cell>>>> = vec![None; n];
+        let mut actions = Vec::with_capacity(n);
+        let mut pending = Vec::new();
+        for (i, m) in mutations.iter().enumerate() {
+            match m.validate() {
+                Ok(()) => pending.push(i),
+                Err(e) => outcome[i] = Some(Err(e)),
+            }
+            // The nonce is chosen once: a retried Increment or Append then carries the same one.
+            actions.push(m.to_proto(inner.nonces.for_mutation(m)));
+        }
+        let actions = Arc::new(actions);
+        let mut last_error: HashMap<usize, Error> = HashMap::new();
+        let mut attempts = inner.attempts();
+        while !pending.is_empty() {
+            let timeout = inner.rpc_timeout(&attempts);
+            let mut by_server: HashMap<String, HashMap<Vec<u8>, RegionBatch>> = HashMap::new();
+            let mut retry = Vec::new();
+            for &i in &pending {
+                match inner.locate(&mutations[i].table, &mutations[i].row).await {
+                    Ok(loc) => {
+                        let regions = by_server.entry(loc.server.clone()).or_default();
+                        regions.entry(loc.name.clone()).or_insert_with(|| (loc.clone(), Vec::new())).1.push(i);
+                    }
+                    Err(e) if e.is_retriable() => {
+                        last_error.insert(i, e);
+                        retry.push(i);
+                    }
+                    Err(e) => outcome[i] = Some(Err(e)),
+                }
+            }
+            let mut calls = JoinSet::new();
+            for (server, regions) in by_server {
+                let (inner, actions) = (self.inner.clone(), actions.clone());
+                calls.spawn(async move { send(&inner, &server, regions, &actions, timeout).await });
+            }
+            while let Some(done) = calls.join_next().await {
+                let done = done.expect("a Multi task panicked");
+                for (i, res) in done {
+                    match res {
+                        Ok(c) => outcome[i] = Some(Ok(c)),
+                        Err(e) if e.is_retriable() => {
+                            last_error.insert(i, e);
+                            retry.push(i);
+                        }
+                        Err(e) => outcome[i] = Some(Err(e)),
+                    }
+                }
+            }
+            retry.sort_unstable();
+            pending = retry;
+            if let Some(&first) = pending.first() {
+                if let Err(final_err) = inner.pause(last_error[&first].clone(), &mut attempts).await {
+                    for &i in &pending {
+                        outcome[i] = Some(Err(give_up(&final_err, last_error.remove(&i).unwrap())));
+                    }
+                    pending.clear();
+                }
+            }
+        }
+        outcome.into_iter().map(|o| o.expect("every mutation has an outcome")).collect()
+    }
+}
+
+/// The deadline's error for one mutation, keeping its own last error.
+fn give_up(deadline: &Error, last: Error) -> Error {
+    match deadline {
+        Error::Deadline { elapsed, .. } => Error::Deadline { elapsed: *elapsed, last: Box::new(last) },
+        other => other.clone(),
+    }
+}
+
+/// One Multi to `server`; the outcome of each mutation sent.
+async fn send(
+    inner: &Inner,
+    server: &str,
+    regions: HashMap<Vec<u8>, RegionBatch>,
+    actions: &[proto::MutationProto],
+    timeout: std::time::Duration,
+) -> Vec<(usize, Result<Vec<Cell>>)> {
+    let regions: Vec<RegionBatch> = regions.into_values().collect();
+    let needs_nonce = regions.iter().flat_map(|(_, idx)| idx).any(|&i| actions[i].nonce.is_some());
+    let req = proto::MultiRequest {
+        region_action: regions
+            .iter()
+            .map(|(loc, idx)| proto::RegionAction {
+                region: proto::RegionSpecifier::name(&loc.name),
+                atomic: None,
+                action: idx
+                    .iter()
+                    .map(|&i| proto::Action { index: Some(i as u32), mutation: Some(actions[i].clone()), get: None })
+                    .collect(),
+            })
+            .collect(),
+        nonce_group: needs_nonce.then(|| inner.nonces.group()),
+    };
+    let res: Result<proto::MultiResponse> = async {
+        let conn = inner.conn(server, timeout).await?;
+        conn.call("Multi", &req, timeout).await
+    }
+    .await;
+    let mut out = Vec::new();
+    let resp = match res {
+        Ok(r) => r,
+        Err(e) => {
+            // The whole call failed: nothing is known about any of its mutations.
+            for (loc, idx) in &regions {
+                inner.forget(loc, &e);
+                out.extend(idx.iter().map(|&i| (i, Err(e.clone()))));
+            }
+            return out;
+        }
+    };
+    // Results come in the order of the region actions sent.
+    for (n, (loc, idx)) in regions.iter().enumerate() {
+        let Some(rar) = resp.region_action_result.get(n) else {
+            let e = Error::Protocol(format!("Multi answered {} region results", resp.region_action_result.len()));
+            out.extend(idx.iter().map(|&i| (i, Err(e.clone()))));
+            continue;
+        };
+        if let Some(ex) = &rar.exception {
+            let e = pair_error(ex);
+            inner.forget(loc, &e);
+            out.extend(idx.iter().map(|&i| (i, Err(e.clone()))));
+            continue;
+        }
+        let mut answered: HashMap<u32, &proto::ResultOrException> = HashMap::new();
+        for roe in &rar.result_or_exception {
+            answered.insert(roe.index.unwrap_or(u32::MAX), roe);
+        }
+        let mut forgot = false;
+        for &i in idx {
+            let res = match answered.get(&(i as u32)) {
+                Some(roe) => match &roe.exception {
+                    Some(ex) => Err(pair_error(ex)),
+                    None => Ok(cells(roe.result.clone())),
+                },
+                // Not answered means not known to be applied: retried (a server answers every action).
+                None => Err(Error::Remote {
+                    class: "MissingActionResult".into(),
+                    message: format!("no result for action {i}"),
+                    do_not_retry: false,
+                }),
+            };
+            if let Err(e) = &res {
+                if !forgot && matches!(e.retry(), Retry::Relocate | Retry::ServerGone) {
+                    inner.forget(loc, e);
+                    forgot = true;
+                }
+            }
+            out.push((i, res));
+        }
+    }
+    out
+}
+
+/// An exception inside a Multi answer: the class name and its message.
+fn pair_error(ex: &proto::NameBytesPair) -> Error {
+    let msg = ex.value.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+    Error::remote(&ex.name, &msg, false)
+}

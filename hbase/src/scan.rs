@@ -1,0 +1,280 @@
+//! Scanning a key range across regions, a page (`caching` rows) per RPC.
+//!
+//! A region scanner lives on its region server: the first `Scan` call opens it (and answers the first page), the
+//! next ones page through it by scanner id with a call sequence number the server checks, and the server closes it
+//! when the region has no more rows (`more_results_in_region = false`); the scan then continues at the region's
+//! end key in the next region. Rows bigger than the server's size limit arrive as partial results, stitched back
+//! together here; heartbeats (empty pages sent so the RPC does not time out on a long filtered stretch) are skipped.
+//!
+//! Failures (the region split or moved, its server died, the scanner lease expired, an out-of-order call) are
+//! handled by reopening at the resume key: just after the last complete row received, or the region boundary
+//! reached. Rows are then never lost nor repeated, because every complete row moves the resume key past itself and
+//! a partially received row is dropped and read again whole.
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::client::{Client, Inner};
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::meta::RegionLoc;
+use crate::ops::Cell;
+use crate::proto;
+
+/// What to scan.
+#[derive(Debug, Clone, Default)]
+pub struct ScanRequest {
+    pub table: String,
+    /// Inclusive; empty = from the table's first row.
+    pub start: Vec<u8>,
+    /// Exclusive; empty = to the table's end.
+    pub stop: Vec<u8>,
+    /// Families to read, each with the qualifiers to read (none = the whole family); empty = all families.
+    pub families: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+    /// A server-side filter.
+    pub filter: Option<Filter>,
+    /// Rows per RPC (0: 128).
+    pub caching: u32,
+    /// Bytes per RPC the server aims for (0: the server's default); rows larger than it come in parts.
+    pub max_result_size: u64,
+}
+
+/// A server-side filter: the Java class name (`org.apache.hadoop.hbase.filter.RowFilter`...) and that filter's
+/// own protobuf serialisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    pub class: String,
+    pub serialized: Vec<u8>,
+}
+
+struct Open {
+    loc: Arc<RegionLoc>,
+    conn: Arc<Conn>,
+    id: u64,
+    /// The next call's sequence number; the server rejects a repeated or skipped one.
+    seq: u64,
+}
+
+/// Rows of a [`ScanRequest`], in key order; each row is its cells.
+pub struct Scanner {
+    inner: Arc<Inner>,
+    req: ScanRequest,
+    /// Where a reopened region scanner starts (inclusive).
+    resume: Vec<u8>,
+    open: Option<Open>,
+    rows: VecDeque<Vec<Cell>>,
+    /// Cells of a row received in parts so far.
+    partial: Vec<Cell>,
+    done: bool,
+}
+
+impl Client {
+    /// Starts a scan; no RPC is made before the first [`Scanner::next`].
+    pub fn scan(&self, req: ScanRequest) -> Scanner {
+        Scanner {
+            inner: self.inner.clone(),
+            resume: req.start.clone(),
+            req,
+            open: None,
+            rows: VecDeque::new(),
+            partial: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Every row of the scan (for ranges known to be small).
+    pub async fn scan_all(&self, req: ScanRequest) -> Result<Vec<Vec<Cell>>> {
+        let mut s = self.scan(req);
+        let mut rows = Vec::new();
+        while let Some(r) = s.next().await? {
+            rows.push(r);
+        }
+        Ok(rows)
+    }
+}
+
+impl Scanner {
+    /// The next row, `None` at the end. An error is final for this scanner (retriable failures were retried
+    /// until the client's operation deadline, per page).
+    pub async fn next(&mut self) -> Result<Option<Vec<Cell>>> {
+        loop {
+            if let Some(r) = self.rows.pop_front() {
+                return Ok(Some(r));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            self.fetch().await?;
+        }
+    }
+
+    /// Extends the server-side scanner's lease (a caller pausing longer than the lease between pages). Not
+    /// needed for correctness: an expired scanner is reopened at the resume key.
+    pub async fn renew_lease(&mut self) -> Result<()> {
+        let Some(open) = &self.open else { return Ok(()) };
+        let req = proto::ScanRequest {
+            scanner_id: Some(open.id),
+            number_of_rows: Some(0),
+            renew: Some(true),
+            ..Default::default()
+        };
+        let _: proto::ScanResponse = open.conn.call("Scan", &req, self.inner.cfg.rpc_timeout).await?;
+        Ok(())
+    }
+
+    /// Closes the server-side scanner now (dropping the scanner does it in the background).
+    pub async fn close(mut self) -> Result<()> {
+        self.done = true;
+        match self.open.take() {
+            Some(open) => close_call(&open, self.inner.cfg.rpc_timeout).await,
+            None => Ok(()),
+        }
+    }
+
+    /// One page, retried per the error table until the deadline.
+    async fn fetch(&mut self) -> Result<()> {
+        let mut attempts = self.inner.attempts();
+        loop {
+            let timeout = self.inner.rpc_timeout(&attempts);
+            match self.fetch_once(timeout).await {
+                Ok(()) => return Ok(()),
+                Err((loc, e)) => {
+                    tracing::debug!(error = %e, resume = ?self.resume, "hbase scan reopening");
+                    if let Some(loc) = loc {
+                        self.inner.forget(&loc, &e);
+                    }
+                    if let Some(open) = self.open.take() {
+                        // The old scanner may still be alive (a timeout, a lease not yet expired): release it.
+                        tokio::spawn(async move {
+                            let _ = close_call(&open, std::time::Duration::from_secs(5)).await;
+                        });
+                    }
+                    self.partial.clear();
+                    self.inner.pause(e, &mut attempts).await?;
+                }
+            }
+        }
+    }
+
+    async fn fetch_once(&mut self, timeout: std::time::Duration) -> Result<(), (Option<Arc<RegionLoc>>, Error)> {
+        let caching = if self.req.caching == 0 { 128 } else { self.req.caching };
+        if let Some(open) = &mut self.open {
+            let req = proto::ScanRequest {
+                scanner_id: Some(open.id),
+                number_of_rows: Some(caching),
+                next_call_seq: Some(open.seq),
+                client_handles_partials: Some(true),
+                client_handles_heartbeats: Some(true),
+                ..Default::default()
+            };
+            let resp = open.conn.call("Scan", &req, timeout).await.map_err(|e| (Some(open.loc.clone()), e))?;
+            open.seq += 1;
+            let loc = open.loc.clone();
+            return self.absorb(&loc, resp).map_err(|e| (Some(loc), e));
+        }
+        let loc = self.inner.locate(&self.req.table, &self.resume).await.map_err(|e| (None, e))?;
+        let req = proto::ScanRequest {
+            region: Some(proto::RegionSpecifier::name(&loc.name)),
+            scan: Some(self.proto_scan()),
+            number_of_rows: Some(caching),
+            client_handles_partials: Some(true),
+            client_handles_heartbeats: Some(true),
+            ..Default::default()
+        };
+        let opened = async {
+            let conn = self.inner.conn(&loc.server, timeout).await?;
+            let resp: proto::ScanResponse = conn.call("Scan", &req, timeout).await?;
+            Ok((conn, resp))
+        }
+        .await;
+        let (conn, resp) = opened.map_err(|e| (Some(loc.clone()), e))?;
+        if let Some(id) = resp.scanner_id {
+            self.open = Some(Open { loc: loc.clone(), conn, id, seq: 0 });
+        }
+        self.absorb(&loc, resp).map_err(|e| (Some(loc), e))
+    }
+
+    fn proto_scan(&self) -> proto::Scan {
+        proto::Scan {
+            column: self
+                .req
+                .families
+                .iter()
+                .map(|(f, qs)| proto::Column { family: f.clone(), qualifier: qs.clone() })
+                .collect(),
+            start_row: Some(self.resume.clone()),
+            stop_row: (!self.req.stop.is_empty()).then(|| self.req.stop.clone()),
+            filter: self
+                .req
+                .filter
+                .as_ref()
+                .map(|f| proto::Filter { name: f.class.clone(), serialized_filter: Some(f.serialized.clone()) }),
+            max_result_size: (self.req.max_result_size > 0).then_some(self.req.max_result_size),
+            caching: Some(if self.req.caching == 0 { 128 } else { self.req.caching }),
+            ..Default::default()
+        }
+    }
+
+    /// Takes a page's rows and decides where the scan goes next.
+    fn absorb(&mut self, loc: &RegionLoc, resp: proto::ScanResponse) -> Result<()> {
+        if !resp.cells_per_result.is_empty() {
+            return Err(Error::Protocol("the server answered in cell blocks, which were not asked for".into()));
+        }
+        for (i, r) in resp.results.into_iter().enumerate() {
+            let partial = r.partial.unwrap_or(false) || resp.partial_flag_per_result.get(i).copied().unwrap_or(false);
+            let cells: Vec<Cell> = r.cell.into_iter().map(Cell::from).collect();
+            if let (Some(last), Some(first)) = (self.partial.last(), cells.first()) {
+                if last.row != first.row {
+                    return Err(Error::Protocol("a partial row was continued by another row".into()));
+                }
+            }
+            self.partial.extend(cells);
+            if !partial && !self.partial.is_empty() {
+                let row = std::mem::take(&mut self.partial);
+                self.resume = row[0].row.clone();
+                self.resume.push(0);
+                self.rows.push_back(row);
+            }
+        }
+        if resp.more_results == Some(false) {
+            // The scan is over (stop row or filter): the server closed the scanner.
+            self.open = None;
+            self.done = true;
+        } else if resp.more_results_in_region == Some(false) {
+            // This region is exhausted and its scanner closed; go on at its end key unless that is past the scan.
+            self.open = None;
+            if !self.partial.is_empty() {
+                return Err(Error::Protocol("a region ended inside a partial row".into()));
+            }
+            if loc.end.is_empty() || (!self.req.stop.is_empty() && loc.end.as_slice() >= self.req.stop.as_slice()) {
+                self.done = true;
+            } else {
+                self.resume = loc.end.clone();
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn close_call(open: &Open, timeout: std::time::Duration) -> Result<()> {
+    let req = proto::ScanRequest {
+        scanner_id: Some(open.id),
+        number_of_rows: Some(0),
+        close_scanner: Some(true),
+        ..Default::default()
+    };
+    let _: proto::ScanResponse = open.conn.call("Scan", &req, timeout).await?;
+    Ok(())
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        if let Some(open) = self.open.take() {
+            // Without a runtime (dropped after it stopped) the lease expires on its own.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = close_call(&open, std::time::Duration::from_secs(5)).await;
+                });
+            }
+        }
+    }
+}
