@@ -371,6 +371,9 @@ pub struct Scan {
     pub caching: Option<u32>,
     #[prost(bool, optional, tag = "18")]
     pub allow_partial_results: Option<bool>,
+    /// Sent as false: without it a 2.x server treats start == stop as a Get of that row (old clients' meaning).
+    #[prost(bool, optional, tag = "22")]
+    pub include_stop_row: Option<bool>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -65,11 +65,14 @@ pub struct Scanner {
     /// Cells of a row received in parts so far.
     partial: Vec<Cell>,
     done: bool,
+    reopens: u32,
+    partials: u32,
 }
 
 impl Client {
     /// Starts a scan; no RPC is made before the first [`Scanner::next`].
     pub fn scan(&self, req: ScanRequest) -> Scanner {
+        let empty = !req.stop.is_empty() && req.start >= req.stop;
         Scanner {
             inner: self.inner.clone(),
             resume: req.start.clone(),
@@ -77,7 +80,10 @@ impl Client {
             open: None,
             rows: VecDeque::new(),
             partial: Vec::new(),
-            done: false,
+            // An empty range needs no RPC (and a 2.x server must not see start == stop, see proto_scan).
+            done: empty,
+            reopens: 0,
+            partials: 0,
         }
     }
 
@@ -105,6 +111,16 @@ impl Scanner {
             }
             self.fetch().await?;
         }
+    }
+
+    /// How often a region scanner was reopened after a failure (a split, a move, an expired lease).
+    pub fn reopens(&self) -> u32 {
+        self.reopens
+    }
+
+    /// How many partial results (parts of a row bigger than the page size) were stitched into rows.
+    pub fn partial_results(&self) -> u32 {
+        self.partials
     }
 
     /// Extends the server-side scanner's lease (a caller pausing longer than the lease between pages). Not
@@ -149,6 +165,7 @@ impl Scanner {
                         });
                     }
                     self.partial.clear();
+                    self.reopens += 1;
                     self.inner.pause(e, &mut attempts).await?;
                 }
             }
@@ -210,6 +227,7 @@ impl Scanner {
                 .map(|f| proto::Filter { name: f.class.clone(), serialized_filter: Some(f.serialized.clone()) }),
             max_result_size: (self.req.max_result_size > 0).then_some(self.req.max_result_size),
             caching: Some(if self.req.caching == 0 { 128 } else { self.req.caching }),
+            include_stop_row: Some(false),
             ..Default::default()
         }
     }
@@ -221,6 +239,7 @@ impl Scanner {
         }
         for (i, r) in resp.results.into_iter().enumerate() {
             let partial = r.partial.unwrap_or(false) || resp.partial_flag_per_result.get(i).copied().unwrap_or(false);
+            self.partials += partial as u32;
             let cells: Vec<Cell> = r.cell.into_iter().map(Cell::from).collect();
             if let (Some(last), Some(first)) = (self.partial.last(), cells.first()) {
                 if last.row != first.row {
