@@ -215,6 +215,11 @@ impl Client {
         Ok(resp.processed.unwrap_or(false))
     }
 
+    /// `host:port` of the region server holding `hbase:meta` (as last read from ZooKeeper).
+    pub async fn meta_location(&self) -> Result<String> {
+        self.inner.meta_server().await
+    }
+
     /// The region of `table` holding `row` (from the cache, or `hbase:meta`).
     pub async fn locate(&self, table: &str, row: &[u8]) -> Result<RegionLoc> {
         let mut attempts = self.inner.attempts();
