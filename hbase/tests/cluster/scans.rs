@@ -126,6 +126,8 @@ pub async fn move_during_scan(ctx: Arc<Ctx>) {
     let mut s = c.scan(req(&t, b"", b"", 10));
     let mut rows = Vec::new();
     take(&mut s, 1405, &mut rows).await;
+    // The lease of the open scanner can be extended (a caller pausing between pages).
+    s.renew_lease().await.unwrap();
     let before = c.locate(&t, &key(1500)).await.unwrap();
     let ctx2 = ctx.clone();
     let t2 = t.clone();
