@@ -13,6 +13,9 @@
 //   split TABLE ROW           split the region holding ROW at ROW; waits until both daughters are open
 //   move TABLE ROW [HOST:PORT]  move the region holding ROW to HOST:PORT (default: another live server); waits,
 //                             prints the new host:port
+//   merge TABLE ROW1 ROW2     merge the adjacent regions holding ROW1 and ROW2; waits until one open region holds both
+//   serve                     run commands read from stdin, one a line; after each one's output a line
+//                             "HBaseTool: done" or "HBaseTool: failed REASON"
 // Row arguments are Bytes.toBytesBinary strings (printable text, \xNN for other bytes).
 //
 // Tables follow OpenTSDB 2.4.1's src/create_table.sh with COMPRESSION NONE (no LZO on Maven Central), plus the rollup
@@ -273,9 +276,102 @@ public class HBaseTool {
     return b.length == 0 ? "-" : Bytes.toHex(b);
   }
 
+  /** Merges the two adjacent regions holding `a` and `b`; waits until one open region holds both rows. */
+  static void merge(Connection conn, Admin admin, String table, byte[] a, byte[] b, long deadline) throws Exception {
+    HRegionLocation ra = locate(conn, table, a);
+    HRegionLocation rb = locate(conn, table, b);
+    admin.mergeRegionsAsync(new byte[][] {ra.getRegion().getEncodedNameAsBytes(),
+        rb.getRegion().getEncodedNameAsBytes()}, false).get();
+    while (true) {
+      HRegionLocation now = locate(conn, table, a);
+      if (now.getRegion().containsRow(b) && now.getServerName() != null && notReadySafe(conn, admin) == null) {
+        return;
+      }
+      if (System.currentTimeMillis() > deadline) {
+        throw new IllegalStateException("merge of " + ra.getRegion().getEncodedName() + " not done");
+      }
+      Thread.sleep(200);
+    }
+  }
+
+  /** Runs one command; returns what it prints. */
+  static String command(Connection conn, Admin admin, String[] args) throws Exception {
+    StringBuilder out = new StringBuilder();
+    long twoMinutes = System.currentTimeMillis() + 120000;
+    switch (args[0]) {
+      case "setup": {
+        int servers = Integer.parseInt(args[1]);
+        long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
+        // Every step is idempotent; a master still initializing (PleaseHoldException) or a region in motion
+        // makes the whole sequence start over until the deadline.
+        out.append(retry(deadline, () -> {
+          waitServers(admin, servers, false, deadline);
+          waitReady(conn, admin, deadline);
+          createTables(admin);
+          waitReady(conn, admin, deadline);
+          spread(conn, admin);
+          waitReady(conn, admin, deadline);
+          return regions(conn, "tsdb");
+        }));
+        break;
+      }
+      case "wait": {
+        int servers = Integer.parseInt(args[1]);
+        long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
+        retry(deadline, () -> {
+          waitServers(admin, servers, true, deadline);
+          waitReady(conn, admin, deadline);
+          return "";
+        });
+        break;
+      }
+      case "regions":
+        out.append(regions(conn, args[1]));
+        break;
+      case "create": {
+        // Several tables in one run (a JVM start costs seconds): groups separated by "--".
+        int i = 1;
+        while (i < args.length) {
+          String table = args[i];
+          String[] fams = args[i + 1].split(",");
+          List<byte[]> splits = new ArrayList<>();
+          for (i += 2; i < args.length && !args[i].equals("--"); i++) {
+            splits.add(Bytes.toBytesBinary(args[i]));
+          }
+          i++;
+          ColumnFamilyDescriptor[] cfs = new ColumnFamilyDescriptor[fams.length];
+          for (int f = 0; f < fams.length; f++) {
+            cfs[f] = family(fams[f], true);
+          }
+          create(admin, table, splits.isEmpty() ? null : splits.toArray(new byte[0][]), cfs);
+        }
+        waitReady(conn, admin, twoMinutes);
+        break;
+      }
+      case "split":
+        split(conn, admin, args[1], Bytes.toBytesBinary(args[2]), twoMinutes);
+        break;
+      case "move":
+        out.append(move(conn, admin, args[1], Bytes.toBytesBinary(args[2]), args.length > 3 ? args[3] : null,
+            twoMinutes)).append('\n');
+        break;
+      case "merge":
+        merge(conn, admin, args[1], Bytes.toBytesBinary(args[2]), Bytes.toBytesBinary(args[3]), twoMinutes);
+        break;
+      case "servers":
+        for (ServerName s : liveServers(admin)) {
+          out.append(s.getHostname()).append(':').append(s.getPort()).append('\n');
+        }
+        break;
+      default:
+        throw new IllegalArgumentException("unknown command " + args[0]);
+    }
+    return out.toString();
+  }
+
   public static void main(String[] args) throws Exception {
     if (args.length == 0) {
-      System.err.println("usage: HBaseTool setup|wait SERVERS TIMEOUT_S | regions TABLE | servers");
+      System.err.println("usage: HBaseTool COMMAND ARGS... | serve (see the comment at the top)");
       System.exit(2);
     }
     Configuration conf = HBaseConfiguration.create();
@@ -283,72 +379,25 @@ public class HBaseTool {
     conf.setInt(HConstants.HBASE_CLIENT_RETRIES_NUMBER, 3);
     conf.setInt(HConstants.HBASE_CLIENT_OPERATION_TIMEOUT, 60000);
     try (Connection conn = ConnectionFactory.createConnection(conf); Admin admin = conn.getAdmin()) {
-      switch (args[0]) {
-        case "setup": {
-          int servers = Integer.parseInt(args[1]);
-          long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
-          // Every step is idempotent; a master still initializing (PleaseHoldException) or a region in motion
-          // makes the whole sequence start over until the deadline.
-          String regions = retry(deadline, () -> {
-            waitServers(admin, servers, false, deadline);
-            waitReady(conn, admin, deadline);
-            createTables(admin);
-            waitReady(conn, admin, deadline);
-            spread(conn, admin);
-            waitReady(conn, admin, deadline);
-            return regions(conn, "tsdb");
-          });
-          System.out.print(regions);
-          break;
+      if (!args[0].equals("serve")) {
+        System.out.print(command(conn, admin, args));
+        return;
+      }
+      // One command per stdin line (space-separated arguments), its output then a status line: a test binary
+      // pays for the JVM and the connection once.
+      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+      String line;
+      while ((line = in.readLine()) != null) {
+        if (line.isBlank()) {
+          continue;
         }
-        case "wait": {
-          int servers = Integer.parseInt(args[1]);
-          long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
-          retry(deadline, () -> {
-            waitServers(admin, servers, true, deadline);
-            waitReady(conn, admin, deadline);
-            return "";
-          });
-          break;
+        try {
+          System.out.print(command(conn, admin, line.trim().split("\\s+")));
+          System.out.println("HBaseTool: done");
+        } catch (Exception e) {
+          System.out.println("HBaseTool: failed " + e.toString().split("\n")[0]);
         }
-        case "regions":
-          System.out.print(regions(conn, args[1]));
-          break;
-        case "create": {
-          // Several tables in one run (a JVM start costs seconds): groups separated by "--".
-          int i = 1;
-          while (i < args.length) {
-            String table = args[i];
-            String[] fams = args[i + 1].split(",");
-            List<byte[]> splits = new ArrayList<>();
-            for (i += 2; i < args.length && !args[i].equals("--"); i++) {
-              splits.add(Bytes.toBytesBinary(args[i]));
-            }
-            i++;
-            ColumnFamilyDescriptor[] cfs = new ColumnFamilyDescriptor[fams.length];
-            for (int f = 0; f < fams.length; f++) {
-              cfs[f] = family(fams[f], true);
-            }
-            create(admin, table, splits.isEmpty() ? null : splits.toArray(new byte[0][]), cfs);
-          }
-          waitReady(conn, admin, System.currentTimeMillis() + 120000);
-          break;
-        }
-        case "split":
-          split(conn, admin, args[1], Bytes.toBytesBinary(args[2]), System.currentTimeMillis() + 120000);
-          break;
-        case "move":
-          System.out.println(move(conn, admin, args[1], Bytes.toBytesBinary(args[2]),
-              args.length > 3 ? args[3] : null, System.currentTimeMillis() + 120000));
-          break;
-        case "servers":
-          for (ServerName s : liveServers(admin)) {
-            System.out.println(s.getHostname() + ":" + s.getPort());
-          }
-          break;
-        default:
-          System.err.println("HBaseTool: unknown command " + args[0]);
-          System.exit(2);
+        System.out.flush();
       }
     }
   }

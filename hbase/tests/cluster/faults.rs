@@ -172,6 +172,13 @@ pub async fn move_during_writes(ctx: Arc<Ctx>) {
     assert_ne!(before.server, after.server, "the region moved");
 }
 
+pub async fn merge_during_writes(ctx: Arc<Ctx>) {
+    let t = ctx.table("merge_write");
+    during_writes(ctx.clone(), t.clone(), vec!["merge".into(), t.clone(), "k00000".into(), "k01000".into()]).await;
+    let after = ctx.client.locate(&t, b"k01500").await.unwrap();
+    assert_eq!((after.start.as_slice(), after.end.as_slice()), (b"".as_slice(), b"k02000".as_slice()));
+}
+
 pub async fn killed_region_server_during_writes(ctx: Arc<Ctx>) {
     let t = ctx.table("kill_write");
     let c = &ctx.client;

@@ -3,8 +3,10 @@
 //!
 //! `RTSD_HBASE_TEST_CLUSTER=DIR` reuses a cluster already started with `scripts/hbase-cluster up DIR` (and leaves
 //! it running): quick iterations while developing. Tables get a per-run suffix so runs do not collide.
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Instant;
 
 pub struct Cluster {
@@ -12,6 +14,14 @@ pub struct Cluster {
     _tmp: Option<tempfile::TempDir>,
     pub zk: String,
     owned: bool,
+    /// `HBaseTool serve`, started on first use: one JVM start for all the test's admin commands.
+    tool: Mutex<Option<Tool>>,
+}
+
+struct Tool {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
 }
 
 pub fn root() -> PathBuf {
@@ -36,7 +46,7 @@ impl Cluster {
             let dir = PathBuf::from(dir);
             let env = std::fs::read_to_string(dir.join("cluster.env")).expect("cluster.env of the reused cluster");
             let zk = env.lines().find_map(|l| l.strip_prefix("zk_quorum=")).expect("zk_quorum").to_string();
-            return Cluster { dir, _tmp: None, zk, owned: false };
+            return Cluster { dir, _tmp: None, zk, owned: false, tool: Mutex::new(None) };
         }
         let tmp = tempfile::Builder::new().prefix("rtsd-hbase-client-").tempdir().expect("temp dir");
         let dir = tmp.path().to_path_buf();
@@ -56,7 +66,7 @@ impl Cluster {
             .spawn()
             .expect("spawn the watcher");
         let t0 = Instant::now();
-        let mut c = Cluster { dir, _tmp: Some(tmp), zk: String::new(), owned: true };
+        let mut c = Cluster { dir, _tmp: Some(tmp), zk: String::new(), owned: true, tool: Mutex::new(None) };
         let up = c.script(&["up"]);
         c.zk = up.lines().find_map(|l| l.strip_prefix("zk_quorum=")).expect("zk_quorum= line").trim().to_string();
         eprintln!("cluster: up in {:.0?} ({})", t0.elapsed(), c.zk);
@@ -71,17 +81,44 @@ impl Cluster {
         run(&mut cmd, &format!("hbase-cluster {}", args.join(" ")))
     }
 
-    /// `HBaseTool ARGS...` against this cluster (a JVM: ~10 s on two cores).
+    /// Runs one `HBaseTool` command (create, split, move, merge, regions...) against this cluster; its output.
     pub fn tool(&self, args: &[&str]) -> String {
+        let mut slot = self.tool.lock().unwrap_or_else(|p| p.into_inner());
+        let tool = slot.get_or_insert_with(|| self.start_tool());
+        writeln!(tool.stdin, "{}", args.join(" ")).expect("write to HBaseTool");
+        tool.stdin.flush().expect("flush to HBaseTool");
+        let mut out = String::new();
+        loop {
+            let mut line = String::new();
+            let n = tool.stdout.read_line(&mut line).expect("read from HBaseTool");
+            assert!(n > 0, "HBaseTool exited during {args:?}; output so far: {out}");
+            if line.starts_with("HBaseTool: done") {
+                return out;
+            }
+            if let Some(why) = line.strip_prefix("HBaseTool: failed") {
+                panic!("HBaseTool {args:?} failed:{why}");
+            }
+            out.push_str(&line);
+        }
+    }
+
+    fn start_tool(&self) -> Tool {
         let cp = std::fs::read_to_string(self.dir.join("hbase.cp")).expect("hbase.cp");
-        let mut cmd = Command::new("java");
-        cmd.args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
+        let mut child = Command::new("java")
+            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
             .arg(format!("-Dlogfile={}/logs/tool.log", self.dir.display()))
             .arg("-cp")
             .arg(format!("{}/conf:{}", self.dir.display(), cp.trim()))
             .arg(root().join("compat-tests/hbase/HBaseTool.java"))
-            .args(args);
-        run(&mut cmd, &format!("HBaseTool {}", args.join(" ")))
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start HBaseTool serve");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Tool { child, stdin, stdout }
     }
 
     /// The `rsN` (1..3) serving `host:port`.
@@ -96,6 +133,12 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if let Some(mut tool) = self.tool.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            // Closing its stdin ends the serve loop; the kill (by this child's PID) covers a hung one.
+            drop(tool.stdin);
+            let _ = tool.child.kill();
+            let _ = tool.child.wait();
+        }
         if self.owned {
             let _ = Command::new(root().join("scripts/hbase-cluster")).arg("down").arg(&self.dir).status();
         }

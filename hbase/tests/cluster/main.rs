@@ -43,8 +43,10 @@ fn tables() -> Vec<(&'static str, &'static str, Vec<String>)> {
         ("scan", "f", every(200, 10)),
         ("split_scan", "f", every(1000, 3)),
         ("move_scan", "f", every(1000, 3)),
+        ("merge_scan", "f", every(1000, 3)),
         ("split_write", "f", every(1000, 3)),
         ("move_write", "f", every(1000, 3)),
+        ("merge_write", "f", every(1000, 3)),
         ("kill_write", "f", every(500, 6)),
     ]
 }
@@ -64,8 +66,10 @@ fn main() {
         scans::scan_bounds_filters_and_partials,
         scans::split_during_scan,
         scans::move_during_scan,
+        scans::merge_during_scan,
         faults::split_during_writes,
         faults::move_during_writes,
+        faults::merge_during_writes,
         faults::killed_region_server_during_writes,
     ];
     if args.iter().any(|a| a == "--list") {

@@ -139,3 +139,22 @@ pub async fn move_during_scan(ctx: Arc<Ctx>) {
     let after = c.locate(&t, &key(1500)).await.unwrap();
     assert_eq!(after.server, to.trim(), "the cache follows the move");
 }
+
+pub async fn merge_during_scan(ctx: Arc<Ctx>) {
+    let t = ctx.table("merge_scan");
+    let c = &ctx.client;
+    fill(c, &t, 0..3000).await;
+    let mut s = c.scan(req(&t, b"", b"", 10));
+    let mut rows = Vec::new();
+    take(&mut s, 1500, &mut rows).await;
+    // The open scanner's region [k01000, k02000) merges with [k02000, end).
+    let ctx2 = ctx.clone();
+    let t2 = t.clone();
+    tokio::task::spawn_blocking(move || ctx2.cluster.tool(&["merge", &t2, "k01000", "k02000"])).await.unwrap();
+    rest(&mut s, &mut rows).await;
+    assert!(s.reopens() >= 1, "the merge closed the open region scanner");
+    assert_rows(&rows, 0..3000);
+    let after = c.locate(&t, &key(2500)).await.unwrap();
+    assert_eq!((after.start.as_slice(), after.end.as_slice()), (key(1000).as_slice(), b"".as_slice()));
+    assert_eq!(c.locate(&t, &key(1500)).await.unwrap().name, after.name, "one cached region for the merged range");
+}
