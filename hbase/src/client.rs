@@ -1,5 +1,6 @@
 //! The client: configuration, connections per region server, region lookup, and the retry loop every call runs in.
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,6 +58,28 @@ pub(crate) struct Inner {
     /// Where `hbase:meta` is, once read from ZooKeeper; cleared when meta moved.
     meta_server: Mutex<Option<String>>,
     pub nonces: Nonces,
+    stats: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    retries: AtomicU64,
+    relocations: AtomicU64,
+    server_failures: AtomicU64,
+    meta_lookups: AtomicU64,
+}
+
+/// What the client has done since it started (monotonic counters, for metrics and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Attempts repeated after a retriable error.
+    pub retries: u64,
+    /// Cached regions dropped because a server said they are not there (split, move, merge, opening).
+    pub relocations: u64,
+    /// Servers given up on (connection failed or broke, timed out, stopping).
+    pub server_failures: u64,
+    /// Reversed scans of `hbase:meta` (region cache misses).
+    pub meta_lookups: u64,
 }
 
 /// A call's deadline and attempt count, for [`Inner::pause`].
@@ -82,6 +105,7 @@ impl Client {
                 conns: Mutex::new(HashMap::new()),
                 meta_server: Mutex::new(None),
                 nonces: Nonces::new(),
+                stats: Counters::default(),
             }),
         };
         let inner = &client.inner;
@@ -215,6 +239,16 @@ impl Client {
         Ok(resp.processed.unwrap_or(false))
     }
 
+    pub fn stats(&self) -> Stats {
+        let s = &self.inner.stats;
+        Stats {
+            retries: s.retries.load(Ordering::Relaxed),
+            relocations: s.relocations.load(Ordering::Relaxed),
+            server_failures: s.server_failures.load(Ordering::Relaxed),
+            meta_lookups: s.meta_lookups.load(Ordering::Relaxed),
+        }
+    }
+
     /// `host:port` of the region server holding `hbase:meta` (as last read from ZooKeeper).
     pub async fn meta_location(&self) -> Result<String> {
         self.inner.meta_server().await
@@ -256,6 +290,7 @@ impl Inner {
         }
         tracing::debug!(attempt = a.n, ?backoff, error = %e, "hbase call retrying");
         a.n += 1;
+        self.stats.retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(backoff).await;
         Ok(())
     }
@@ -282,12 +317,14 @@ impl Inner {
     pub fn forget(&self, loc: &RegionLoc, e: &Error) {
         match e.retry() {
             Retry::Relocate => {
+                self.stats.relocations.fetch_add(1, Ordering::Relaxed);
                 self.regions.invalidate(loc);
                 if loc.is_meta() {
                     self.meta_server.lock().unwrap().take();
                 }
             }
             Retry::ServerGone => {
+                self.stats.server_failures.fetch_add(1, Ordering::Relaxed);
                 if let Some(slot) = self.conns.lock().unwrap().get(&loc.server) {
                     // The slot is locked only while connecting; then the next call reconnects anyway.
                     if let Ok(mut s) = slot.try_lock() {
@@ -319,6 +356,7 @@ impl Inner {
             return Ok(loc);
         }
         let server = self.meta_server().await?;
+        self.stats.meta_lookups.fetch_add(1, Ordering::Relaxed);
         let meta = RegionLoc {
             table: "hbase:meta".into(),
             name: meta::META_REGION.to_vec(),

@@ -60,7 +60,7 @@ mod proto;
 mod scan;
 mod zk;
 
-pub use client::{Client, Config};
+pub use client::{Client, Config, Stats};
 pub use error::{Error, Result, Retry};
 pub use meta::RegionLoc;
 pub use ops::{Cell, Mutation, MutationKind};

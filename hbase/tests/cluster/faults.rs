@@ -143,6 +143,7 @@ async fn verify(c: &Client, t: &str, log: &WriteLog) {
 
 /// A split or a move is retried invisibly: nothing fails, every row stored, the counter exact.
 async fn during_writes(ctx: Arc<Ctx>, t: String, change: Vec<String>) {
+    let stats0 = ctx.client.stats();
     let w = start_writer(&ctx, &t);
     w.progress(300, Duration::from_secs(60)).await;
     let ctx2 = ctx.clone();
@@ -154,6 +155,10 @@ async fn during_writes(ctx: Arc<Ctx>, t: String, change: Vec<String>) {
     verify(&ctx.client, &t, &log).await;
     assert!(log.failed.is_empty(), "{} writes failed: {:?}", log.failed.len(), &log.failed[..log.failed.len().min(5)]);
     assert_eq!(log.acked.len(), log.attempted.len());
+    // The change did hit the writes: a cached region was found stale and looked up again.
+    let stats = ctx.client.stats();
+    eprintln!("  client: {stats:?} (before: {stats0:?})");
+    assert!(stats.relocations > stats0.relocations, "no write met the change: {stats:?}");
 }
 
 pub async fn split_during_writes(ctx: Arc<Ctx>) {
@@ -204,6 +209,8 @@ pub async fn killed_region_server_during_writes(ctx: Arc<Ctx>) {
     eprintln!("  rs{rs} ({victim}) killed; 600 more rows acknowledged after {:.0?}", t0.elapsed());
     let log = w.finish().await;
     verify(c, &t, &log).await;
+    eprintln!("  client: {:?}", c.stats());
+    assert!(c.stats().server_failures > 0, "no write met the dead server");
     for n in (0..3000).step_by(500) {
         let loc = c.locate(&t, format!("k{n:05}").as_bytes()).await.unwrap();
         assert_ne!(loc.server, victim, "a region still on the killed server");
