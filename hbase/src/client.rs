@@ -19,6 +19,9 @@ pub struct Config {
     pub zk_quorum: String,
     /// HBase's parent znode (`tsd.storage.hbase.zk_basedir`), `/hbase` by default.
     pub zk_basedir: String,
+    /// HBase servers (`host:port` of masters or, on HBase >= 2.5, region servers) to ask where `hbase:meta` is
+    /// instead of ZooKeeper (HBase's `hbase.client.bootstrap.servers`). Empty: ZooKeeper.
+    pub bootstrap_servers: Vec<String>,
     /// The user the connections announce (SIMPLE authentication).
     pub user: String,
     /// The overall deadline of one call, retries included.
@@ -35,6 +38,7 @@ impl Config {
         Config {
             zk_quorum: zk_quorum.to_string(),
             zk_basedir: if zk_basedir.is_empty() { "/hbase".into() } else { zk_basedir.to_string() },
+            bootstrap_servers: Vec::new(),
             user: std::env::var("USER").unwrap_or_else(|_| "rtsd".into()),
             operation_timeout: Duration::from_secs(60),
             rpc_timeout: Duration::from_secs(20),
@@ -345,7 +349,12 @@ impl Inner {
         if let Some(s) = self.meta_server.lock().unwrap().clone() {
             return Ok(s);
         }
-        let s = crate::zk::meta_server(&self.cfg.zk_quorum, &self.cfg.zk_basedir, self.cfg.rpc_timeout).await?;
+        let cfg = &self.cfg;
+        let s = if cfg.bootstrap_servers.is_empty() {
+            crate::zk::meta_server(&cfg.zk_quorum, &cfg.zk_basedir, cfg.rpc_timeout).await?
+        } else {
+            crate::registry::meta_server(&cfg.bootstrap_servers, &cfg.user, cfg.rpc_timeout).await?
+        };
         *self.meta_server.lock().unwrap() = Some(s.clone());
         Ok(s)
     }

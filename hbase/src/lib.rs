@@ -57,6 +57,7 @@ pub mod meta;
 mod multi;
 mod ops;
 mod proto;
+mod registry;
 mod scan;
 mod zk;
 

@@ -482,3 +482,22 @@ pub struct MetaRegionServer {
     #[prost(int32, optional, tag = "3")]
     pub state: Option<i32>,
 }
+
+// --- Registry.proto (ClientMetaService, HBase >= 2.5 region servers and masters) --------------------------------
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetMetaRegionLocationsRequest {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RegionLocation {
+    #[prost(message, optional, tag = "1")]
+    pub region_info: Option<RegionInfo>,
+    #[prost(message, optional, tag = "2")]
+    pub server_name: Option<ServerName>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetMetaRegionLocationsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub meta_locations: Vec<RegionLocation>,
+}

@@ -164,3 +164,17 @@ pub async fn missing_table_is_typed(ctx: Arc<Ctx>) {
     assert!(matches!(e, Error::TableNotFound(_)), "{e:?}");
     assert!(t0.elapsed().as_secs() < 5, "not retried until the deadline");
 }
+
+/// HBase >= 2.5 serves meta's location from any region server (`ClientMetaService`): a client bootstrapped from one
+/// region server, with no ZooKeeper address at all, finds meta and reads what the ZooKeeper-bootstrapped one wrote.
+pub async fn bootstrap_without_zookeeper(ctx: Arc<Ctx>) {
+    let t = ctx.table("basic");
+    let meta = ctx.client.meta_location().await.unwrap();
+    let some_rs = ctx.client.locate(&t, b"r9").await.unwrap().server;
+    let mut cfg = rtsd_hbase::Config::new("127.0.0.1:1", "/nowhere");
+    cfg.bootstrap_servers = vec!["127.0.0.1:1".into(), some_rs];
+    let c = rtsd_hbase::Client::with_config(cfg).await.unwrap();
+    assert_eq!(c.meta_location().await.unwrap(), meta);
+    ctx.client.put(&t, b"r9-boot", b"f", vec![kv(b"q", b"zk-less")]).await.unwrap();
+    assert_eq!(c.get(&t, b"r9-boot", Some(b"f"), &[]).await.unwrap()[0].value, b"zk-less");
+}

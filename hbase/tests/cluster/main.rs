@@ -62,6 +62,7 @@ fn main() {
         basic::delete_columns_family_row,
         basic::multi_across_region_servers,
         basic::missing_table_is_typed,
+        basic::bootstrap_without_zookeeper,
         scans::scan_many_regions_small_caching,
         scans::scan_bounds_filters_and_partials,
         scans::split_during_scan,
