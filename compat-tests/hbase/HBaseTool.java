@@ -330,6 +330,7 @@ public class HBaseTool {
         break;
       case "create": {
         // Several tables in one run (a JVM start costs seconds): groups separated by "--".
+        List<java.util.concurrent.Future<Void>> pending = new ArrayList<>();
         int i = 1;
         while (i < args.length) {
           String table = args[i];
@@ -343,7 +344,16 @@ public class HBaseTool {
           for (int f = 0; f < fams.length; f++) {
             cfs[f] = family(fams[f], true);
           }
-          create(admin, table, splits.isEmpty() ? null : splits.toArray(new byte[0][]), cfs);
+          TableDescriptorBuilder b = TableDescriptorBuilder.newBuilder(TableName.valueOf(table));
+          for (ColumnFamilyDescriptor cf : cfs) {
+            b.setColumnFamily(cf);
+          }
+          // All tables at once: the master creates and assigns them in parallel.
+          pending.add(splits.isEmpty() ? admin.createTableAsync(b.build())
+              : admin.createTableAsync(b.build(), splits.toArray(new byte[0][])));
+        }
+        for (java.util.concurrent.Future<Void> f : pending) {
+          f.get(2, java.util.concurrent.TimeUnit.MINUTES);
         }
         waitReady(conn, admin, twoMinutes);
         break;
