@@ -5,11 +5,11 @@
 //! each row either as it was or as it was meant to become.
 use std::collections::{BTreeMap, HashMap};
 
-use rocksdb::{WriteBatch, WriteOptions};
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 
-use super::{cells, Store, StoreError, CF_DATA, CF_SERIES, CF_UID_ID, CF_UID_NAME};
+use super::engine::{cell_key, Durability, ReadHints, WriteBatch};
+use super::{Store, StoreError, CF_DATA, CF_SERIES, CF_UID_ID, CF_UID_NAME};
 
 /// Which half of the UID table a cell belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,16 +40,15 @@ impl Store {
         &self,
         mut f: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
-        iter.seek_to_first();
-        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
-            if !f(key, value)? {
+        let Some(mut iter) = self.engine.cursor(CF_DATA, ReadHints::default()) else { return Ok(()) };
+        iter.seek(b"");
+        while iter.valid() {
+            if !f(iter.key(), iter.value())? {
                 return Ok(());
             }
             iter.next();
         }
-        iter.status()?;
-        Ok(())
+        iter.status()
     }
 
     /// The number of series in the index (within retention): walks the index, so callers reuse the answer.
@@ -62,25 +61,15 @@ impl Store {
         Ok(n)
     }
 
-    /// Bytes of the files under the data directory (SST files, write-ahead logs, manifests): what `du` says.
+    /// Bytes of the engine's files on disk (SST files, write-ahead logs, manifests): what `du` says of the data
+    /// directory; 0 for an engine whose files are elsewhere.
     pub fn disk_bytes(&self) -> u64 {
-        fn walk(dir: &std::path::Path) -> u64 {
-            let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => walk(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        }
-        walk(self.db.path())
+        self.engine.maintenance().map_or(0, |m| m.disk_bytes())
     }
 
-    /// An estimate of the number of data rows (RocksDB's key estimate), for progress bars.
+    /// An estimate of the number of data rows (the engine's key estimate), for progress bars.
     pub fn estimated_rows(&self) -> u64 {
-        self.db.property_int_value_cf(self.cf(CF_DATA), "rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
+        self.engine.maintenance().and_then(|m| m.table_stats(CF_DATA)).map_or(0, |s| s.estimated_rows)
     }
 
     /// Replaces whole rows (`Some(value)`) or deletes them (`None`) in one atomic, synced write. A replaced row
@@ -89,26 +78,22 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let cf = self.cf(CF_DATA);
         let mut batch = WriteBatch::default();
         let mut marks = super::rollup::Marks::default();
         for (key, value) in rows {
             match value {
-                Some(v) => batch.put_cf(cf, key, v),
-                None => batch.delete_cf(cf, key),
+                Some(v) => batch.put(CF_DATA, key, v),
+                None => batch.delete(CF_DATA, key),
             }
             if self.rollups.auto() {
                 // Rollups of the row are recomputed from what is left of it.
                 marks.add_row(key, 0);
             }
         }
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
         // Through the gate with the marks noted, as every raw write: a daemon's next fold (and the fold before a
         // rollup read) sees these rows, not only the background fold that reads stored marks (`DELETE
         // /api/query` runs inside the daemon).
-        self.write_marked(batch, &mut marks, &opts)?;
-        Ok(())
+        self.write_marked(batch, &mut marks, Durability::Synced)
     }
 
     /// Deletes data rows in one atomic, synced write. Rollups of the rows are recomputed at the next fold (see
@@ -132,19 +117,17 @@ impl Store {
         let last = codec::MAX_SECONDS * 1000 + 999;
         let start_hour = i64::from(codec::base_time(start_ms.clamp(0, last)));
         let end_hour = i64::from(codec::base_time((end_ms - 1).clamp(0, last)));
-        let mw = self.layout.uid_widths[0];
-        let cf = self.cf(CF_DATA);
         let mut existing = Vec::new();
         for tsuid in tsuids {
-            let keys: Vec<Vec<u8>> = (start_hour..=end_hour)
-                .step_by(3600)
-                .map(|hour| codec::row_key_from_tsuid(tsuid, hour, &self.layout.salt, mw))
-                .collect();
-            for (key, value) in keys.iter().zip(self.db.multi_get_cf(keys.iter().map(|k| (cf, k)))) {
-                if value?.is_some() {
-                    existing.push(key.clone());
+            let keys: Vec<Vec<u8>> =
+                (start_hour..=end_hour).step_by(3600).map(|hour| self.layout.row_key(tsuid, hour)).collect();
+            let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            self.engine.get_many(CF_DATA, &key_refs, true, ReadHints::default(), &mut |i, value| {
+                if value.is_some() {
+                    existing.push(keys[i].clone());
                 }
-            }
+                Ok(())
+            })?;
         }
         for chunk in existing.chunks(1024) {
             self.delete_rows(chunk)?;
@@ -165,7 +148,7 @@ impl Store {
             if key.len() < sw + mw + 4 {
                 continue;
             }
-            let tsuid = codec::tsuid_from_row_key(key, sw, mw);
+            let tsuid = self.layout.tsuid_of_row(key);
             let hour = codec::row_base_time(key, sw, mw);
             if self.last_hour(&tsuid)? == Some(hour) {
                 pending
@@ -181,7 +164,6 @@ impl Store {
         }
         let first_kept = self.retention.first_kept_base(CF_DATA);
         let tags_offset = self.layout.tags_offset();
-        let cf_series = self.cf(CF_SERIES);
         let mut batch = WriteBatch::default();
         let mut forget = Vec::new();
         for (metric, buckets) in pending {
@@ -191,11 +173,11 @@ impl Store {
                 let newest = series.values().copied().max().unwrap_or(0);
                 let mut seek = prefix.clone();
                 seek.extend_from_slice(&newest.to_be_bytes());
-                let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+                let Some(mut iter) = self.engine.cursor(CF_DATA, ReadHints::default()) else { break };
                 // The last key before `seek`: rows of hours before the newest deleted one, newest first.
                 iter.seek_for_prev(&seek);
-                while !series.is_empty() {
-                    let Some(key) = iter.key() else { break };
+                while !series.is_empty() && iter.valid() {
+                    let key = iter.key();
                     if key.len() < tags_offset || !key.starts_with(&prefix) {
                         break;
                     }
@@ -207,21 +189,19 @@ impl Store {
                     tsuid.extend_from_slice(&key[tags_offset..]);
                     if series.get(&tsuid).is_some_and(|&deleted| hour < deleted) {
                         series.remove(&tsuid);
-                        super::series::set_last_hour(&mut batch, cf_series, &tsuid, Some(hour));
+                        super::series::set_last_hour(&mut batch, &tsuid, Some(hour));
                         forget.push(tsuid);
                     }
                     iter.prev();
                 }
                 iter.status()?;
                 for tsuid in series.into_keys() {
-                    super::series::set_last_hour(&mut batch, cf_series, &tsuid, None);
+                    super::series::set_last_hour(&mut batch, &tsuid, None);
                     forget.push(tsuid);
                 }
             }
         }
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db.write_opt(batch, &opts)?;
+        self.engine.write(batch, Durability::Synced)?;
         for tsuid in forget {
             self.series.forget(&tsuid);
         }
@@ -231,8 +211,9 @@ impl Store {
     /// Merges raw columns (`codec` row encoding) into a row, as a point write does but with any qualifier and
     /// value: for tests that need rows the write path would never produce.
     pub fn merge_raw_columns(&self, key: &[u8], columns: &[u8]) -> Result<(), StoreError> {
-        self.db.merge_cf(self.cf(CF_DATA), key, columns)?;
-        Ok(())
+        let mut batch = WriteBatch::default();
+        batch.merge(CF_DATA, key, columns);
+        self.engine.write(batch, Durability::Logged)
     }
 
     /// Calls `f(kind qualifier, row, value)` for every cell of one UID family, in key order. Cells whose key has
@@ -242,9 +223,10 @@ impl Store {
         family: UidFamily,
         mut f: impl FnMut(&[u8], &[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(family.cf()));
-        iter.seek_to_first();
-        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+        let Some(mut iter) = self.engine.cursor(family.cf(), ReadHints::default()) else { return Ok(()) };
+        iter.seek(b"");
+        while iter.valid() {
+            let (key, value) = (iter.key(), iter.value());
             let (qualifier, row) = match key.iter().position(|&b| b == 0) {
                 Some(i) => (&key[..i], &key[i + 1..]),
                 None => (&key[..0], key),
@@ -254,8 +236,7 @@ impl Store {
             }
             iter.next();
         }
-        iter.status()?;
-        Ok(())
+        iter.status()
     }
 
     /// Applies UID-cell puts (`Some`) and deletes (`None`) as one atomic, synced write: `(family, qualifier,
@@ -263,16 +244,13 @@ impl Store {
     pub fn write_uid_cells(&self, cells_to_write: &[UidCellWrite]) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         for (family, qualifier, row, value) in cells_to_write {
-            let cf = self.cf(family.cf());
-            let key = cells::key(qualifier, row);
+            let key = cell_key(qualifier, row);
             match value {
-                Some(v) => batch.put_cf(cf, key, v),
-                None => batch.delete_cf(cf, key),
+                Some(v) => batch.put(family.cf(), &key, v),
+                None => batch.delete(family.cf(), &key),
             }
         }
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db.write_opt(batch, &opts)?;
+        self.engine.write(batch, Durability::Synced)?;
         self.uids.drop_caches();
         Ok(())
     }
@@ -304,21 +282,20 @@ impl Store {
     /// missing TSMeta the same way, from a full data scan), and sets each series' point counter to its stored
     /// points, last received at its newest point. Idempotent; returns (rows, series).
     pub fn rebuild_series_index(&self, mut progress: impl FnMut(u64)) -> Result<(u64, u64), StoreError> {
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut batch = WriteBatch::default();
         let mut rows = 0u64;
         // Per series: stored points and the newest one's second.
         let mut series: std::collections::HashMap<Vec<u8>, (u64, i64)> = std::collections::HashMap::new();
-        let cf_series = self.cf(CF_SERIES);
         let mut noted = super::series::Noted::default();
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
-        iter.seek_to_first();
-        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+        let Some(mut iter) = self.engine.cursor(CF_DATA, ReadHints::default()) else { return Ok((0, 0)) };
+        iter.seek(b"");
+        while iter.valid() {
+            let (key, value) = (iter.key(), iter.value());
             if let Some(row) = self.decode_row(key, value) {
                 if row.metric.iter().any(|&b| b != 0) {
-                    let tsuid = codec::tsuid_from_row_key(key, sw, mw);
+                    let tsuid = self.layout.tsuid_of_row(key);
                     // Points of stored rows, not received ones: the counter is set below, not counted.
-                    let mut writes = super::series::IndexWrites { batch: &mut batch, cf: cf_series, noted: &mut noted };
+                    let mut writes = super::series::IndexWrites { batch: &mut batch, noted: &mut noted };
                     self.series.note(&mut writes, &self.layout, &tsuid, row.base_time, 0);
                     let points = codec::row_points(row.base_time, value).unwrap_or_default();
                     let newest = points.iter().map(|p| p.timestamp_ms.div_euclid(1000)).max().unwrap_or(0);
@@ -328,7 +305,7 @@ impl Store {
             }
             rows += 1;
             if batch.len() >= 4096 {
-                self.db.write(std::mem::take(&mut batch))?;
+                self.engine.write(std::mem::take(&mut batch), Durability::Logged)?;
                 self.series.remember(&mut noted);
                 progress(rows);
             }
@@ -337,9 +314,9 @@ impl Store {
         iter.status()?;
         for (tsuid, (points, newest)) in &series {
             let seconds = u32::try_from(*newest).unwrap_or(0);
-            batch.put_cf(cf_series, super::series::counter_key(tsuid), super::series::counter_value(*points, seconds));
+            batch.put(CF_SERIES, &super::series::counter_key(tsuid), &super::series::counter_value(*points, seconds));
         }
-        self.db.write(batch)?;
+        self.engine.write(batch, Durability::Logged)?;
         progress(rows);
         Ok((rows, series.len() as u64))
     }
@@ -348,6 +325,6 @@ impl Store {
     /// bulk load: what is still in memtables is replayed from the log at the next open).
     pub fn sync_wal(&self) -> Result<(), StoreError> {
         self.flush_counters()?;
-        Ok(self.db.flush_wal(true)?)
+        self.engine.sync()
     }
 }

@@ -1,4 +1,5 @@
-//! Bulk loads (`rtsd import`): rows built whole in memory and handed to RocksDB as sorted table files.
+//! Bulk loads (`rtsd import`): rows built whole in memory and handed to the engine as sorted table files
+//! ([`super::engine::TableFiles`], RocksDB's), or as ordinary writes to an engine that takes no files.
 //!
 //! The daemon's write path ends with every row merged (OpenTSDB's compaction, [`codec::merge_row`]) and, for a
 //! closed hour, packed, by RocksDB's flushes and compactions; on the way each row costs memtable inserts, a
@@ -18,34 +19,17 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use rocksdb::{IngestExternalFileOptions, Options, SstFileWriter};
 use rtsd_protocol::codec::{self, FreshRow, Value};
 
+use super::engine::{Durability, Engine, ReadHints, TableFileWriter, WriteBatch};
 use super::{rollup, series, SeriesKey, Store, StoreError, CF_DATA, CF_SERIES};
 
-/// The table options bulk files are written with: those of the families they go into.
-pub(super) struct BulkOptions {
-    pub(super) data: Options,
-    pub(super) series: Options,
-    pub(super) dirty: Options,
-}
-
-/// How a load's data rows are written: the data table's options (merge operator, compression by level), with
-/// zstd at level 1 instead of 3 and 16 KB blocks instead of 4 KB. An ingested file goes to the bottommost level
-/// and stays as written until something overlaps it, so these choices are what an import leaves on disk. On data
-/// set A (10 M points, 100 k rows) they took the files from 346 to ~230 ms and the directory from 44.7 to 36.8
-/// MB: level 1 compresses these rows as small as level 3 does, and larger blocks share zstd's tables and
-/// repeated qualifiers among more rows. Reads of a row then inflate a 16 KB block, as the `:a` rollup tables'
-/// reads do.
-pub(super) fn data_file_options(data: &Options, block_cache: &rocksdb::Cache) -> Options {
-    let mut options = data.clone();
-    // (window bits, level, strategy, dictionary bytes, enabled): -14 and 0 are RocksDB's defaults.
-    options.set_bottommost_compression_options(-14, 1, 0, 0, true);
-    let mut table = super::table_options(block_cache, true);
-    table.set_block_size(16 << 10);
-    options.set_block_based_table_factory(&table);
-    options
-}
+// How a load's data rows are written (see `engine::rocks`'s bulk table files): the data table's options (merge
+// operator, compression by level), with zstd at level 1 instead of 3 and 16 KB blocks instead of 4 KB. An
+// ingested file goes to the bottommost level and stays as written until something overlaps it, so these choices
+// are what an import leaves on disk. On data set A (10 M points, 100 k rows) they took the files from 346 to ~230
+// ms and the directory from 44.7 to 36.8 MB: level 1 compresses these rows as small as level 3 does, and larger
+// blocks share zstd's tables and repeated qualifiers among more rows.
 
 /// Where a load's table files are made before RocksDB takes them (inside the data directory: same file system,
 /// so ingesting moves them instead of copying). Left-overs of an interrupted load are removed at the next.
@@ -176,45 +160,49 @@ impl Drop for BulkLoad {
     }
 }
 
-/// One sorted table file in the making.
-struct Sst<'o> {
-    writer: SstFileWriter<'o>,
-    path: PathBuf,
-    entries: u64,
+/// For an engine that takes no table files: the "file" is a batch written when it is finished.
+struct BatchSink<'e> {
+    engine: &'e dyn Engine,
+    table: String,
+    batch: WriteBatch,
 }
 
-impl<'o> Sst<'o> {
-    fn new(options: &'o Options, path: PathBuf) -> Result<Sst<'o>, StoreError> {
-        let writer = SstFileWriter::create(options);
-        writer.open(&path)?;
-        Ok(Sst { writer, path, entries: 0 })
+impl TableFileWriter for BatchSink<'_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.batch.put(&self.table, key, value);
+        Ok(())
     }
 
-    /// Finishes the file; `None` when nothing was written (RocksDB refuses an empty file).
-    fn finish(mut self) -> Result<Option<PathBuf>, StoreError> {
-        if self.entries == 0 {
-            drop(self.writer);
-            let _ = std::fs::remove_file(&self.path);
-            return Ok(None);
+    fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<(), StoreError> {
+        self.batch.merge(&self.table, key, operand);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<Option<PathBuf>, StoreError> {
+        if !self.batch.is_empty() {
+            self.engine.write(self.batch, Durability::Synced)?;
         }
-        self.writer.finish()?;
-        Ok(Some(self.path))
+        Ok(None)
     }
 }
 
 impl Store {
     /// Starts a bulk load. Only for a store no daemon serves (the tools' writable open).
     pub fn bulk_load(&self) -> Result<BulkLoad, StoreError> {
-        let dir = self.db.path().join(BULK_DIR);
+        let dir = self.path.join(BULK_DIR);
         let io = |e: std::io::Error| StoreError::Corrupt(format!("bulk load directory {}: {e}", dir.display()));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(io)?;
         }
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
-        iter.seek_to_first();
-        let may_exist = iter.valid();
-        iter.status()?;
+        let may_exist = match self.engine.cursor(CF_DATA, ReadHints::default()) {
+            Some(mut iter) => {
+                iter.seek(b"");
+                iter.status()?;
+                iter.valid()
+            }
+            None => false,
+        };
         Ok(BulkLoad {
             ids: HashMap::new(),
             series: Vec::new(),
@@ -261,7 +249,7 @@ impl Store {
         // The rows refer to UIDs assigned by ordinary (logged) writes: those must survive a crash whenever the
         // rows do.
         let started = std::time::Instant::now();
-        self.db.flush_wal(true)?;
+        self.engine.sync()?;
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let now = super::unix_now();
         // Sorted by row key; a row reached twice keeps its entries in the order they were written to.
@@ -290,7 +278,6 @@ impl Store {
         load.files += 1;
         let path = |name: &str, part: usize| load.dir.join(format!("{batch:06}-{name}-{part}.sst"));
         let may_exist = load.may_exist;
-        let data_cf = self.cf(CF_DATA);
         let fix = self.fix_duplicates;
         // The rows' table files, in two halves of the key range built on two threads (import machines have
         // cores to spare once the input is parsed), and meanwhile the index and the marks.
@@ -302,22 +289,21 @@ impl Store {
             for (part, chunk) in order.chunks(per).enumerate() {
                 let path = path("data", part);
                 workers.push(scope.spawn(move || -> Result<Option<PathBuf>, StoreError> {
-                    let mut sst = Sst::new(&self.bulk_options.data, path)?;
+                    let mut sst = self.table_file(CF_DATA, &path)?;
                     let mut value = Vec::new();
                     for (key, i) in chunk {
                         let row = &rows_ref[*i as usize].2;
                         value.clear();
-                        if may_exist && self.db.key_may_exist_cf(data_cf, key) {
+                        if may_exist && self.engine.table_files().is_none_or(|f| f.may_exist(CF_DATA, key)) {
                             // Merged with what is stored, as the daemon's writes are.
                             row.columns(&mut value);
-                            sst.writer.merge(key, &value)?;
+                            sst.merge(key, &value)?;
                         } else {
                             let merged = row.merged(fix);
                             let hour = codec::row_base_time(key, sw, mw);
                             let packed = if super::hour_closed(hour, now) { codec::pack_row(&merged) } else { None };
-                            sst.writer.put(key, packed.as_deref().unwrap_or(&merged))?;
+                            sst.put(key, packed.as_deref().unwrap_or(&merged))?;
                         }
-                        sst.entries += 1;
                     }
                     sst.finish()
                 }));
@@ -333,16 +319,16 @@ impl Store {
         });
         let (data_files, index_file, marks_file) = (data_files?, index_file?, marks_file?);
         let built = started.elapsed();
-        let mut opts = IngestExternalFileOptions::default();
-        opts.set_move_files(true);
-        if !data_files.is_empty() {
-            self.db.ingest_external_file_cf_opts(data_cf, &opts, data_files)?;
-        }
-        if let Some(file) = index_file {
-            self.db.ingest_external_file_cf_opts(self.cf(CF_SERIES), &opts, vec![file])?;
-        }
-        if let Some(file) = marks_file {
-            self.db.ingest_external_file_cf_opts(self.cf(rollup::CF_ROLLUP_DIRTY), &opts, vec![file])?;
+        if let Some(files) = self.engine.table_files() {
+            if !data_files.is_empty() {
+                files.ingest(CF_DATA, data_files)?;
+            }
+            if let Some(file) = index_file {
+                files.ingest(CF_SERIES, vec![file])?;
+            }
+            if let Some(file) = marks_file {
+                files.ingest(rollup::CF_ROLLUP_DIRTY, vec![file])?;
+            }
         }
         tracing::debug!(
             rows = order.len(),
@@ -380,13 +366,12 @@ impl Store {
                 series::BulkSeries { tsuid, hour: s.newest, points: s.points }
             })
             .collect();
-        let mut sst = Sst::new(&self.bulk_options.series, path.to_path_buf())?;
+        let mut sst = self.table_file(CF_SERIES, path)?;
         series::bulk_entries(&self.layout, &mut touched, now as u32, |key, merge, value| {
-            sst.entries += 1;
             if merge {
-                sst.writer.merge(key, value)
+                sst.merge(key, value)
             } else {
-                sst.writer.put(key, value)
+                sst.put(key, value)
             }
         })?;
         sst.finish()
@@ -401,14 +386,26 @@ impl Store {
         path: &std::path::Path,
     ) -> Result<Option<PathBuf>, StoreError> {
         let Some(generation) = self.bulk_mark_generation() else { return Ok(None) };
-        let mut sst = Sst::new(&self.bulk_options.dirty, path.to_path_buf())?;
+        let mut sst = self.table_file(rollup::CF_ROLLUP_DIRTY, path)?;
         let mut key = Vec::with_capacity(64);
         for (row, i) in order {
             rollup::mark_key(generation, row, &mut key);
-            sst.writer.merge(&key, i64::from(rows[*i as usize].2.points()).to_le_bytes())?;
-            sst.entries += 1;
+            sst.merge(&key, &i64::from(rows[*i as usize].2.points()).to_le_bytes())?;
         }
         sst.finish()
+    }
+
+    /// A sorted file of `table` at `path` for the engine to take whole, or for an engine that takes no files a
+    /// batch written when finished (then nothing is left to ingest). Data files are tuned for a load.
+    fn table_file(&self, table: &str, path: &std::path::Path) -> Result<Box<dyn TableFileWriter + '_>, StoreError> {
+        match self.engine.table_files() {
+            Some(files) => files.writer(table, path, table == CF_DATA),
+            None => Ok(Box::new(BatchSink {
+                engine: self.engine.as_ref(),
+                table: table.to_string(),
+                batch: WriteBatch::default(),
+            })),
+        }
     }
 }
 
@@ -520,7 +517,7 @@ mod tests {
         assert_eq!(rows_as_read(rows(&one)), rows_as_read(rows(&daemon)));
         assert!(rows(&one).iter().all(|(_, v)| codec::is_packed(v)), "closed hours are packed");
         // Once compacted, the daemon's rows are stored as the load wrote them, byte for byte.
-        daemon.db.flush_cf(daemon.cf(CF_DATA)).unwrap();
+        daemon.engine.maintenance().unwrap().flush_table(CF_DATA).unwrap();
         daemon.compact_written().unwrap();
         assert_eq!(rows(&one), rows(&daemon));
     }

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::engine::EngineErrorKind;
 use super::StoreError;
 use crate::logs::Throttle;
 use crate::metrics::Metrics;
@@ -59,16 +60,11 @@ impl FailureKind {
                 Some(libc::EMFILE) | Some(libc::ENFILE) => FailureKind::NoFiles,
                 _ => FailureKind::Other,
             },
-            StoreError::Rocks(e) => {
-                let text = e.to_string();
-                if text.contains("No space left") || text.contains("NoSpace") || text.contains("Disk quota") {
-                    FailureKind::NoSpace
-                } else if text.contains("Too many open files") {
-                    FailureKind::NoFiles
-                } else {
-                    FailureKind::Other
-                }
-            }
+            StoreError::Engine(e) => match e.kind {
+                EngineErrorKind::NoSpace => FailureKind::NoSpace,
+                EngineErrorKind::NoFiles => FailureKind::NoFiles,
+                EngineErrorKind::Other => FailureKind::Other,
+            },
             _ => FailureKind::Other,
         }
     }

@@ -1,7 +1,7 @@
 //! The bytes of OpenTSDB's keys as a data directory lays them out (spec: ingest §4.2, §4.10): UID widths and
 //! salt, and how a TSUID (the metric UID followed by (tag key, tag value) UID pairs) splits. The one place that
 //! knows it; every reader of TSUIDs and row keys asks here.
-use rtsd_protocol::codec::SaltConfig;
+use rtsd_protocol::codec::{self, SaltConfig};
 
 /// The layout facts that must not change once data is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,17 @@ impl Layout {
         self.pairs(tsuid.get(self.uid_widths[0]..).unwrap_or_default())
     }
 
+    /// The row key of a series' row holding `timestamp` (seconds; the row's base hour is taken from it): salt,
+    /// metric UID, base time, tag pairs.
+    pub fn row_key(&self, tsuid: &[u8], timestamp: i64) -> Vec<u8> {
+        codec::row_key_from_tsuid(tsuid, timestamp, &self.salt, self.uid_widths[0])
+    }
+
+    /// The TSUID of a row key: the key without salt and base time.
+    pub fn tsuid_of_row(&self, key: &[u8]) -> Vec<u8> {
+        codec::tsuid_from_row_key(key, self.salt.width, self.uid_widths[0])
+    }
+
     /// Splits consecutive (tag key, tag value) UID pairs (a TSUID's or a row key's tags).
     pub fn pairs<'t>(&self, tags: &'t [u8]) -> impl Iterator<Item = (&'t [u8], &'t [u8])> + 't {
         let kw = self.uid_widths[1];
@@ -65,5 +76,13 @@ mod tests {
         assert!(!layout.is_tsuid(&tsuid[..14]));
         assert!(!layout.is_tsuid(&[0, 1]));
         assert_eq!(layout.tsuid_pairs(&tsuid[..14]).count(), 1, "a partial pair is left out");
+        // spec: ingest §4.2: salt, metric, base hour, tags; and back.
+        let salted = Layout { uid_widths: [3, 2, 4], salt: SaltConfig { width: 1, buckets: 20 } };
+        let key = salted.row_key(&tsuid, 1356998461);
+        assert_eq!(key.len(), 1 + 15 + 4);
+        assert_eq!(&key[1..4], &tsuid[..3]);
+        assert_eq!(&key[4..8], &1356998400u32.to_be_bytes());
+        assert_eq!(&key[8..], &tsuid[3..]);
+        assert_eq!(salted.tsuid_of_row(&key), tsuid);
     }
 }

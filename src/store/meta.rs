@@ -20,14 +20,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use rocksdb::{WriteBatch, WriteOptions};
+use super::engine::{cell_key, Durability, ReadHints, WriteBatch};
 use rtsd_protocol::codec;
 use rtsd_protocol::http_json::json_string;
 use rtsd_protocol::javafmt;
 use rtsd_protocol::point::UidKind;
 use serde_json::Value as Json;
 
-use super::{cells, series, Store, StoreError, CF_DATA, CF_UID_NAME};
+use super::{series, Store, StoreError, CF_DATA, CF_UID_NAME};
 
 /// OpenTSDB's `tsdb-meta` table, family `name`.
 pub const CF_TSDB_META: &str = "tsdb-meta:name";
@@ -528,7 +528,7 @@ impl Store {
     }
 
     fn stored_uid_fields(&self, kind: UidKind, uid: &[u8]) -> Result<Option<UidMetaFields>, StoreError> {
-        let stored = cells::get(&self.db, CF_UID_NAME, uid_meta_qualifier(kind), uid)?;
+        let stored = self.engine.get(CF_UID_NAME, &cell_key(uid_meta_qualifier(kind), uid), ReadHints::default())?;
         Ok(stored.map(|bytes| UidMetaFields::from_storage(&bytes)))
     }
 
@@ -548,14 +548,7 @@ impl Store {
         let stored = self.stored_uid_fields(kind, uid)?;
         let fields = edit.apply(stored.as_ref(), overwrite);
         let mut batch = WriteBatch::default();
-        cells::put(
-            &self.db,
-            &mut batch,
-            CF_UID_NAME,
-            uid_meta_qualifier(kind),
-            uid,
-            fields.storage_json(kind).as_bytes(),
-        )?;
+        batch.put(CF_UID_NAME, &cell_key(uid_meta_qualifier(kind), uid), fields.storage_json(kind).as_bytes());
         self.write_synced(batch)?;
         self.uid_meta(kind, uid)
     }
@@ -564,7 +557,7 @@ impl Store {
     pub fn delete_uid_meta(&self, kind: UidKind, uid: &[u8]) -> Result<(), StoreError> {
         let _guard = WRITES.lock().unwrap_or_else(|p| p.into_inner());
         let mut batch = WriteBatch::default();
-        batch.delete_cf(self.cf(CF_UID_NAME), cells::key(uid_meta_qualifier(kind), uid));
+        batch.delete(CF_UID_NAME, &cell_key(uid_meta_qualifier(kind), uid));
         self.write_synced(batch)
     }
 
@@ -587,9 +580,9 @@ impl Store {
 
     fn ts_state(&self, tsuid: &[u8]) -> Result<TsState, StoreError> {
         self.settle()?;
-        let stored = cells::get(&self.db, CF_TSDB_META, TS_META, tsuid)?;
+        let stored = self.engine.get(CF_TSDB_META, &cell_key(TS_META, tsuid), ReadHints::default())?;
         let first_seen =
-            || -> Result<i64, StoreError> { Ok(series::first_seen(&self.db, tsuid)?.map_or(0, i64::from)) };
+            || -> Result<i64, StoreError> { Ok(series::first_seen(self.engine.as_ref(), tsuid)?.map_or(0, i64::from)) };
         Ok(match stored {
             Some(bytes) if bytes.is_empty() => TsState::Deleted,
             Some(bytes) => {
@@ -599,7 +592,7 @@ impl Store {
                 }
                 TsState::Present(fields)
             }
-            None if series::last_hour(&self.db, tsuid)?.is_some() => {
+            None if series::last_hour(self.engine.as_ref(), tsuid)?.is_some() => {
                 TsState::Present(TsMetaFields { created: first_seen()?, ..TsMetaFields::default() })
             }
             None => TsState::Missing,
@@ -627,7 +620,7 @@ impl Store {
         let mut out = Vec::with_capacity(tsuids.len());
         let mut uncounted = Vec::new();
         for (i, tsuid) in tsuids.iter().enumerate() {
-            match series::counter(&self.db, tsuid)? {
+            match series::counter(self.engine.as_ref(), tsuid)? {
                 Some((points, seconds)) => out.push((points, i64::from(seconds))),
                 None => {
                     out.push((0, 0));
@@ -686,10 +679,14 @@ impl Store {
             true
         })?;
         // TSMetas created through the API for series without data yet.
-        let prefix = cells::key(TS_META, metric);
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_TSDB_META));
+        let prefix = cell_key(TS_META, metric);
+        let mut iter = self
+            .engine
+            .cursor(CF_TSDB_META, ReadHints::default())
+            .ok_or_else(|| StoreError::Corrupt(format!("no table {CF_TSDB_META}")))?;
         iter.seek(&prefix);
-        while let Some(key) = iter.key() {
+        while iter.valid() {
+            let key = iter.key();
             if !key.starts_with(&prefix) {
                 break;
             }
@@ -742,20 +739,18 @@ impl Store {
     pub fn delete_ts_meta(&self, tsuid: &[u8]) -> Result<(), StoreError> {
         let _guard = WRITES.lock().unwrap_or_else(|p| p.into_inner());
         let mut batch = WriteBatch::default();
-        cells::put(&self.db, &mut batch, CF_TSDB_META, TS_META, tsuid, &[])?;
+        batch.put(CF_TSDB_META, &cell_key(TS_META, tsuid), &[]);
         self.write_synced(batch)
     }
 
     fn put_ts_fields(&self, tsuid: &[u8], fields: &TsMetaFields) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        cells::put(&self.db, &mut batch, CF_TSDB_META, TS_META, tsuid, fields.storage_json(tsuid).as_bytes())?;
+        batch.put(CF_TSDB_META, &cell_key(TS_META, tsuid), fields.storage_json(tsuid).as_bytes());
         self.write_synced(batch)
     }
 
     fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        Ok(self.db.write_opt(batch, &opts)?)
+        self.engine.write(batch, Durability::Synced)
     }
 
     /// For each TSUID: how many points it has stored and the newest one's timestamp (ms), counted from the data
@@ -791,21 +786,19 @@ impl Store {
                 })?;
                 continue;
             }
-            let cf = self.cf(CF_DATA);
             for i in idxs {
                 let tsuid = &tsuids[i];
-                let Some(last) = series::last_hour(&self.db, tsuid)? else { continue };
+                let Some(last) = series::last_hour(self.engine.as_ref(), tsuid)? else { continue };
                 let hours: Vec<u32> = (first..=last.max(first)).step_by(3600).collect();
                 for chunk in hours.chunks(1024) {
-                    let keys: Vec<Vec<u8>> = chunk
-                        .iter()
-                        .map(|&h| codec::row_key_from_tsuid(tsuid, i64::from(h), &self.layout.salt, mw))
-                        .collect();
-                    for (hour, value) in chunk.iter().zip(self.db.multi_get_cf(keys.iter().map(|k| (cf, k)))) {
-                        if let Some(value) = value? {
-                            count_row(*hour, &value, &mut out[i]);
+                    let keys: Vec<Vec<u8>> = chunk.iter().map(|&h| self.layout.row_key(tsuid, i64::from(h))).collect();
+                    let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                    self.engine.get_many(CF_DATA, &key_refs, true, ReadHints::default(), &mut |j, value| {
+                        if let Some(value) = value {
+                            count_row(chunk[j], value, &mut out[i]);
                         }
-                    }
+                        Ok(())
+                    })?;
                 }
             }
         }
@@ -823,9 +816,10 @@ impl Store {
                 prefix.extend_from_slice(&(bucket as u64).to_be_bytes()[8 - salt.width..]);
             }
             prefix.extend_from_slice(metric);
-            let mut iter = self.db.raw_iterator_cf(self.cf(CF_DATA));
+            let Some(mut iter) = self.engine.cursor(CF_DATA, ReadHints::default()) else { break };
             iter.seek(&prefix);
-            if let Some(key) = iter.key() {
+            if iter.valid() {
+                let key = iter.key();
                 if key.len() >= prefix.len() + 4 && key.starts_with(&prefix) {
                     let h = &key[prefix.len()..prefix.len() + 4];
                     let hour = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
@@ -1018,12 +1012,12 @@ mod tests {
                 // `uid metasync` sets the counter to: an overwritten timestamp counts once.
                 assert_eq!(store.count_points(&[S1.to_vec()]).unwrap(), [(5, 1_357_005_600_000)]);
                 let mut batch = WriteBatch::default();
-                batch.delete_cf(store.cf(series::CF_SERIES), series::counter_key(&S1));
-                store.db.write(batch).unwrap();
+                batch.delete(series::CF_SERIES, &series::counter_key(&S1));
+                store.engine.write(batch, Durability::Logged).unwrap();
                 let m = store.ts_meta(&S1).unwrap().unwrap();
                 assert_eq!((m.total_datapoints, m.last_received), (5, 1357005600), "salt {salt}");
                 store.rebuild_series_index(|_| {}).unwrap();
-                assert_eq!(series::counter(&store.db, &S1).unwrap(), Some((5, 1357005600)));
+                assert_eq!(series::counter(store.engine.as_ref(), &S1).unwrap(), Some((5, 1357005600)));
                 // The scan path (many series) counts as the per-series path does.
                 let many: Vec<Vec<u8>> = (0..=SCAN_THRESHOLD as u8).map(|_| S1.to_vec()).collect();
                 assert!(store.count_points(&many).unwrap().iter().all(|c| *c == (5, 1_357_005_600_000)));

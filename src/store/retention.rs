@@ -20,19 +20,15 @@
 //!
 //! The cut follows the wall clock at the time of the read or the compaction, so a restart changes nothing.
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ffi::{CStr, CString};
 use std::sync::Arc;
-
-use rocksdb::compaction_filter::{CompactionFilter, Decision};
-use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
-use rocksdb::Options;
 
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 
+use super::engine::{cell_key, Durability, FilterDecision, FilterFactory, RowFilter, TableSpec, WriteBatch};
 use super::meta::TS_META;
 use super::series::{COUNTER, FIRST_SEEN, POSTING, SERIES};
-use super::{cells, Layout, StoreError, CF_DATA, CF_SERIES, CF_TSDB_META, CF_UID_ID, CF_UID_NAME};
+use super::{Layout, StoreError, CF_DATA, CF_SERIES, CF_TSDB_META, CF_UID_ID, CF_UID_NAME};
 use crate::metrics::Metrics;
 use crate::rollup::{RollupInterval, RollupSettings};
 
@@ -211,36 +207,32 @@ impl Retention {
         self.families.keys().map(String::as_str)
     }
 
-    /// Installs the compaction filter on `family`'s options: expiry if it has a retention, and for the data
-    /// table packing of closed hours' rows that compactions meet unpacked.
-    pub(super) fn install(&self, family: &str, opts: &mut Options, layout: &Layout, metrics: Arc<Metrics>) {
-        let retention = self.families.get(family);
-        let pack = family == CF_DATA;
+    /// Installs the table filter on `spec`: expiry if the table has a retention, and for the data table packing
+    /// of closed hours' rows that the engine's rewrites meet unpacked.
+    pub(super) fn install(&self, spec: &mut TableSpec, layout: &Layout, metrics: Arc<Metrics>) {
+        let retention = self.families.get(&spec.name);
+        let pack = spec.name == CF_DATA;
         if retention.is_none() && !pack {
             return;
         }
-        let name = CString::new(format!("rtsd-retention:{family}")).unwrap_or_default();
-        opts.set_compaction_filter_factory(ExpiryFactory {
-            name,
+        spec.filter = Some(Arc::new(ExpiryFactory {
             keep: retention.map(|f| (f.keep_ms, f.span.clone())),
             pack,
             base_at: layout.salt.width + layout.uid_widths[0],
             tags_at: layout.tags_offset(),
             pair: layout.uid_widths[1] + layout.uid_widths[2],
             metrics,
-        });
+        }));
         if let Some(f) = retention {
-            // RocksDB rewrites files older than this even when nothing else would compact them, so expired rows
-            // in cold files leave too: a quarter of the retention, between an hour and a week.
-            let period = (f.keep_ms / 4 / 1000).clamp(3600, 7 * 86_400) as u64;
-            opts.set_periodic_compaction_seconds(period);
+            // Files older than this are rewritten even when nothing else would compact them, so expired rows in
+            // cold files leave too: a quarter of the retention, between an hour and a week.
+            spec.rewrite_every_secs = Some((f.keep_ms / 4 / 1000).clamp(3600, 7 * 86_400) as u64);
         }
     }
 }
 
-/// Makes one [`ExpiryFilter`] per compaction, with the cut of the moment it starts.
+/// Makes one [`ExpiryFilter`] per rewrite (compaction), with the cut of the moment it starts.
 struct ExpiryFactory {
-    name: CString,
     /// The retention and row span, if the family has one.
     keep: Option<(i64, Span)>,
     /// Whether rows are data rows to pack once their hour is closed (see [`ExpiryFilter`]).
@@ -251,17 +243,14 @@ struct ExpiryFactory {
     metrics: Arc<Metrics>,
 }
 
-impl CompactionFilterFactory for ExpiryFactory {
-    type Filter = ExpiryFilter;
-
-    fn create(&mut self, _context: CompactionFilterContext) -> ExpiryFilter {
+impl FilterFactory for ExpiryFactory {
+    fn create(&self) -> Box<dyn RowFilter> {
         let now_ms = crate::timefmt::now_ms();
         let first_kept_base = match &self.keep {
             Some((keep_ms, span)) => span.row_start(now_ms.saturating_sub(*keep_ms).div_euclid(1000)),
             None => 0,
         };
-        ExpiryFilter {
-            name: self.name.clone(),
+        Box::new(ExpiryFilter {
             first_kept_base,
             pack_now_s: self.pack.then_some(now_ms.div_euclid(1000)),
             packed: Vec::new(),
@@ -271,11 +260,7 @@ impl CompactionFilterFactory for ExpiryFactory {
             last_removed: Vec::new(),
             removed: 0,
             metrics: self.metrics.clone(),
-        }
-    }
-
-    fn name(&self) -> &CStr {
-        &self.name
+        })
     }
 }
 
@@ -288,11 +273,10 @@ impl CompactionFilterFactory for ExpiryFactory {
 /// every compaction that meets them (periodic ones included) packs them instead. Merge operands are not seen
 /// here (RocksDB filters values only); their row is packed by the merge operator.
 struct ExpiryFilter {
-    name: CString,
     first_kept_base: u32,
     /// For the data table, the time (s) the compaction started, against which an hour is closed.
     pack_now_s: Option<i64>,
-    /// The last packed value handed to RocksDB (see [`CompactionFilter::filter`]).
+    /// The last packed value handed to the engine.
     packed: Vec<u8>,
     base_at: usize,
     tags_at: usize,
@@ -322,33 +306,24 @@ impl ExpiryFilter {
     }
 }
 
-impl CompactionFilter for ExpiryFilter {
-    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
+impl RowFilter for ExpiryFilter {
+    fn filter(&mut self, key: &[u8], value: &[u8]) -> FilterDecision<'_> {
         if !self.expired(key) {
             let closed = |base| self.pack_now_s.is_some_and(|now| super::hour_closed(base, now));
             if !codec::is_packed(value) && self.base(key).is_some_and(closed) {
                 if let Some(packed) = codec::pack_row(value) {
                     self.packed = packed;
-                    // SAFETY: RocksDB's C API copies the new value (`new_value->assign(...)` in c.cc) as soon as
-                    // this callback returns, and `self.packed` is not touched until the next call; rust-rocksdb
-                    // asks for `'static` only because it cannot name that lifetime.
-                    let value: &'static [u8] =
-                        unsafe { std::slice::from_raw_parts(self.packed.as_ptr(), self.packed.len()) };
-                    return Decision::Change(value);
+                    return FilterDecision::Change(&self.packed);
                 }
             }
-            return Decision::Keep;
+            return FilterDecision::Keep;
         }
         if self.last_removed != key {
             self.removed += 1;
             self.last_removed.clear();
             self.last_removed.extend_from_slice(key);
         }
-        Decision::Remove
-    }
-
-    fn name(&self) -> &CStr {
-        &self.name
+        FilterDecision::Remove
     }
 }
 
@@ -417,8 +392,7 @@ impl super::Store {
             true
         })?;
         out.series = stale.len() as u64;
-        let mut batch = rocksdb::WriteBatch::default();
-        let series_cf = self.cf(CF_SERIES);
+        let mut batch = WriteBatch::default();
         // Postings: drop a stale series' ones; any other series (also one with only rollup points) is live.
         self.scan_raw(CF_SERIES, &[POSTING], |key, _| {
             if key.first() != Some(&POSTING) || key.len() < 1 + mw + kw + vw {
@@ -427,7 +401,7 @@ impl super::Store {
             let mut tsuid = key[1..1 + mw].to_vec();
             tsuid.extend_from_slice(&key[1 + mw + kw + vw..]);
             if stale.contains(&tsuid) {
-                batch.delete_cf(series_cf, key);
+                batch.delete(CF_SERIES, key);
             } else {
                 note(&tsuid, &mut live);
             }
@@ -437,9 +411,9 @@ impl super::Store {
             for tag in [SERIES, FIRST_SEEN, COUNTER] {
                 let mut key = vec![tag];
                 key.extend_from_slice(tsuid);
-                batch.delete_cf(series_cf, key);
+                batch.delete(CF_SERIES, &key);
             }
-            batch.delete_cf(self.cf(CF_TSDB_META), cells::key(TS_META, tsuid));
+            batch.delete(CF_TSDB_META, &cell_key(TS_META, tsuid));
         }
         for (i, kind) in UidKind::ALL.into_iter().enumerate() {
             let mut uids: Vec<&Vec<u8>> = stale_uids[i].iter().filter(|u| !live[i].contains(*u)).collect();
@@ -447,16 +421,14 @@ impl super::Store {
             for uid in uids {
                 let Some(name) = self.uids.name_of(kind, uid)? else { continue };
                 let q = kind.as_str().as_bytes();
-                batch.delete_cf(self.cf(CF_UID_ID), cells::key(q, name.as_bytes()));
-                batch.delete_cf(self.cf(CF_UID_NAME), cells::key(q, uid));
-                batch.delete_cf(self.cf(CF_UID_NAME), cells::key(super::meta::uid_meta_qualifier(kind), uid));
+                batch.delete(CF_UID_ID, &cell_key(q, name.as_bytes()));
+                batch.delete(CF_UID_NAME, &cell_key(q, uid));
+                batch.delete(CF_UID_NAME, &cell_key(super::meta::uid_meta_qualifier(kind), uid));
                 out.uids.push((kind, name, uid.clone()));
             }
         }
         if fix {
-            let mut opts = rocksdb::WriteOptions::default();
-            opts.set_sync(true);
-            self.db.write_opt(batch, &opts)?;
+            self.engine.write(batch, Durability::Synced)?;
             self.drop_caches();
         }
         Ok(out)
@@ -699,12 +671,12 @@ mod tests {
             let on_disk = |table: &str| {
                 let family = crate::rollup::RollupInterval::auto_family(&crate::rollup::RollupInterval::family(table));
                 let mut n = 0;
-                let mut iter = store.db.raw_iterator_cf(store.cf(&family));
-                iter.seek_to_first();
-                while iter.valid() {
-                    n += 1;
-                    iter.next();
-                }
+                store
+                    .scan_raw(&family, b"", |_, _| {
+                        n += 1;
+                        true
+                    })
+                    .unwrap();
                 n
             };
             assert_eq!((on_disk("tsdb-rollup-1m"), on_disk("tsdb-rollup-1h")), (1, 1));

@@ -22,8 +22,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::engine::{Engine, Merge, MergeContext, ReadHints, WriteBatch};
 use quick_cache::sync::Cache;
-use rocksdb::{MergeOperands, WriteBatch, DB};
 
 use super::{Layout, StoreError};
 
@@ -62,7 +62,6 @@ impl Counter {
 /// batch writes (remembered once it is durable).
 pub struct IndexWrites<'a> {
     pub batch: &'a mut WriteBatch,
-    pub cf: &'a rocksdb::ColumnFamily,
     pub noted: &'a mut Noted,
 }
 
@@ -130,7 +129,7 @@ impl SeriesIndex {
     /// Adds one counter merge per series counted since the last call to `batch`, and zeroes the counts; counters
     /// of series no longer cached (nobody can count into them any more) are forgotten. Returns the series
     /// written.
-    pub fn drain_counts(&self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily) -> usize {
+    pub fn drain_counts(&self, batch: &mut WriteBatch) -> usize {
         let mut series = 0;
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         counters.retain(|(tsuid, counter)| {
@@ -138,7 +137,11 @@ impl SeriesIndex {
             let orphan = Arc::strong_count(counter) == 1;
             let points = counter.points.swap(0, Ordering::Relaxed);
             if points > 0 {
-                batch.merge_cf(cf, counter_key(tsuid), counter_value(points, counter.seconds.load(Ordering::Relaxed)));
+                batch.merge(
+                    CF_SERIES,
+                    &counter_key(tsuid),
+                    &counter_value(points, counter.seconds.load(Ordering::Relaxed)),
+                );
                 series += 1;
             }
             !orphan
@@ -152,8 +155,7 @@ impl SeriesIndex {
     /// before, a failed write would leave the series out of the index for good while its points reach their rows
     /// on the retry (issue 23: after a full disk, 8,192 acknowledged series were missing from every lookup).
     pub fn note(&self, writes: &mut IndexWrites<'_>, layout: &Layout, tsuid: &[u8], hour: u32, points: u64) {
-        let IndexWrites { batch, cf, noted } = writes;
-        let cf = *cf;
+        let IndexWrites { batch, noted } = writes;
         let counter = match self.known.get(tsuid) {
             Some((h, counter)) => {
                 if h >= hour {
@@ -174,42 +176,35 @@ impl SeriesIndex {
                     let mut key = Vec::with_capacity(1 + tsuid.len());
                     key.push(SERIES);
                     key.extend_from_slice(tsuid);
-                    batch.merge_cf(cf, key, hour.to_be_bytes());
+                    batch.merge(CF_SERIES, &key, &hour.to_be_bytes());
                     return;
                 }
                 noted.new_series.insert(tsuid.to_vec(), noted.entries.len());
                 // New to this process (or evicted from the cache): (re)write the postings; they are idempotent.
-                write_postings(batch, cf, layout, tsuid);
+                write_postings(batch, layout, tsuid);
                 let mut key = Vec::with_capacity(1 + tsuid.len());
                 key.push(FIRST_SEEN);
                 key.extend_from_slice(tsuid);
-                batch.merge_cf(cf, key, now_seconds().to_be_bytes());
+                batch.merge(CF_SERIES, &key, &now_seconds().to_be_bytes());
                 None
             }
         };
         let mut key = Vec::with_capacity(1 + tsuid.len());
         key.push(SERIES);
         key.extend_from_slice(tsuid);
-        batch.merge_cf(cf, key, hour.to_be_bytes());
+        batch.merge(CF_SERIES, &key, &hour.to_be_bytes());
         noted.entries.push(NotedEntry { tsuid: tsuid.to_vec(), hour, counter, points });
     }
 
     /// Adds only the postings of series `tsuid` to `batch` (not its `S` entry: it has no raw data): rollup points,
     /// so that literal tag filters, which select series by their postings, find series that exist only in rollup
     /// tables. Remembered once the batch is durable, as [`SeriesIndex::note`].
-    pub fn note_postings(
-        &self,
-        batch: &mut WriteBatch,
-        cf: &rocksdb::ColumnFamily,
-        layout: &Layout,
-        tsuid: &[u8],
-        noted: &mut Noted,
-    ) {
+    pub fn note_postings(&self, batch: &mut WriteBatch, layout: &Layout, tsuid: &[u8], noted: &mut Noted) {
         if self.known.get(tsuid).is_some() || noted.new_series.contains_key(tsuid) {
             return;
         }
         noted.new_series.insert(tsuid.to_vec(), noted.entries.len());
-        write_postings(batch, cf, layout, tsuid);
+        write_postings(batch, layout, tsuid);
         // Hour 0: a raw point of the series still writes its `S` entry (any hour is later).
         noted.entries.push(NotedEntry { tsuid: tsuid.to_vec(), hour: 0, counter: None, points: 0 });
     }
@@ -252,19 +247,19 @@ impl SeriesIndex {
 
 /// Sets a series' newest hour (`Some`), replacing what merges made of it, or removes its entry (`None`: no
 /// data left): for deletes, the one way the newest hour moves back.
-pub fn set_last_hour(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, tsuid: &[u8], hour: Option<u32>) {
+pub fn set_last_hour(batch: &mut WriteBatch, tsuid: &[u8], hour: Option<u32>) {
     let mut key = Vec::with_capacity(1 + tsuid.len());
     key.push(SERIES);
     key.extend_from_slice(tsuid);
     match hour {
-        Some(h) => batch.put_cf(cf, key, h.to_be_bytes()),
-        None => batch.delete_cf(cf, key),
+        Some(h) => batch.put(CF_SERIES, &key, &h.to_be_bytes()),
+        None => batch.delete(CF_SERIES, &key),
     }
 }
 
 /// `T metric tagk tagv tsuid-tags` for every tag pair of `tsuid` (a bulk load writes the same keys, see
 /// [`bulk_entries`]).
-fn write_postings(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &Layout, tsuid: &[u8]) {
+fn write_postings(batch: &mut WriteBatch, layout: &Layout, tsuid: &[u8]) {
     let metric_width = layout.uid_widths[0];
     let pair = layout.uid_widths[1] + layout.uid_widths[2];
     let (metric, tags) = tsuid.split_at(metric_width.min(tsuid.len()));
@@ -274,7 +269,7 @@ fn write_postings(batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, layout: &L
         key.extend_from_slice(metric);
         key.extend_from_slice(p);
         key.extend_from_slice(tags);
-        batch.put_cf(cf, key, []);
+        batch.put(CF_SERIES, &key, &[]);
     }
 }
 
@@ -343,7 +338,7 @@ pub(super) fn bulk_entries<E>(
 
 /// Every series of a metric with its newest hour, in TSUID order. `f` returns false to stop.
 pub fn for_each_series_of_metric(
-    db: &DB,
+    db: &dyn Engine,
     metric: &[u8],
     mut f: impl FnMut(&[u8], u32) -> bool,
 ) -> Result<(), StoreError> {
@@ -356,12 +351,12 @@ pub fn for_each_series_of_metric(
 }
 
 /// Every series of every metric with its newest hour, in TSUID order. `f` returns false to stop.
-pub fn for_each_series(db: &DB, f: impl FnMut(&[u8], u32) -> bool) -> Result<(), StoreError> {
+pub fn for_each_series(db: &dyn Engine, f: impl FnMut(&[u8], u32) -> bool) -> Result<(), StoreError> {
     for_each_series_of_metric(db, &[], f)
 }
 
 /// The TSUIDs of a metric's series carrying the tag pair (tagk, tagv), in TSUID order.
-pub fn series_with_tag(db: &DB, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+pub fn series_with_tag(db: &dyn Engine, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
     let mut prefix = vec![POSTING];
     prefix.extend_from_slice(metric);
     prefix.extend_from_slice(tagk);
@@ -377,11 +372,12 @@ pub fn series_with_tag(db: &DB, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Resu
 }
 
 /// The newest hour with data of one series, if the index knows it.
-pub fn last_hour(db: &DB, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
-    let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
+pub fn last_hour(db: &dyn Engine, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
     let mut key = vec![SERIES];
     key.extend_from_slice(tsuid);
-    Ok(db.get_cf(cf, key)?.and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
+    Ok(db
+        .get(CF_SERIES, &key, ReadHints::default())?
+        .and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
 }
 
 /// `C tsuid`.
@@ -407,52 +403,58 @@ fn parse_counter(v: &[u8]) -> Option<(u64, u32)> {
 }
 
 /// A series' written counter: points received and when (Unix seconds) points were last received.
-pub fn counter(db: &DB, tsuid: &[u8]) -> Result<Option<(u64, u32)>, StoreError> {
-    let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
-    Ok(db.get_cf(cf, counter_key(tsuid))?.as_deref().and_then(parse_counter))
+pub fn counter(db: &dyn Engine, tsuid: &[u8]) -> Result<Option<(u64, u32)>, StoreError> {
+    Ok(db.get(CF_SERIES, &counter_key(tsuid), ReadHints::default())?.as_deref().and_then(parse_counter))
 }
 
 /// When a series was first indexed (Unix seconds), if the index knows it.
-pub fn first_seen(db: &DB, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
-    let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
+pub fn first_seen(db: &dyn Engine, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
     let mut key = vec![FIRST_SEEN];
     key.extend_from_slice(tsuid);
-    Ok(db.get_cf(cf, key)?.and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
+    Ok(db
+        .get(CF_SERIES, &key, ReadHints::default())?
+        .and_then(|v| v.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
 }
 
 fn now_seconds() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(0)
 }
 
-fn scan_prefix(db: &DB, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
-    let cf = db.cf_handle(CF_SERIES).expect("column family created at open");
-    let mut iter = db.raw_iterator_cf(cf);
-    iter.seek(prefix);
-    while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
-        if !key.starts_with(prefix) || !f(key, value) {
+fn scan_prefix(db: &dyn Engine, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
+    let Some(mut cursor) = db.cursor(CF_SERIES, ReadHints::default()) else { return Ok(()) };
+    cursor.seek(prefix);
+    while cursor.valid() {
+        if !cursor.key().starts_with(prefix) || !f(cursor.key(), cursor.value()) {
             break;
         }
-        iter.next();
+        cursor.next();
     }
-    iter.status()?;
-    Ok(())
+    cursor.status()
 }
 
 /// Merge for `S` keys: the largest hour wins, whatever order the operands arrive in; for `F` keys the earliest
 /// time wins; `C` counters add their points and keep the latest time. `T` keys are plain puts.
-pub fn merge_max_hour(key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+/// The series table's merge (see [`merge_max_hour`]).
+pub(super) fn merge() -> Merge {
+    let full = std::sync::Arc::new(|key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
+        merge_max_hour(key, existing, operands)
+    });
+    Merge { name: "max-hour-v1", full: full.clone(), partial: Some(full) }
+}
+
+pub fn merge_max_hour(key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Vec<u8> {
     if key.first() == Some(&COUNTER) {
         let (points, seconds) = existing
             .into_iter()
-            .chain(operands.iter())
+            .chain(operands.iter().copied())
             .filter_map(parse_counter)
             .fold((0u64, 0u32), |(p, s), (op, os)| (p.saturating_add(op), s.max(os)));
-        return Some(counter_value(points, seconds).to_vec());
+        return counter_value(points, seconds).to_vec();
     }
     let hour = |b: &[u8]| b.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-    let values = existing.into_iter().chain(operands.iter()).filter_map(hour);
+    let values = existing.into_iter().chain(operands.iter().copied()).filter_map(hour);
     let merged = if key.first() == Some(&FIRST_SEEN) { values.min() } else { values.max() };
-    Some(merged.map(|h| h.to_be_bytes().to_vec()).unwrap_or_default())
+    merged.map(|h| h.to_be_bytes().to_vec()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -484,14 +486,19 @@ mod tests {
     #[test]
     fn entries_of_a_failed_write_are_written_again_and_counts_wait_for_the_write() {
         let dir = tempfile::tempdir().unwrap();
-        let mut opts = rocksdb::Options::default();
-        opts.create_if_missing(true);
-        opts.create_missing_column_families(true);
-        let mut cf_opts = rocksdb::Options::default();
-        cf_opts.set_merge_operator_associative("max-hour-v1", merge_max_hour);
-        let db = DB::open_cf_descriptors(&opts, dir.path(), [rocksdb::ColumnFamilyDescriptor::new(CF_SERIES, cf_opts)])
-            .unwrap();
-        let cf = db.cf_handle(CF_SERIES).unwrap();
+        let spec = super::super::engine::TableSpec::new(
+            CF_SERIES,
+            super::super::engine::CellMap::Plain,
+            super::super::engine::Tuning::Small,
+        )
+        .with_merge(merge());
+        let options = super::super::engine::rocks::RocksOptions {
+            memtable_bytes: 8 << 20,
+            block_cache_bytes: 1 << 20,
+            max_open_files: 64,
+            read_only: false,
+        };
+        let db = super::super::engine::rocks::RocksEngine::open(dir.path(), &[spec], &options).unwrap();
         let layout = Layout { uid_widths: [3, 3, 3], salt: rtsd_protocol::codec::SaltConfig::NONE };
         let index = SeriesIndex::new(100);
         let tsuid = [0, 0, 1, 0, 0, 1, 0, 0, 1];
@@ -501,7 +508,7 @@ mod tests {
         };
         // A new series: one posting, its first-seen time and its newest hour.
         let (mut batch, mut noted) = (WriteBatch::default(), Noted::default());
-        let mut w = IndexWrites { batch: &mut batch, cf, noted: &mut noted };
+        let mut w = IndexWrites { batch: &mut batch, noted: &mut noted };
         index.note(&mut w, &layout, &tsuid, 3600, 5);
         // The same series at a later hour in the same batch adds only the newer hour.
         index.note(&mut w, &layout, &tsuid, 7200, 2);
@@ -510,14 +517,14 @@ mod tests {
         noted.clear();
         assert_eq!(counted(&index), 0);
         let (mut retry, mut noted) = (WriteBatch::default(), Noted::default());
-        index.note(&mut IndexWrites { batch: &mut retry, cf, noted: &mut noted }, &layout, &tsuid, 7200, 7);
+        index.note(&mut IndexWrites { batch: &mut retry, noted: &mut noted }, &layout, &tsuid, 7200, 7);
         assert_eq!(retry.len(), 3);
-        db.write(retry).unwrap();
+        db.write(retry, super::super::engine::Durability::Logged).unwrap();
         index.remember(&mut noted);
         assert_eq!(counted(&index), 7);
         // Remembered: the same hour writes nothing more and only counts, once written.
         let (mut again, mut noted) = (WriteBatch::default(), Noted::default());
-        index.note(&mut IndexWrites { batch: &mut again, cf, noted: &mut noted }, &layout, &tsuid, 7200, 1);
+        index.note(&mut IndexWrites { batch: &mut again, noted: &mut noted }, &layout, &tsuid, 7200, 1);
         assert_eq!((again.len(), counted(&index)), (0, 7));
         index.remember(&mut noted);
         assert_eq!(counted(&index), 8);

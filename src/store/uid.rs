@@ -1,18 +1,22 @@
 //! The `tsdb-uid` table: names of metrics, tag keys and tag values mapped to fixed-width ids (spec: ingest §4.10).
 //!
-//! Each kind keeps its max-id counter, forward map (name -> id) and reverse map (id -> name) in RocksDB, written
-//! together in one atomic batch, so a crash can never leave an id handed out twice or a name half-mapped. Hot
-//! names are answered from bounded in-memory caches and never touch RocksDB.
+//! Each kind keeps its max-id counter, forward map (name -> id) and reverse map (id -> name) in `tsdb-uid`, and
+//! a new name is assigned by OpenTSDB's own protocol: an atomic increment of the counter, a compare-and-set of
+//! the reverse map, then a compare-and-set of the forward map. So writers that share the table (rtsd nodes and
+//! OpenTSDB TSDs on one HBase cluster) can assign at once: the forward map's compare-and-set decides which id a
+//! name gets, and a loser's id is left unused (orphaned, as OpenTSDB leaves it). A crash between the steps
+//! wastes an id at worst; no id is ever handed out twice. Hot names are answered from bounded in-memory caches
+//! and never touch the engine.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use quick_cache::sync::Cache;
-use rocksdb::{WriteBatch, DB};
 use rtsd_protocol::codec;
 use rtsd_protocol::javafmt;
 use rtsd_protocol::point::UidKind;
 
-use super::{cells, meta, Store, StoreError, CF_UID_ID, CF_UID_NAME};
+use super::engine::{cell_key, Durability, Engine, ReadHints, WriteBatch};
+use super::{meta, Store, StoreError, CF_UID_ID, CF_UID_NAME};
 use crate::metrics::Metrics;
 
 /// A UID: `width` big-endian bytes (1..8), on the stack.
@@ -99,8 +103,8 @@ pub struct UidTable {
 }
 
 impl UidTable {
-    fn open(db: &DB, kind: UidKind, width: usize, capacity: usize) -> Result<UidTable, StoreError> {
-        let max_id = match cells::get(db, CF_UID_ID, kind.as_str().as_bytes(), &[0])? {
+    fn open(db: &dyn Engine, kind: UidKind, width: usize, capacity: usize) -> Result<UidTable, StoreError> {
+        let max_id = match db.get(CF_UID_ID, &cell_key(kind.as_str().as_bytes(), &[0]), ReadHints::default())? {
             Some(v) if v.len() == 8 => u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8])),
             Some(v) => return Err(StoreError::Corrupt(format!("max-id row for {kind} holds {} bytes", v.len()))),
             None => 0,
@@ -133,8 +137,9 @@ impl UidTable {
         self.by_name.len()
     }
 
-    fn lookup_stored(&self, db: &DB, name: &str) -> Result<Option<Uid>, StoreError> {
-        let stored = cells::get(db, CF_UID_ID, self.kind.as_str().as_bytes(), name.as_bytes())?;
+    fn lookup_stored(&self, db: &dyn Engine, name: &str) -> Result<Option<Uid>, StoreError> {
+        let stored =
+            db.get(CF_UID_ID, &cell_key(self.kind.as_str().as_bytes(), name.as_bytes()), ReadHints::default())?;
         match stored {
             Some(bytes) => match Uid::from_slice(&bytes) {
                 Some(uid) if bytes.len() == self.width => Ok(Some(uid)),
@@ -150,7 +155,7 @@ impl UidTable {
     }
 
     /// The UID of `name`, assigning one when `create` allows it.
-    fn get_or_create(&self, db: &DB, metrics: &Metrics, name: &str, create: bool) -> Result<Uid, UidError> {
+    fn get_or_create(&self, db: &dyn Engine, metrics: &Metrics, name: &str, create: bool) -> Result<Uid, UidError> {
         if let Some(uid) = self.by_name.get(name) {
             metrics.uid_cache_hit(self.kind);
             return Ok(uid);
@@ -166,7 +171,7 @@ impl UidTable {
         self.assign(db, metrics, name)
     }
 
-    fn assign(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
+    fn assign(&self, db: &dyn Engine, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
         let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Another connection may have assigned it while we waited for the lock.
         if let Some(uid) = self.lookup_stored(db, name)? {
@@ -177,7 +182,7 @@ impl UidTable {
     }
 
     /// `/api/uid/assign`: a new UID for `name`, or the UID it already has as [`AssignError::Exists`].
-    fn assign_new(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, AssignError> {
+    fn assign_new(&self, db: &dyn Engine, metrics: &Metrics, name: &str) -> Result<Uid, AssignError> {
         let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(uid) = self.lookup_stored(db, name)? {
             self.remember(name, uid);
@@ -186,26 +191,45 @@ impl UidTable {
         Ok(self.assign_locked(db, metrics, name)?)
     }
 
-    /// Hands out the next id; the caller holds the assignment lock and knows `name` is unassigned.
-    fn assign_locked(&self, db: &DB, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
-        let id = self.max_id.load(Ordering::Acquire) + 1;
-        if id > codec::max_uid(self.width) {
+    /// Hands out the next id by OpenTSDB's protocol (see the module comment); the caller holds the assignment
+    /// lock and knows `name` was unassigned when it looked.
+    fn assign_locked(&self, db: &dyn Engine, metrics: &Metrics, name: &str) -> Result<Uid, UidError> {
+        let max = codec::max_uid(self.width);
+        if self.max_id.load(Ordering::Acquire) >= max {
+            metrics.uid_rejected(self.kind);
+            return Err(UidError::Exhausted { kind: self.kind, width: self.width });
+        }
+        let kind = self.kind.as_str().as_bytes();
+        let id = db.increment(CF_UID_ID, &cell_key(kind, &[0]), 1)? as u64;
+        self.max_id.fetch_max(id.min(max), Ordering::AcqRel);
+        if id > max {
             metrics.uid_rejected(self.kind);
             return Err(UidError::Exhausted { kind: self.kind, width: self.width });
         }
         let uid = Uid::from_id(id, self.width);
-        let kind = self.kind.as_str().as_bytes();
-        // Counter, reverse map, forward map and the UIDMeta (its `created` time, as OpenTSDB writes with
-        // `tsd.core.meta.enable_realtime_uid`) in one atomic write: all or none survive a crash.
-        let mut batch = WriteBatch::default();
-        cells::put(db, &mut batch, CF_UID_ID, kind, &[0], &id.to_be_bytes())?;
-        cells::put(db, &mut batch, CF_UID_NAME, kind, uid.as_bytes(), name.as_bytes())?;
-        cells::put(db, &mut batch, CF_UID_ID, kind, name.as_bytes(), uid.as_bytes())?;
+        // The reverse map first: an id whose name is set but not its forward map is an orphan nobody reads.
+        if !db.check_and_put(CF_UID_NAME, &cell_key(kind, uid.as_bytes()), None, name.as_bytes())? {
+            return Err(StoreError::Corrupt(format!(
+                "{} id {} was handed out twice: its reverse mapping exists",
+                self.kind,
+                codec::uid_to_string(uid.as_bytes())
+            ))
+            .into());
+        }
+        if !db.check_and_put(CF_UID_ID, &cell_key(kind, name.as_bytes()), None, uid.as_bytes())? {
+            // Another writer of the table assigned the name meanwhile: its id is the name's.
+            let winner = self.lookup_stored(db, name)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("{} '{name}': forward mapping vanished during assignment", self.kind))
+            })?;
+            tracing::info!(kind = %self.kind, name, orphan = %codec::uid_to_string(uid.as_bytes()), "UID race lost");
+            self.remember(name, winner);
+            return Ok(winner);
+        }
+        // The UIDMeta with its `created` time, as OpenTSDB writes with `tsd.core.meta.enable_realtime_uid`.
         let uid_meta = meta::uid_meta_storage_json(self.kind, meta::now_seconds());
-        let meta_qualifier = meta::uid_meta_qualifier(self.kind);
-        cells::put(db, &mut batch, CF_UID_NAME, meta_qualifier, uid.as_bytes(), uid_meta.as_bytes())?;
-        db.write(batch).map_err(StoreError::from)?;
-        self.max_id.store(id, Ordering::Release);
+        let mut batch = WriteBatch::default();
+        batch.put(CF_UID_NAME, &cell_key(meta::uid_meta_qualifier(self.kind), uid.as_bytes()), uid_meta.as_bytes());
+        db.write(batch, Durability::Logged)?;
         metrics.uid_assigned(self.kind);
         tracing::info!(kind = %self.kind, name, uid = %codec::uid_to_string(uid.as_bytes()), "assigned UID");
         self.remember(name, uid);
@@ -215,7 +239,7 @@ impl UidTable {
     /// Gives the UID of `old` the name `new` (OpenTSDB's `UniqueId.rename`): the reverse map, the new forward map
     /// and the removal of the old one in one atomic write, then the caches and the suggest index. Data rows,
     /// the series index and metadata are keyed by UID, so they follow the new name with no rewrite.
-    fn rename(&self, db: &DB, old: &str, new: &str) -> Result<Uid, RenameError> {
+    fn rename(&self, db: &dyn Engine, old: &str, new: &str) -> Result<Uid, RenameError> {
         let _guard = self.assign.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some(uid) = self.lookup_stored(db, old)? else {
             return Err(RenameError::NoSuchName(old.to_string()));
@@ -231,11 +255,10 @@ impl UidTable {
         }
         let kind = self.kind.as_str().as_bytes();
         let mut batch = WriteBatch::default();
-        cells::put(db, &mut batch, CF_UID_NAME, kind, uid.as_bytes(), new.as_bytes())?;
-        cells::put(db, &mut batch, CF_UID_ID, kind, new.as_bytes(), uid.as_bytes())?;
-        let ids = db.cf_handle(CF_UID_ID).expect("column family created at open");
-        batch.delete_cf(ids, cells::key(kind, old.as_bytes()));
-        db.write(batch).map_err(StoreError::from)?;
+        batch.put(CF_UID_NAME, &cell_key(kind, uid.as_bytes()), new.as_bytes());
+        batch.put(CF_UID_ID, &cell_key(kind, new.as_bytes()), uid.as_bytes());
+        batch.delete(CF_UID_ID, &cell_key(kind, old.as_bytes()));
+        db.write(batch, Durability::Logged)?;
         self.by_name.remove(old);
         self.remember(new, uid);
         tracing::info!(kind = %self.kind, old, new, uid = %codec::uid_to_string(uid.as_bytes()), "renamed UID");
@@ -243,14 +266,15 @@ impl UidTable {
     }
 
     /// The name of a UID, from cache or the reverse map.
-    fn name_of(&self, db: &DB, uid: &[u8]) -> Result<Option<String>, StoreError> {
+    fn name_of(&self, db: &dyn Engine, uid: &[u8]) -> Result<Option<String>, StoreError> {
         let Some(key) = Uid::from_slice(uid) else {
             return Ok(None);
         };
         if let Some(name) = self.by_id.get(&key) {
             return Ok(Some(name));
         }
-        let Some(bytes) = cells::get(db, CF_UID_NAME, self.kind.as_str().as_bytes(), uid)? else {
+        let Some(bytes) = db.get(CF_UID_NAME, &cell_key(self.kind.as_str().as_bytes(), uid), ReadHints::default())?
+        else {
             return Ok(None);
         };
         let name = String::from_utf8_lossy(&bytes).into_owned();
@@ -263,22 +287,24 @@ impl UidTable {
     /// the prefix reads exactly the names returned. No copy of every name is kept in memory: with millions of
     /// tag values that copy would be most of the daemon's memory, and the map's recent blocks sit in the block
     /// cache anyway.
-    fn suggest(&self, db: &DB, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
-        let handle = db.cf_handle(CF_UID_ID).expect("column family created at open");
-        let start = cells::key(self.kind.as_str().as_bytes(), prefix.as_bytes());
+    fn suggest(&self, db: &dyn Engine, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
+        let start = cell_key(self.kind.as_str().as_bytes(), prefix.as_bytes());
         let names_at = start.len() - prefix.len();
         let mut names = Vec::new();
-        let mut iter = db.raw_iterator_cf(handle);
+        let Some(mut iter) = db.cursor(CF_UID_ID, ReadHints::default()) else { return Ok(names) };
         // Without a prefix 2.4 scans the names from `!` up to, not including, `~` (UniqueId's START_ROW and
         // END_ROW): a name whose first byte is past ASCII is never suggested then.
         let unprefixed = prefix.is_empty();
         if unprefixed {
-            iter.seek([start.as_slice(), b"!"].concat());
+            iter.seek(&[start.as_slice(), b"!"].concat());
         } else {
             iter.seek(&start);
         }
         while names.len() < max {
-            let Some(key) = iter.key().filter(|k| k.starts_with(&start)) else { break };
+            if !iter.valid() || !iter.key().starts_with(&start) {
+                break;
+            }
+            let key = iter.key();
             let name = &key[names_at..];
             if unprefixed && name.first().is_some_and(|b| *b >= b'~') {
                 break;
@@ -306,22 +332,22 @@ impl UidTable {
 
 /// The three UID tables of one store.
 pub struct Uids {
-    db: Arc<DB>,
+    db: Arc<dyn Engine>,
     tables: [UidTable; 3],
     metrics: Arc<Metrics>,
 }
 
 impl Uids {
     pub(super) fn open(
-        db: Arc<DB>,
+        db: Arc<dyn Engine>,
         widths: [usize; 3],
         capacity: usize,
         metrics: Arc<Metrics>,
     ) -> Result<Uids, StoreError> {
         let tables = [
-            UidTable::open(&db, UidKind::Metric, widths[0], capacity)?,
-            UidTable::open(&db, UidKind::TagKey, widths[1], capacity)?,
-            UidTable::open(&db, UidKind::TagValue, widths[2], capacity)?,
+            UidTable::open(db.as_ref(), UidKind::Metric, widths[0], capacity)?,
+            UidTable::open(db.as_ref(), UidKind::TagKey, widths[1], capacity)?,
+            UidTable::open(db.as_ref(), UidKind::TagValue, widths[2], capacity)?,
         ];
         Ok(Uids { db, tables, metrics })
     }
@@ -332,22 +358,22 @@ impl Uids {
 
     /// Up to `max` names of `kind` starting with `prefix`, in byte order (`/api/suggest`).
     pub fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
-        self.table(kind).suggest(&self.db, prefix, max)
+        self.table(kind).suggest(self.db.as_ref(), prefix, max)
     }
 
     /// The UID of a name, assigned if `create`.
     pub fn get_or_create(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid, UidError> {
-        self.table(kind).get_or_create(&self.db, &self.metrics, name, create)
+        self.table(kind).get_or_create(self.db.as_ref(), &self.metrics, name, create)
     }
 
     /// A new UID for `name` (`/api/uid/assign`); a name that has one already is reported with it.
     pub fn assign_new(&self, kind: UidKind, name: &str) -> Result<Uid, AssignError> {
-        self.table(kind).assign_new(&self.db, &self.metrics, name)
+        self.table(kind).assign_new(self.db.as_ref(), &self.metrics, name)
     }
 
     /// Renames `old` to `new`, keeping its UID (`/api/uid/rename`).
     pub fn rename(&self, kind: UidKind, old: &str, new: &str) -> Result<Uid, RenameError> {
-        self.table(kind).rename(&self.db, old, new)
+        self.table(kind).rename(self.db.as_ref(), old, new)
     }
 
     /// The UID of a name if it has one.
@@ -362,7 +388,7 @@ impl Uids {
 
     /// The name of a UID if it has one.
     pub fn name_of(&self, kind: UidKind, uid: &[u8]) -> Result<Option<String>, StoreError> {
-        self.table(kind).name_of(&self.db, uid)
+        self.table(kind).name_of(self.db.as_ref(), uid)
     }
 
     /// Forgets every cached mapping (`dropcaches`); the next lookups read RocksDB again.

@@ -1,0 +1,616 @@
+//! The embedded engine: each table is a RocksDB column family named `<table>:<family>` in one database under
+//! the data directory. The store's merges run as RocksDB merge operators and its filters as compaction filters,
+//! so a row is compacted by RocksDB's own background work (spec: ingest §4; README "Storage layout").
+//!
+//! Everything RocksDB-specific lives here: tuning, the block cache, handles, properties, table files.
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rocksdb::compaction_filter::{CompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
+use rocksdb::{
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, DBRawIteratorWithThreadMode,
+    IngestExternalFileOptions, MergeOperands, Options, ReadOptions, SstFileWriter, WriteOptions, DB,
+};
+
+use super::{
+    Cursor, Durability, Engine, EngineError, EngineErrorKind, FilterDecision, FilterFactory, Maintenance, Merge,
+    MergeContext, Op, ReadHints, RowVisitor, TableFileWriter, TableFiles, TableSpec, TableStats, Tuning, WriteBatch,
+};
+use crate::store::StoreError;
+
+/// The smallest memtable budget `rtsd.memtable_mb` may set.
+const MIN_MEMTABLE_BYTES: usize = 8 << 20;
+
+/// What the engine is opened with besides its tables.
+#[derive(Debug, Clone)]
+pub struct RocksOptions {
+    /// Memtables of all tables together.
+    pub memtable_bytes: usize,
+    /// The one block cache every table reads through.
+    pub block_cache_bytes: usize,
+    /// Table files kept open at most (the file-descriptor budget, `fds`).
+    pub max_open_files: i32,
+    /// Open for reading beside a daemon that writes (`rtsd scan`).
+    pub read_only: bool,
+}
+
+pub struct RocksEngine {
+    db: DB,
+    path: PathBuf,
+    block_cache: rocksdb::Cache,
+    /// Each table's options, for the table files a bulk load writes (same merge operator and compression).
+    table_options: HashMap<String, Options>,
+    /// Serialises [`Engine::increment`] and [`Engine::check_and_put`]: RocksDB has no read-modify-write, and one
+    /// process owns the database.
+    rmw: Mutex<()>,
+}
+
+/// The tables a data directory holds (empty for a new one): RocksDB opens all of its column families or none,
+/// so the store declares every one, including tables an earlier configuration made.
+pub fn list_tables(path: &Path) -> Vec<String> {
+    DB::list_cf(&Options::default(), path).unwrap_or_default().into_iter().filter(|n| n != "default").collect()
+}
+
+impl RocksEngine {
+    pub fn open(path: &Path, tables: &[TableSpec], options: &RocksOptions) -> Result<RocksEngine, StoreError> {
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.increase_parallelism(2);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_keep_log_file_num(5);
+        // RocksDB keeps table files open up to this bound, so client sockets cannot starve it of descriptors and
+        // it cannot starve them (README: the file-descriptor budget).
+        db_opts.set_max_open_files(options.max_open_files);
+        // Memtables of all tables together: past this RocksDB flushes the largest, so write memory stays
+        // bounded however many tables there are (each may otherwise hold two 64 MB memtables). Ingest needs
+        // little here: the series table gathers each row's points before they reach RocksDB, so a memtable
+        // holds a few large operands per row, and a bigger one only delays the flush to disk.
+        let memtable_bytes = options.memtable_bytes.max(MIN_MEMTABLE_BYTES);
+        db_opts.set_db_write_buffer_size(memtable_bytes);
+        // One cache of uncompressed blocks for all tables (RocksDB's default is 32 MB per table): a warm query
+        // over a day of 1000 series' 1-minute rollups reads ~50 MB of blocks, and finding them decompressed is
+        // most of what makes it fast; the small tables share it, so read memory is this one number however many
+        // tables there are.
+        let block_cache = rocksdb::Cache::new_lru_cache(options.block_cache_bytes.max(1 << 20));
+        let mut table_options = HashMap::new();
+        let mut families = Vec::new();
+        for spec in tables {
+            let mut opts = tuned(spec.tuning, &block_cache);
+            // No table's memtable may exceed half the budget (RocksDB's default is 64 MB each): the data table's
+            // fills and flushes on its own before the budget makes RocksDB flush whichever table is largest, and
+            // RocksDB sizes its write-ahead log preallocation and the free space it waits for before resuming
+            // after a full disk by the largest one (70 MB files and a 64 MB wait on a small disk).
+            opts.set_write_buffer_size(memtable_bytes / 2);
+            if let Some(merge) = &spec.merge {
+                install_merge(&mut opts, merge);
+            }
+            if let Some(filter) = &spec.filter {
+                let name = CString::new(format!("rtsd-filter:{}", spec.name)).unwrap_or_default();
+                opts.set_compaction_filter_factory(Filters { name, factory: filter.clone() });
+            }
+            if let Some(secs) = spec.rewrite_every_secs {
+                opts.set_periodic_compaction_seconds(secs);
+            }
+            table_options.insert(spec.name.clone(), opts.clone());
+            families.push(ColumnFamilyDescriptor::new(spec.name.clone(), opts));
+        }
+        let db = if options.read_only {
+            db_opts.create_if_missing(false);
+            DB::open_cf_descriptors_read_only(&db_opts, path, families, false)?
+        } else {
+            DB::open_cf_descriptors(&db_opts, path, families)?
+        };
+        Ok(RocksEngine { db, path: path.to_path_buf(), block_cache, table_options, rmw: Mutex::new(()) })
+    }
+
+    fn cf(&self, table: &str) -> Result<&ColumnFamily, StoreError> {
+        self.db.cf_handle(table).ok_or_else(|| StoreError::Corrupt(format!("no table {table}")))
+    }
+
+    fn property(&self, cf: &ColumnFamily, name: &str) -> u64 {
+        self.db.property_int_value_cf(cf, name).ok().flatten().unwrap_or(0)
+    }
+}
+
+/// Options of a table of the given shape.
+fn tuned(tuning: Tuning, block_cache: &rocksdb::Cache) -> Options {
+    use DBCompressionType::{Lz4, Zstd};
+    let mut opts = Options::default();
+    match tuning {
+        Tuning::Data => {
+            // Level 0 (flushed memtables, compacted soon) is not worth compressing; old levels are compressed hard.
+            opts.set_compression_per_level(&[DBCompressionType::None, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
+            opts.set_bottommost_compression_type(Zstd);
+            opts.set_block_based_table_factory(&block_options(block_cache, true));
+        }
+        Tuning::Small => opts.set_block_based_table_factory(&block_options(block_cache, true)),
+        Tuning::Rollup | Tuning::RollupSlots => {
+            opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
+            opts.set_bottommost_compression_type(Zstd);
+            let mut table = block_options(block_cache, false);
+            if tuning == Tuning::RollupSlots {
+                // A one-minute slot row is ~1 KB, so a wide query (every series' rows of a day) met a block, and
+                // its cache lookup, every ~4 rows (q1 of data set B: 7 % fewer instructions with 16 KB), and
+                // larger blocks compress better (B: 3.46 -> 3.20-3.30 bytes per point on disk). Ingest CPU did
+                // not change measurably (bench/RESULTS.md, 2026-11-26 19:57).
+                table.set_block_size(16 * 1024);
+            }
+            opts.set_block_based_table_factory(&table);
+        }
+        Tuning::Marks => opts.set_block_based_table_factory(&block_options(block_cache, false)),
+    }
+    opts
+}
+
+/// Block options of every table. Blocks go through the one shared cache, and so do each SST file's index and
+/// bloom filter, cut into partitions of 4 KB behind a small pinned top level: outside the cache they are
+/// table-reader memory that grows with the data on disk without bound (22 -> 44 MB in 7 minutes of the churn
+/// soak), and whole (unpartitioned) in the cache a lookup of a new name had to load a file's entire filter,
+/// evicting data blocks and each other (ingest fell ~5x in that soak, bench/RESULTS.md 11:28). Partitions are
+/// loaded one at a time as probes need them and cached at high priority.
+fn block_options(block_cache: &rocksdb::Cache, bloom: bool) -> BlockBasedOptions {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(block_cache);
+    table.set_index_type(rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+    if bloom {
+        table.set_bloom_filter(10.0, false);
+        table.set_partition_filters(true);
+        table.set_optimize_filters_for_memory(true);
+    }
+    table.set_metadata_block_size(4096);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_pin_top_level_index_and_filter(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table
+}
+
+/// A store merge as a RocksDB merge operator.
+fn install_merge(opts: &mut Options, merge: &Merge) {
+    let full = merge.full.clone();
+    let full_merge = move |key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| {
+        let ops: smallvec::SmallVec<[&[u8]; 16]> = operands.iter().collect();
+        Some(full(key, existing, &ops, MergeContext { stored: on_rocksdb_thread() }))
+    };
+    let partial = merge.partial.clone();
+    let partial_merge = move |key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands| match &partial {
+        Some(partial) => {
+            let ops: smallvec::SmallVec<[&[u8]; 16]> = operands.iter().collect();
+            Some(partial(key, existing, &ops, MergeContext { stored: on_rocksdb_thread() }))
+        }
+        None => {
+            let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+            for op in operands.iter() {
+                out.extend_from_slice(op);
+            }
+            Some(out)
+        }
+    };
+    opts.set_merge_operator(merge.name, full_merge, partial_merge);
+}
+
+/// Whether this thread is one of RocksDB's background threads, which run its flushes and compactions (RocksDB
+/// names them `rocksdb:low`, `rocksdb:high`, `rocksdb:bottom`); a merge on any other thread is part of a read.
+/// Where the name cannot be read, every merge counts as a read's.
+pub(crate) fn on_rocksdb_thread() -> bool {
+    thread_local! {
+        static ROCKSDB: bool = std::fs::read_to_string("/proc/thread-self/comm")
+            .is_ok_and(|name| name.starts_with("rocksdb:"));
+    }
+    ROCKSDB.with(|on| *on)
+}
+
+/// A store filter as a RocksDB compaction filter factory.
+struct Filters {
+    name: CString,
+    factory: Arc<dyn FilterFactory>,
+}
+
+struct FilterRun {
+    name: CString,
+    filter: Box<dyn super::RowFilter>,
+    /// The last changed value handed to RocksDB (see [`CompactionFilter::filter`]).
+    changed: Vec<u8>,
+}
+
+impl CompactionFilterFactory for Filters {
+    type Filter = FilterRun;
+
+    fn create(&mut self, _context: CompactionFilterContext) -> FilterRun {
+        FilterRun { name: self.name.clone(), filter: self.factory.create(), changed: Vec::new() }
+    }
+
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+}
+
+impl CompactionFilter for FilterRun {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
+        match self.filter.filter(key, value) {
+            FilterDecision::Keep => Decision::Keep,
+            FilterDecision::Remove => Decision::Remove,
+            FilterDecision::Change(new) => {
+                self.changed.clear();
+                self.changed.extend_from_slice(new);
+                // SAFETY: RocksDB's C API copies the new value (`new_value->assign(...)` in c.cc) as soon as this
+                // callback returns, and `self.changed` is not touched until the next call; rust-rocksdb asks for
+                // `'static` only because it cannot name that lifetime.
+                let value: &'static [u8] =
+                    unsafe { std::slice::from_raw_parts(self.changed.as_ptr(), self.changed.len()) };
+                Decision::Change(value)
+            }
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+}
+
+impl From<rocksdb::Error> for StoreError {
+    fn from(e: rocksdb::Error) -> Self {
+        let text = e.to_string();
+        let kind = if text.contains("No space left") || text.contains("NoSpace") || text.contains("Disk quota") {
+            EngineErrorKind::NoSpace
+        } else if text.contains("Too many open files") {
+            EngineErrorKind::NoFiles
+        } else {
+            EngineErrorKind::Other
+        };
+        StoreError::Engine(EngineError { kind, message: format!("RocksDB error: {text}") })
+    }
+}
+
+fn read_options(hints: ReadHints) -> ReadOptions {
+    let mut read = ReadOptions::default();
+    read.fill_cache(hints.fill_cache);
+    read
+}
+
+struct RocksCursor<'a> {
+    iter: DBRawIteratorWithThreadMode<'a, DB>,
+}
+
+impl Cursor for RocksCursor<'_> {
+    fn seek(&mut self, key: &[u8]) {
+        self.iter.seek(key);
+    }
+
+    fn seek_to_last(&mut self) {
+        self.iter.seek_to_last();
+    }
+
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.iter.seek_for_prev(key);
+    }
+
+    fn prev(&mut self) {
+        self.iter.prev();
+    }
+
+    fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.iter.key().unwrap_or_default()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.iter.value().unwrap_or_default()
+    }
+
+    fn next(&mut self) {
+        self.iter.next();
+    }
+
+    fn status(&self) -> Result<(), StoreError> {
+        Ok(self.iter.status()?)
+    }
+}
+
+impl Engine for RocksEngine {
+    fn name(&self) -> &'static str {
+        "rocksdb"
+    }
+
+    fn has_table(&self, table: &str) -> bool {
+        self.db.cf_handle(table).is_some()
+    }
+
+    fn get(&self, table: &str, key: &[u8], hints: ReadHints) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(cf) = self.db.cf_handle(table) else { return Ok(None) };
+        Ok(self.db.get_pinned_cf_opt(cf, key, &read_options(hints))?.map(|v| v.to_vec()))
+    }
+
+    fn get_many(
+        &self,
+        table: &str,
+        keys: &[&[u8]],
+        sorted: bool,
+        hints: ReadHints,
+        f: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let Some(cf) = self.db.cf_handle(table) else {
+            return (0..keys.len()).try_for_each(|i| f(i, None));
+        };
+        let values = self.db.batched_multi_get_cf_opt(cf, keys.iter().copied(), sorted, &read_options(hints));
+        for (i, value) in values.into_iter().enumerate() {
+            f(i, value?.as_deref())?;
+        }
+        Ok(())
+    }
+
+    fn cursor(&self, table: &str, hints: ReadHints) -> Option<Box<dyn Cursor + '_>> {
+        let cf = self.db.cf_handle(table)?;
+        Some(Box::new(RocksCursor { iter: self.db.raw_iterator_cf_opt(cf, read_options(hints)) }))
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StoreError> {
+        let mut rocks = rocksdb::WriteBatch::default();
+        let mut last: Option<(&str, &ColumnFamily)> = None;
+        for (op, table, key, value) in batch.iter() {
+            let cf = match last {
+                Some((name, cf)) if name == table => cf,
+                _ => {
+                    let cf = self.cf(table)?;
+                    last = Some((table, cf));
+                    cf
+                }
+            };
+            match op {
+                Op::Put => rocks.put_cf(cf, key, value),
+                Op::Merge => rocks.merge_cf(cf, key, value),
+                Op::Delete => rocks.delete_cf(cf, key),
+                Op::DeleteRange => rocks.delete_range_cf(cf, key, value),
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(durability == Durability::Synced);
+        Ok(self.db.write_opt(rocks, &opts)?)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(self.db.flush_wal(true)?)
+    }
+
+    fn increment(&self, table: &str, key: &[u8], delta: i64) -> Result<i64, StoreError> {
+        let _one = self.rmw.lock().unwrap_or_else(|e| e.into_inner());
+        let cf = self.cf(table)?;
+        let current = match self.db.get_pinned_cf(cf, key)? {
+            Some(v) => i64::from_be_bytes(
+                v.as_ref().try_into().map_err(|_| StoreError::Corrupt(format!("counter of {} bytes", v.len())))?,
+            ),
+            None => 0,
+        };
+        let next = current.wrapping_add(delta);
+        self.db.put_cf(cf, key, next.to_be_bytes())?;
+        Ok(next)
+    }
+
+    fn check_and_put(
+        &self,
+        table: &str,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, StoreError> {
+        let _one = self.rmw.lock().unwrap_or_else(|e| e.into_inner());
+        let cf = self.cf(table)?;
+        if self.db.get_pinned_cf(cf, key)?.as_deref() != expected {
+            return Ok(false);
+        }
+        self.db.put_cf(cf, key, value)?;
+        Ok(true)
+    }
+
+    fn maintenance(&self) -> Option<&dyn Maintenance> {
+        Some(self)
+    }
+
+    fn table_files(&self) -> Option<&dyn TableFiles> {
+        Some(self)
+    }
+}
+
+impl Maintenance for RocksEngine {
+    fn table_stats(&self, table: &str) -> Option<TableStats> {
+        let cf = self.db.cf_handle(table)?;
+        Some(TableStats {
+            memtable_bytes: self.property(cf, "rocksdb.cur-size-all-mem-tables"),
+            active_memtable_bytes: self.property(cf, "rocksdb.cur-size-active-mem-table"),
+            level0_files: self.property(cf, "rocksdb.num-files-at-level0"),
+            compaction_pending: self.property(cf, "rocksdb.compaction-pending") > 0,
+            flush_pending: self.property(cf, "rocksdb.mem-table-flush-pending") > 0,
+            table_readers_bytes: self.property(cf, "rocksdb.estimate-table-readers-mem"),
+            estimated_rows: self.property(cf, "rocksdb.estimate-num-keys"),
+        })
+    }
+
+    fn running_jobs(&self) -> u64 {
+        let int = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        int("rocksdb.num-running-compactions") + int("rocksdb.num-running-flushes")
+    }
+
+    fn flush_table(&self, table: &str) -> Result<(), StoreError> {
+        Ok(self.db.flush_cf(self.cf(table)?)?)
+    }
+
+    fn compact_table(&self, table: &str, bottommost: bool) -> Result<(), StoreError> {
+        let mut opts = rocksdb::CompactOptions::default();
+        opts.set_bottommost_level_compaction(if bottommost {
+            rocksdb::BottommostLevelCompaction::Force
+        } else {
+            rocksdb::BottommostLevelCompaction::Skip
+        });
+        self.db.compact_range_cf_opt(self.cf(table)?, None::<&[u8]>, None::<&[u8]>, &opts);
+        Ok(())
+    }
+
+    fn cache_bytes(&self) -> u64 {
+        self.block_cache.get_usage() as u64
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        fn walk(dir: &Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+            entries
+                .filter_map(Result::ok)
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        }
+        walk(&self.path)
+    }
+}
+
+/// One sorted table file in the making.
+struct Sst<'o> {
+    writer: SstFileWriter<'o>,
+    path: PathBuf,
+    entries: u64,
+    /// Bulk-tuned options the writer borrows (see [`TableFiles::writer`]).
+    _options: Option<Box<Options>>,
+}
+
+impl TableFileWriter for Sst<'_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.entries += 1;
+        Ok(self.writer.put(key, value)?)
+    }
+
+    fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<(), StoreError> {
+        self.entries += 1;
+        Ok(self.writer.merge(key, operand)?)
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<Option<PathBuf>, StoreError> {
+        if self.entries == 0 {
+            // RocksDB refuses an empty file.
+            let _ = std::fs::remove_file(&self.path);
+            return Ok(None);
+        }
+        self.writer.finish()?;
+        Ok(Some(self.path.clone()))
+    }
+}
+
+impl TableFiles for RocksEngine {
+    fn writer(&self, table: &str, path: &Path, bulk: bool) -> Result<Box<dyn TableFileWriter + '_>, StoreError> {
+        let base = self.table_options.get(table).ok_or_else(|| StoreError::Corrupt(format!("no table {table}")))?;
+        let options: Option<Box<Options>> = bulk.then(|| {
+            let mut options = base.clone();
+            // A load's files are large and written once: zstd with a dictionary at the bottom, and 16 KB blocks.
+            // (window bits, level, strategy, dictionary bytes, enabled): -14 and 0 are RocksDB's defaults.
+            options.set_bottommost_compression_options(-14, 1, 0, 0, true);
+            let mut table = block_options(&self.block_cache, true);
+            table.set_block_size(16 << 10);
+            options.set_block_based_table_factory(&table);
+            Box::new(options)
+        });
+        // SAFETY: the writer borrows the boxed options, which the same `Sst` owns and drops after it (fields
+        // drop in declaration order: `writer` first), and a Box's contents do not move when the Box does.
+        let opts: &Options = match &options {
+            Some(o) => unsafe { &*(o.as_ref() as *const Options) },
+            None => base,
+        };
+        let writer = SstFileWriter::create(opts);
+        writer.open(path)?;
+        Ok(Box::new(Sst { writer, path: path.to_path_buf(), entries: 0, _options: options }))
+    }
+
+    fn may_exist(&self, table: &str, key: &[u8]) -> bool {
+        self.db.cf_handle(table).is_none_or(|cf| self.db.key_may_exist_cf(cf, key))
+    }
+
+    fn ingest(&self, table: &str, files: Vec<PathBuf>) -> Result<(), StoreError> {
+        let mut opts = IngestExternalFileOptions::default();
+        opts.set_move_files(true);
+        Ok(self.db.ingest_external_file_cf_opts(self.cf(table)?, &opts, files)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> RocksEngine {
+        let specs = [
+            super::super::TableSpec::new("t:a", super::super::CellMap::Plain, Tuning::Small),
+            super::super::TableSpec::new("t:b", super::super::CellMap::Plain, Tuning::Data),
+        ];
+        let options =
+            RocksOptions { memtable_bytes: 8 << 20, block_cache_bytes: 1 << 20, max_open_files: 64, read_only: false };
+        RocksEngine::open(dir, &specs, &options).unwrap()
+    }
+
+    // OpenTSDB's UID assignment rests on these two (spec: hbase §4): an increment returns the new value of an
+    // 8-byte big-endian counter, and a compare-and-set with no expected value succeeds only on an absent cell.
+    #[test]
+    fn increment_and_check_and_put_are_hbase_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        assert_eq!(e.increment("t:a", b"\0", 1).unwrap(), 1);
+        assert_eq!(e.increment("t:a", b"\0", 5).unwrap(), 6);
+        assert_eq!(e.get("t:a", b"\0", ReadHints::default()).unwrap(), Some(6i64.to_be_bytes().to_vec()));
+        assert!(e.check_and_put("t:a", b"k", None, b"v1").unwrap());
+        assert!(!e.check_and_put("t:a", b"k", None, b"v2").unwrap());
+        assert!(!e.check_and_put("t:a", b"k", Some(b"other"), b"v2").unwrap());
+        assert!(e.check_and_put("t:a", b"k", Some(b"v1"), b"v2").unwrap());
+        assert_eq!(e.get("t:a", b"k", ReadHints::default()).unwrap(), Some(b"v2".to_vec()));
+        e.write(
+            {
+                let mut b = WriteBatch::default();
+                b.put("t:a", b"c", b"x");
+                b
+            },
+            Durability::Logged,
+        )
+        .unwrap();
+        assert!(matches!(e.increment("t:a", b"c", 1), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_batch_lands_whole_across_tables_and_a_cursor_reads_it_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        let mut b = WriteBatch::default();
+        b.put("t:b", b"2", b"two");
+        b.put("t:b", b"1", b"one");
+        b.put("t:a", b"x", b"ex");
+        b.delete("t:b", b"1");
+        e.write(b, Durability::Synced).unwrap();
+        let mut c = e.cursor("t:b", ReadHints::default()).unwrap();
+        c.seek(b"");
+        let mut rows = Vec::new();
+        while c.valid() {
+            rows.push((c.key().to_vec(), c.value().to_vec()));
+            c.next();
+        }
+        c.status().unwrap();
+        assert_eq!(rows, vec![(b"2".to_vec(), b"two".to_vec())]);
+        let mut got = Vec::new();
+        e.get_many("t:a", &[b"w", b"x"], true, ReadHints::default(), &mut |i, v| {
+            got.push((i, v.map(<[u8]>::to_vec)));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![(0, None), (1, Some(b"ex".to_vec()))]);
+        assert!(e.cursor("t:none", ReadHints::default()).is_none());
+        // A batch naming a table the engine lacks is refused whole.
+        let mut bad = WriteBatch::default();
+        bad.put("t:a", b"y", b"why");
+        bad.put("t:none", b"z", b"");
+        assert!(e.write(bad, Durability::Logged).is_err());
+        assert_eq!(e.get("t:a", b"y", ReadHints::default()).unwrap(), None);
+    }
+}

@@ -1,0 +1,354 @@
+//! Reads of data rows: scans of a metric's rows, targeted reads of series, the series index, raw tables. Every
+//! read settles the series table first, or merges its points in when a flush cannot be written (see `overlay`).
+use super::*;
+
+/// The points of one series read by [`Store::scan_series`].
+#[derive(Debug, Clone)]
+pub struct StoredSeries {
+    /// Metric UID followed by the (tagk, tagv) UID pairs, as OpenTSDB's TSUID.
+    pub tsuid: Vec<u8>,
+    pub tags: Vec<(Vec<u8>, Vec<u8>)>,
+    pub points: Vec<codec::RowPoint>,
+    /// JSON of the annotations stored in the series' rows of the scanned hours (deleted ones left out).
+    pub annotations: Vec<Vec<u8>>,
+}
+
+impl StoredSeries {
+    /// The series of `tsuid` with nothing read yet: its (tagk, tagv) pairs split out by `layout`'s UID widths.
+    pub fn of_tsuid(tsuid: &[u8], layout: &Layout) -> StoredSeries {
+        StoredSeries {
+            tsuid: tsuid.to_vec(),
+            tags: layout.tsuid_pairs(tsuid).map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+            points: Vec::new(),
+            annotations: Vec::new(),
+        }
+    }
+}
+
+/// One stored row, decoded far enough to name its series.
+#[derive(Debug)]
+pub struct RowRef<'a> {
+    pub key: &'a [u8],
+    pub metric: &'a [u8],
+    pub base_time: u32,
+    /// (tagk UID, tagv UID) pairs in row-key order.
+    pub tags: Vec<(&'a [u8], &'a [u8])>,
+    /// The columns as stored: a closed hour's may be packed, which [`codec::row_points`] reads as it is; readers
+    /// that show cells use [`RowRef::cells`].
+    pub value: &'a [u8],
+}
+
+impl RowRef<'_> {
+    /// The row's columns in OpenTSDB's form (a packed column expanded to its compacted column): what `rtsd scan`
+    /// prints and fsck checks.
+    pub fn cells(&self) -> Result<std::borrow::Cow<'_, [u8]>, StoreError> {
+        codec::expand_row(self.value)
+            .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(self.key))))
+    }
+}
+
+impl Store {
+    /// Every series of a metric with its newest hour, in TSUID order (from the series index).
+    pub fn series_of_metric(&self, metric: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, StoreError> {
+        let mut out = Vec::new();
+        self.for_each_series(Some(metric), |tsuid, hour| {
+            out.push((tsuid.to_vec(), hour));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every indexed series (TSUID, newest hour) of `metric`, or of every metric when `None`, in
+    /// TSUID order, until `f` returns false. Series whose newest hour is past every table's retention are left
+    /// out: nothing of them can be read any more.
+    pub fn for_each_series(
+        &self,
+        metric: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], u32) -> bool,
+    ) -> Result<(), StoreError> {
+        self.settle()?;
+        let cut = self.retention.index_cut_ms();
+        let f = move |tsuid: &[u8], hour: u32| (i64::from(hour) + 3600) * 1000 <= cut || f(tsuid, hour);
+        match metric {
+            Some(m) => series::for_each_series_of_metric(self.engine.as_ref(), m, f),
+            None => series::for_each_series(self.engine.as_ref(), f),
+        }
+    }
+
+    /// The series of a metric that carry one tag pair (from the postings).
+    pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.settle()?;
+        series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)
+    }
+
+    /// The newest hour with data of a series, if indexed.
+    pub fn last_hour(&self, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.settle()?;
+        series::last_hour(self.engine.as_ref(), tsuid)
+    }
+
+    /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in
+    /// key order per salt bucket. `f` returns false to stop.
+    pub fn for_each_row(
+        &self,
+        metric: &[u8],
+        start_hour: u32,
+        end_hour: u32,
+        f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.for_each_row_in(CF_DATA, metric, start_hour, end_hour, f)
+    }
+
+    /// [`Store::for_each_row`] in another table keyed like the data table (rollup and pre-aggregate tables,
+    /// whose base times are those of their row spans).
+    pub fn for_each_row_in(
+        &self,
+        family: &str,
+        metric: &[u8],
+        start_hour: u32,
+        end_hour: u32,
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.settle()?;
+        let overlay = self.overlay();
+        let Some(mut cursor) = self.engine.cursor(family, ReadHints::default()) else { return Ok(()) };
+        // Rows wholly past the family's retention are never read, even before a compaction removed them.
+        let start_hour = start_hour.max(self.retention.first_kept_base(family));
+        let salt = &self.layout.salt;
+        let buckets = if salt.width == 0 { 1 } else { salt.buckets };
+        for bucket in 0..buckets {
+            let mut start = Vec::with_capacity(salt.width + metric.len() + 4);
+            if salt.width > 0 {
+                start.extend_from_slice(&(bucket as u64).to_be_bytes()[8 - salt.width..]);
+            }
+            start.extend_from_slice(metric);
+            let prefix_len = start.len();
+            start.extend_from_slice(&start_hour.to_be_bytes());
+            let in_range = |key: &[u8]| {
+                key.len() >= prefix_len + 4
+                    && key[..prefix_len] == start[..prefix_len]
+                    && u32::from_be_bytes([
+                        key[prefix_len],
+                        key[prefix_len + 1],
+                        key[prefix_len + 2],
+                        key[prefix_len + 3],
+                    ]) <= end_hour
+            };
+            // Unflushed points (see `overlay`), joined in key order with the stored rows.
+            let mut unflushed = match family {
+                CF_DATA => overlay.range(start.clone()..),
+                _ => std::collections::btree_map::Range::default(),
+            }
+            .take_while(|(k, _)| in_range(k))
+            .peekable();
+            let mut emit = |key: &[u8], stored: Option<&[u8]>, extra: Option<&Vec<u8>>| {
+                let merged;
+                let value = match (stored, extra) {
+                    (_, Some(extra)) => {
+                        merged = self.merge_unflushed(stored, extra);
+                        merged.as_slice()
+                    }
+                    (Some(v), None) => v,
+                    (None, None) => return Ok(true),
+                };
+                match self.decode_row(key, value) {
+                    Some(row) => f(row),
+                    None => Ok(true),
+                }
+            };
+            cursor.seek(&start);
+            while cursor.valid() {
+                let (key, value) = (cursor.key(), cursor.value());
+                if !in_range(key) {
+                    break;
+                }
+                while let Some((k, extra)) = unflushed.next_if(|(k, _)| k.as_slice() < key) {
+                    if !emit(k, None, Some(extra))? {
+                        return Ok(());
+                    }
+                }
+                let extra = unflushed.next_if(|(k, _)| k.as_slice() == key).map(|(_, v)| v);
+                if !emit(key, Some(value), extra)? {
+                    return Ok(());
+                }
+                cursor.next();
+            }
+            cursor.status()?;
+            for (k, extra) in unflushed {
+                if !emit(k, None, Some(extra))? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A row as a read-only open sees it: the stored value with the unflushed points merged in.
+    pub(super) fn merge_unflushed(&self, stored: Option<&[u8]>, unflushed: &[u8]) -> Vec<u8> {
+        match codec::merge_row(stored, &[unflushed], self.fix_duplicates) {
+            Ok(merged) => merged.row,
+            Err(_) => [stored.unwrap_or_default(), unflushed].concat(),
+        }
+    }
+
+    /// Reads the points of `metric` with `start_ms <= ts < end_ms`, one [`StoredSeries`] per series (TSUID order),
+    /// each in time order. `keep` sees a series' (tagk UID, tagv UID) pairs the first time one of its rows is met
+    /// and decides whether it is read at all; rejected series cost one call, not one per row.
+    pub fn scan_series(
+        &self,
+        metric: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut ReadBudget,
+        keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+    ) -> Result<Vec<StoredSeries>, StoreError> {
+        self.scan_series_in(CF_DATA, metric, start_ms, end_ms, budget, keep)
+    }
+
+    /// [`Store::scan_series`] in another table with data-point cells in hourly rows (a pre-aggregate table).
+    pub fn scan_series_in(
+        &self,
+        family: &str,
+        metric: &[u8],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut ReadBudget,
+        mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+    ) -> Result<Vec<StoredSeries>, StoreError> {
+        self.settle()?;
+        let start_ms = start_ms.max(self.retention.cut_ms(family));
+        if end_ms <= start_ms {
+            return Ok(Vec::new());
+        }
+        // Clamp to the last instant whose hour fits the row key's 32 bits, so an open-ended range cannot wrap.
+        let last = codec::MAX_SECONDS * 1000 + 999;
+        let start_hour = codec::base_time(start_ms.clamp(0, last));
+        let end_hour = codec::base_time((end_ms - 1).clamp(0, last));
+        let tags_offset = self.layout.tags_offset();
+        let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
+        let mut series: Vec<StoredSeries> = Vec::new();
+        self.for_each_row_in(family, metric, start_hour, end_hour, |row| {
+            let tags_bytes = &row.key[tags_offset..];
+            let slot = match index.get(tags_bytes) {
+                Some(slot) => *slot,
+                None => {
+                    let slot = if keep(&row.tags)? {
+                        let mut tsuid = metric.to_vec();
+                        tsuid.extend_from_slice(tags_bytes);
+                        series.push(StoredSeries {
+                            tsuid,
+                            tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                            points: Vec::new(),
+                            annotations: Vec::new(),
+                        });
+                        Some(series.len() - 1)
+                    } else {
+                        None
+                    };
+                    index.insert(tags_bytes.to_vec(), slot);
+                    slot
+                }
+            };
+            if let Some(i) = slot {
+                let points = codec::row_points(row.base_time, row.value)
+                    .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key))))?;
+                // Bytes in OpenTSDB's form, as the limit means them (packed or not).
+                budget.charge(points.len(), codec::expanded_len(row.value))?;
+                series[i]
+                    .points
+                    .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
+                series[i].annotations.extend(annotation_values(row.value));
+            } else {
+                budget.rows_skipped += 1;
+            }
+            Ok(true)
+        })?;
+        // A series keeps one salt in every hour, so its rows come in time order even across salt buckets.
+        series.sort_by(|a, b| a.tsuid.cmp(&b.tsuid));
+        Ok(series)
+    }
+
+    /// Reads the points of the given series (TSUIDs of one metric, sorted) with `start_ms <= ts < end_ms` by
+    /// fetching exactly their rows of each hour: what a query with literal tag filters reads instead of every
+    /// row of the metric (the series come from the index's postings). A series none of whose rows exist in the
+    /// window is left out, as a scan would leave it out.
+    pub fn read_series(
+        &self,
+        tsuids: &[Vec<u8>],
+        start_ms: i64,
+        end_ms: i64,
+        budget: &mut ReadBudget,
+    ) -> Result<Vec<StoredSeries>, StoreError> {
+        let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
+        self.settle()?;
+        let overlay = self.overlay();
+        if end_ms <= start_ms || tsuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let last = codec::MAX_SECONDS * 1000 + 999;
+        let start_hour = codec::base_time(start_ms.clamp(0, last)) as i64;
+        let end_hour = codec::base_time((end_ms - 1).clamp(0, last)) as i64;
+        let mw = self.layout.uid_widths[0];
+        let mut out = Vec::with_capacity(tsuids.len());
+        for tsuid in tsuids {
+            let keys: Vec<Vec<u8>> =
+                (start_hour..=end_hour).step_by(3600).map(|hour| self.layout.row_key(tsuid, hour)).collect();
+            let mut series = StoredSeries::of_tsuid(tsuid, &self.layout);
+            let mut found = false;
+            // Keys ascend by hour; values are read in place, not copied out.
+            let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            self.engine.get_many(CF_DATA, &key_refs, true, ReadHints::default(), &mut |i, stored| {
+                let key = &keys[i];
+                let merged;
+                let value: &[u8] = match (stored, overlay.get(key)) {
+                    (stored, Some(extra)) => {
+                        merged = self.merge_unflushed(stored, extra);
+                        &merged
+                    }
+                    (Some(stored), None) => stored,
+                    (None, None) => return Ok(()),
+                };
+                found = true;
+                let base = codec::row_base_time(key, self.layout.salt.width, mw);
+                let points = codec::row_points(base, value)
+                    .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
+                budget.charge(points.len(), codec::expanded_len(value))?;
+                series
+                    .points
+                    .extend(points.into_iter().filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms < end_ms));
+                series.annotations.extend(annotation_values(value));
+                Ok(())
+            })?;
+            if found {
+                out.push(series);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Splits a row key into metric, base time and tag pairs; None for a key of the wrong shape.
+    pub fn decode_row<'a>(&self, key: &'a [u8], value: &'a [u8]) -> Option<RowRef<'a>> {
+        let l = &self.layout;
+        let offset = l.tags_offset();
+        if key.len() < offset || !(key.len() - offset).is_multiple_of(l.pair_width()) {
+            return None;
+        }
+        let metric = &key[l.salt.width..l.salt.width + l.uid_widths[0]];
+        let base_time = u32::from_be_bytes(key[offset - 4..offset].try_into().ok()?);
+        let tags = l.pairs(&key[offset..]).collect();
+        Some(RowRef { key, metric, base_time, tags, value })
+    }
+
+    /// Calls `f` with each (key, value) of table `cf` from `from` on, in key order, until it returns false.
+    pub fn scan_raw(&self, cf: &str, from: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
+        let Some(mut cursor) = self.engine.cursor(cf, ReadHints::default()) else { return Ok(()) };
+        cursor.seek(from);
+        while cursor.valid() {
+            if !f(cursor.key(), cursor.value()) {
+                return Ok(());
+            }
+            cursor.next();
+        }
+        cursor.status()
+    }
+}

@@ -1,0 +1,290 @@
+//! The fold: changed buckets of each marked raw hour recomputed from the stored raw row and written to the
+//! automatic rollup rows.
+use super::*;
+
+/// How often the marks' memtable is flushed. Its few live entries would otherwise keep every write-ahead log
+/// file since its last flush from being deleted (RocksDB frees a log once all families' data in it is flushed).
+pub(super) const MARKS_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// count, sum, min and max of one bucket of raw points, computed as the query engine's downsampler sees them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    pub start: i64,
+    pub count: i64,
+    /// The sum: an integer when every value is one and the sequential double sum is exactly that integer (so
+    /// reading it back as a double gives what summing the raw points as doubles gives), else that double sum.
+    pub sum: Value,
+    pub min: Value,
+    pub max: Value,
+}
+
+/// Buckets of `interval_secs` over raw points in time order. Points at an instant already seen are skipped, as
+/// the query engine skips them.
+pub fn buckets(points: &[codec::RowPoint], interval_secs: u32) -> Vec<Bucket> {
+    let width = i64::from(interval_secs) * 1000;
+    let mut out: Vec<Bucket> = Vec::new();
+    let mut last_ts = None;
+    let (mut int_sum, mut ints, mut dsum) = (Some(0i64), true, 0f64);
+    for p in points {
+        if last_ts.is_some_and(|t| p.timestamp_ms <= t) {
+            continue;
+        }
+        last_ts = Some(p.timestamp_ms);
+        let start = p.timestamp_ms - p.timestamp_ms.rem_euclid(width);
+        let d = as_f64(p.value);
+        match out.last_mut() {
+            Some(b) if b.start == start => {
+                b.count += 1;
+                if d < as_f64(b.min) {
+                    b.min = p.value;
+                }
+                if d > as_f64(b.max) {
+                    b.max = p.value;
+                }
+            }
+            _ => {
+                if let Some(b) = out.last_mut() {
+                    b.sum = sum_value(int_sum, ints, dsum);
+                }
+                (int_sum, ints, dsum) = (Some(0), true, 0.0);
+                out.push(Bucket { start, count: 1, sum: Value::Int(0), min: p.value, max: p.value });
+            }
+        }
+        dsum += d;
+        match p.value {
+            Value::Int(v) => int_sum = int_sum.and_then(|s| s.checked_add(v)),
+            _ => ints = false,
+        }
+    }
+    if let Some(b) = out.last_mut() {
+        b.sum = sum_value(int_sum, ints, dsum);
+    }
+    out
+}
+
+pub(super) fn sum_value(int_sum: Option<i64>, ints: bool, dsum: f64) -> Value {
+    match int_sum {
+        Some(s) if ints && s as f64 == dsum => Value::Int(s),
+        _ => Value::Double(dsum),
+    }
+}
+
+impl Store {
+    /// Folds every raw row with pending changes (of `metric` only, when given) into the automatic rollup tables.
+    /// Returns the rows folded. Queries call it for their metric before reading a rollup table, so rollups never
+    /// lag what raw data a query would see; the background task calls it for everything.
+    ///
+    /// A full fold reads the stored marks of the generations since the last full fold, folds their rows and
+    /// deletes them with one range tombstone. A fold of one metric takes its rows from the in-memory notes (and
+    /// reads stored marks only when some may lack a note) and leaves the stored marks to the next full fold,
+    /// which skips the rows it already did; its cost is the metric's changes, not everyone's.
+    pub fn fold_rollups(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
+        if !self.rollups.auto() || self.rollups.read_only {
+            return Ok(0);
+        }
+        // Raw points still in the series table have no marks yet: write them (with their marks) first.
+        self.settle()?;
+        self.fold_flushed(metric)
+    }
+
+    /// [`Store::fold_rollups`] of the rows written so far, leaving the points still in the series table to the
+    /// fold after their flush: what the daemon's periodic fold does, so that it never forces a flush (each flush
+    /// costs a merge per row, so fewer and larger flushes make ingest cheaper); a query's fold settles first.
+    pub fn fold_flushed(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
+        if !self.rollups.auto() || self.rollups.read_only {
+            return Ok(0);
+        }
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
+        let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Through the gate, every mark of generation <= `last` has been written with its points.
+        let (last, mut notes, read_marks) = {
+            let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
+            let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let notes = pending.take(metric);
+            let read_marks = match metric {
+                None => {
+                    self.rollups.unnoted.store(false, Ordering::Release);
+                    true
+                }
+                Some(_) => self.rollups.unnoted.load(Ordering::Acquire),
+            };
+            (self.rollups.generation.fetch_add(1, Ordering::AcqRel), notes, read_marks)
+        };
+        // Per raw row, what changed: the note, or for a stored mark without one the whole row.
+        let mut rows: std::collections::BTreeMap<Vec<u8>, Change> = notes.drain().collect();
+        if read_marks {
+            let refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
+            let mut iter = self
+                .engine
+                .cursor(CF_ROLLUP_DIRTY, ReadHints::default())
+                .ok_or_else(|| StoreError::Corrupt(format!("no table {CF_ROLLUP_DIRTY}")))?;
+            iter.seek(&(self.rollups.folded_through.load(Ordering::Acquire) + 1).to_be_bytes());
+            while iter.valid() {
+                let (key, value) = (iter.key(), iter.value());
+                let Some(generation) = key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) else {
+                    iter.next();
+                    continue;
+                };
+                if generation > last {
+                    break;
+                }
+                let row = &key[8..];
+                let done = refolded.get(row).is_some_and(|&g| g >= generation);
+                if of_metric(row) && !done {
+                    // A mark that is not the one the row's note belongs to (stored before a restart, or past
+                    // the notes' capacity) says nothing of what changed: the whole row.
+                    match rows.get_mut(row) {
+                        Some(note) if note.generation == generation => {}
+                        Some(note) => note.merge(Change::whole_row(0)),
+                        None => {
+                            rows.insert(row.to_vec(), Change::whole_row(counter(value)));
+                        }
+                    }
+                }
+                iter.next();
+            }
+            iter.status()?;
+        }
+        let rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
+        // The fold reads each changed row once: keeping those blocks would fill the block cache with what ingest
+        // wrote (RSS) and push out what queries read.
+        let no_fill = ReadHints { fill_cache: false };
+        for chunk in rows.chunks(256) {
+            let mut batch = WriteBatch::default();
+            let mut buckets_written = 0u64;
+            let mut late = 0u64;
+            let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
+            self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
+                let (key, change) = &chunk[i];
+                let raw = raw.unwrap_or_default();
+                let hour = codec::row_base_time(key, sw, mw);
+                let points = match codec::row_points(hour, raw) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
+                        return Ok(());
+                    }
+                };
+                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, no_fill)?;
+                buckets_written += written;
+                if was_rolled {
+                    late += change.points.max(0) as u64;
+                }
+                Ok(())
+            })?;
+            self.engine.write(batch, Durability::Logged)?;
+            self.metrics.rollups(buckets_written, late);
+        }
+        let mut refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
+        match metric {
+            Some(_) => {
+                for (row, _) in &rows {
+                    refolded.insert(row.clone(), last);
+                }
+            }
+            None => {
+                // Every mark up to `last` is handled: one range tombstone.
+                let mut batch = WriteBatch::default();
+                batch.delete_range(CF_ROLLUP_DIRTY, &[0u8; 8], &(last + 1).to_be_bytes());
+                self.engine.write(batch, Durability::Logged)?;
+                refolded.retain(|_, g| *g > last);
+                self.rollups.folded_through.store(last, Ordering::Release);
+                let mut flushed = self.rollups.marks_flushed.lock().unwrap_or_else(|e| e.into_inner());
+                if flushed.elapsed() >= MARKS_FLUSH_EVERY {
+                    if let Some(m) = self.engine.maintenance() {
+                        m.flush_table(CF_ROLLUP_DIRTY)?;
+                    }
+                    *flushed = std::time::Instant::now();
+                }
+            }
+        }
+        Ok(rows.len() as u64)
+    }
+
+    /// Writes the buckets of one raw hour row into every automatic interval (their `<table>:a` rows, see
+    /// [`rollup_rows`]). Returns the buckets written and whether rollups of this hour existed before (so the
+    /// points now folded arrived late).
+    pub(super) fn fold_row(
+        &self,
+        batch: &mut WriteBatch,
+        raw_key: &[u8],
+        hour: u32,
+        points: &[codec::RowPoint],
+        change: &Change,
+        read: ReadHints,
+    ) -> Result<(u64, bool), StoreError> {
+        let at = self.layout.salt.width + self.layout.uid_widths[0];
+        let mut written = 0u64;
+        let mut was_rolled = false;
+        // A raw hour wholly past the raw retention may already have lost its older points to compaction (late
+        // points re-create the row): there the rollups are the record, and a bucket is recomputed only from a
+        // row that holds at least as many points as the bucket counted, and never deleted.
+        let expired = (i64::from(hour) + 3600) * 1000 <= self.retention.cut_ms(CF_DATA);
+        for (n, interval) in self.rollups.auto.iter().enumerate() {
+            let family = RollupInterval::family(&interval.table);
+            let mut key = raw_key.to_vec();
+            let base = interval.base_time(i64::from(hour));
+            key[at..at + 4].copy_from_slice(&base.to_be_bytes());
+            // A row of this one raw hour (a row span of an hour) that `:a` does not hold yet is written whole:
+            // reads then have nothing to merge (they merge a row's operands on every read until a compaction
+            // does). The fold is the only writer of `:a`, one at a time, and a chunk's raw rows are distinct
+            // hours, so nothing written meanwhile is lost. Rows of longer spans get operands (several raw hours
+            // of one chunk go to the same row).
+            let hourly = interval.row_span == RowSpan::Hours(1);
+            let auto_family = RollupInterval::auto_family(&family);
+            let auto = if n == 0 || expired || hourly { self.engine.get(&auto_family, &key, read)? } else { None };
+            let fresh = hourly && auto.is_none();
+            // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
+            let mut counted: HashMap<i64, i64> = HashMap::new();
+            if n == 0 || expired {
+                let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
+                let count_id = self.rollups.auto_ids[1];
+                let table = self.engine.get(&family, &key, read)?;
+                let mut values = vec![Vec::new()];
+                let (auto, table) = (auto.as_deref(), table.as_deref());
+                self.rollup_values(&key, auto, table, base, interval, &[count_id], lo, hi, &mut values)?;
+                counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
+                if n == 0 {
+                    // The first interval's counts of this hour tell whether it was folded before.
+                    was_rolled = !counted.is_empty();
+                }
+            }
+            let width = i64::from(interval.interval_secs) * 1000;
+            let slot =
+                |start_ms: i64| ((start_ms / 1000 - i64::from(base)) / i64::from(interval.interval_secs)) as usize;
+            let mut row = Slots::new(interval.intervals as usize);
+            let mut any = false;
+            for b in buckets(points, interval.interval_secs) {
+                // Only the buckets the new points fell into changed.
+                if b.start > change.last_ms || b.start.saturating_add(width) <= change.first_ms {
+                    continue;
+                }
+                if expired && counted.get(&b.start).is_some_and(|&c| b.count < c) {
+                    continue;
+                }
+                row.set(slot(b.start), Some([b.sum, Value::Int(b.count), b.min, b.max]));
+                any = true;
+                written += 1;
+            }
+            if change.first_ms == i64::MIN && !expired {
+                // A whole row recomputed (its points may have been removed, e.g. by `fsck --fix`): buckets of the
+                // hour without points are deleted (known, no value).
+                let hour_ms = i64::from(hour) * 1000;
+                for start in (hour_ms..hour_ms + 3_600_000).step_by(width.max(1) as usize) {
+                    let i = slot(start);
+                    if row.slots.get(i).is_none_or(Option::is_none) {
+                        row.set(i, None);
+                        any = true;
+                    }
+                }
+            }
+            match (any, fresh) {
+                (true, true) => batch.put(&auto_family, &key, &row.encode()),
+                (true, false) => batch.merge(&auto_family, &key, &row.encode()),
+                _ => {}
+            }
+        }
+        Ok((written, was_rolled))
+    }
+}

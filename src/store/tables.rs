@@ -1,0 +1,97 @@
+//! How the store declares its tables to the engine, and the data row's merge (OpenTSDB's compaction).
+use super::*;
+
+/// Seconds past the end of an hour after which its rows are written packed (see [`merge_data_row`]).
+///
+/// Packing happens in the merge operator's full merge, which RocksDB runs when a compaction reaches the bottom of
+/// a row's data (and on reads of rows with operands not yet merged): the row is then decoded and compacted
+/// anyway, so packing it costs one more pass over its points, and it lands on disk only in files that live long.
+/// A point arriving after that (a late point, a backfill) is one more operand: the next full merge unpacks the
+/// row, merges the point in as it would into the compacted column, and packs the result again. So the grace
+/// only saves that repacking for the stragglers of the hour just ended (the series table flushes about every
+/// second); it is not needed for correctness.
+pub(super) const PACK_GRACE_SECS: i64 = 60;
+
+/// Whether the hour starting at `hour` (seconds) has ended at least [`PACK_GRACE_SECS`] before `now` (seconds).
+pub(crate) fn hour_closed(hour: u32, now: i64) -> bool {
+    i64::from(hour) + 3600 + PACK_GRACE_SECS <= now
+}
+
+pub(super) fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// How the store declares each of its tables to the engine: OpenTSDB's tables with their cells, rtsd's own with
+/// their merges (see [`engine::TableSpec`]).
+pub(super) fn table_spec(name: &str, layout: &Layout, fix_duplicates: bool, metrics: &Arc<Metrics>) -> TableSpec {
+    match name {
+        CF_DATA => {
+            let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
+            let metrics = metrics.clone();
+            let full = move |key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], context: MergeContext| {
+                let hour = codec::row_base_time(key, salt_width, metric_width);
+                // Only what a flush or compaction stores is packed: a read's merge (a query, the rollup fold's
+                // MultiGet) is decoded at once, so packing it was pure waste (`perf`, A telnet across a closed
+                // hour: two thirds of the packing).
+                let pack = context.stored && hour_closed(hour, unix_now());
+                merge_data_row(existing, operands, fix_duplicates, pack, &metrics)
+            };
+            let merge = Merge { name: "opentsdb-row-v1", full: Arc::new(full), partial: None };
+            TableSpec::new(name, CellMap::RowColumns, Tuning::Data).with_merge(merge)
+        }
+        CF_SERIES => TableSpec::new(name, CellMap::Plain, Tuning::Small).with_merge(series::merge()),
+        CF_UID_ID | CF_UID_NAME | CF_TSDB_META => TableSpec::new(name, CellMap::QualifierRow, Tuning::Small),
+        n if COLUMN_FAMILIES.contains(&n) => TableSpec::new(name, CellMap::Plain, Tuning::Small),
+        rollup::CF_ROLLUP_DIRTY => rollup::marks_spec(),
+        n if crate::rollup::RollupInterval::is_auto_family(n) => rollup::slots_spec(n),
+        _ => rollup::table_spec(name),
+    }
+}
+
+/// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and with `pack` (a stored merge
+/// of a closed hour) the compacted column packed ([`codec::pack_row`]; readers that show cells expand it back).
+/// If the stored bytes can't be decoded, the columns are kept concatenated as they are rather than failing the
+/// read: nothing written is ever dropped by a merge.
+pub(super) fn merge_data_row(
+    existing: Option<&[u8]>,
+    operands: &[&[u8]],
+    fix_duplicates: bool,
+    pack: bool,
+    metrics: &Metrics,
+) -> Vec<u8> {
+    match codec::merge_row(existing, operands, fix_duplicates) {
+        Ok(merged) => {
+            metrics.compaction_duplicates(merged.identical_duplicates, merged.variant_duplicates);
+            match pack.then(|| codec::pack_row(&merged.row)).flatten() {
+                Some(packed) => packed,
+                None => merged.row,
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "row could not be compacted; keeping its columns as written");
+            let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+            for op in operands {
+                out.extend_from_slice(op);
+            }
+            out
+        }
+    }
+}
+
+pub(super) fn check_layout(engine: &dyn Engine, layout: &Layout, read_only: bool) -> Result<(), StoreError> {
+    let want = layout.describe();
+    match engine.get(CF_META, b"layout", ReadHints::default())? {
+        Some(have) if have == want.as_bytes() => Ok(()),
+        Some(have) => Err(StoreError::Layout(format!(
+            "data directory was created with {} but the configuration says {want}; these settings cannot change \
+             once data is written",
+            String::from_utf8_lossy(&have)
+        ))),
+        None if read_only => Ok(()),
+        None => {
+            let mut batch = WriteBatch::default();
+            batch.put(CF_META, b"layout", want.as_bytes());
+            engine.write(batch, Durability::Logged)
+        }
+    }
+}

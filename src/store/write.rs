@@ -1,0 +1,382 @@
+//! The write path's end: points into a batch, the batch into the series log and the engine, the series table
+//! flushed into rows (see [`super::pending`]).
+use super::*;
+
+/// Past this many points in the series table a committing writer flushes it itself (back-pressure that bounds
+/// its memory: some 40 MB).
+pub(super) const MAX_PENDING_POINTS: u64 = 3_000_000;
+
+/// Rows per write of a series-table flush (see [`Store::flush_pending`]).
+pub(super) const FLUSH_SLICE_ROWS: usize = 8192;
+
+/// Points on their way into one atomic RocksDB write.
+pub struct PointBatch {
+    /// Everything but raw data points (rollup points, Chukwa rows, series postings of rollup points).
+    pub(super) batch: WriteBatch,
+    /// The raw data points, logged as one record and then added to the in-memory series table.
+    pub(super) log: pending::PointLog,
+    /// Scratch space of the series table's insert.
+    pub(super) order: pending::InsertOrder,
+    pub(super) points: u64,
+    /// Rollup and pre-aggregate points (not data points: OpenTSDB counts them apart).
+    pub(super) rollup_points: u64,
+    /// The raw rows changed, for automatic rollups (see [`rollup`]); empty for points of the series table,
+    /// whose marks are written when the table is flushed.
+    pub(super) marks: rollup::Marks,
+    /// Series-index entries `batch` writes (postings of rollup points), remembered once it is durable.
+    pub(super) noted: series::Noted,
+    /// The raw table's retention cut when the batch's first point arrived (`i64::MIN`: kept forever), and the
+    /// points older than it: stored, as an HBase TTL would accept them, but no read returns them.
+    pub(super) raw_cut_ms: i64,
+    pub(super) expired: u64,
+}
+
+impl PointBatch {
+    /// Forgets everything added: the batch was not (and will not be) written.
+    pub(super) fn discard(&mut self) {
+        self.batch.clear();
+        self.log.clear();
+        self.points = 0;
+        self.rollup_points = 0;
+        self.marks = Default::default();
+        self.noted.clear();
+        self.expired = 0;
+    }
+
+    pub fn len(&self) -> u64 {
+        self.points
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points == 0 && self.rollup_points == 0
+    }
+
+    /// How many of the pending points are rollup or pre-aggregate points (not in [`PointBatch::len`]).
+    pub fn rollup_points(&self) -> u64 {
+        self.rollup_points
+    }
+}
+
+/// A series resolved to UIDs: its row key with the hour left zero. Held inline (a key of three tags is ~25 bytes):
+/// connections keep one per series they write and read it for every point, and a pointer to chase would be a
+/// cache miss per point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesKey {
+    pub(super) template: smallvec::SmallVec<[u8; 32]>,
+}
+
+impl Store {
+    /// Puts the series log's records (read before the database was opened) into [`Store::overlay`] (read-only
+    /// opens).
+    pub(super) fn load_overlay(&mut self, records: &[Vec<u8>]) -> Result<(), StoreError> {
+        let mut order = Vec::new();
+        for record in records {
+            self.pending.replay(record, &mut order);
+        }
+        let (_, rows, _) = self.pending.take().map_err(log_error)?;
+        let overlay = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
+        *self.overlay.get_mut().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
+        Ok(())
+    }
+
+    /// Puts the points a crash left in the series log's `segments` into their rows.
+    pub(super) fn replay_pending(&self, data_dir: &Path, segments: &[u64]) -> Result<(), StoreError> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let mut order = Vec::new();
+        let mut records = 0u64;
+        pending::read_log(data_dir, |record| {
+            self.pending.replay(record, &mut order);
+            records += 1;
+        })
+        .map_err(log_error)?;
+        tracing::info!(records, points = self.pending.points(), "replaying acknowledged points into their rows");
+        // Even with nothing to replay, the old segments are deleted by the flush.
+        self.flush_pending_always()?;
+        Ok(())
+    }
+
+    /// Writes the series table's points into their rows: one merge operand per row, each written with its rollup
+    /// mark and series-index notes, then deletes the log segments they came from. Returns the points written.
+    /// The daemon calls it when the table is large or old enough; readers call it through [`Store::settle`].
+    pub fn flush_pending(&self) -> Result<u64, StoreError> {
+        if self.pending.points() == 0 {
+            // Nothing acknowledged is waiting (a commit not yet in the table stays in the current segment).
+            return Ok(0);
+        }
+        self.flush_pending_always()
+    }
+
+    pub(super) fn flush_pending_always(&self) -> Result<u64, StoreError> {
+        let _one_at_a_time = self.pending.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (cut, rows, points) = self.pending.take().map_err(log_error)?;
+        if rows.is_empty() {
+            self.pending.release(cut).map_err(log_error)?;
+            return Ok(0);
+        }
+        // In key order: RocksDB's memtable skip list reuses the previous insert's position for the next key, so
+        // sorted keys cost a few comparisons each where the shards' hash order cost a walk from the top (perf:
+        // ~25% of the daemon's time under A ingest went to `InlineSkipList::FindSpliceForLevel`).
+        let mut rows = rows;
+        rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        // Written in slices, each row freed once its slice is written: one batch of every row would hold a second
+        // copy of the whole table at the flush (peak RSS). A row's merge, its rollup mark and its series-index
+        // notes stay in one write; rows need no atomicity between them (a crash before the last slice replays
+        // the log, whose points merge into the rows already written as identical cells).
+        let started = Instant::now();
+        let mut rest = rows.into_iter().peekable();
+        let mut slice = Vec::with_capacity(FLUSH_SLICE_ROWS);
+        while rest.peek().is_some() {
+            slice.clear();
+            slice.extend(rest.by_ref().take(FLUSH_SLICE_ROWS));
+            if let Err(e) = self.write_rows(&slice) {
+                self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+                // The slice and the rows after it go back; the log keeps them all until a flush succeeds.
+                self.pending.restore(slice.drain(..).chain(rest).collect());
+                return Err(e);
+            }
+            let points: u64 = slice.iter().map(|row| row.fragment.points).sum();
+            self.pending.flushed(points, pending::PendingTable::bytes_of(&slice));
+        }
+        // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
+        // segments (fsynced, for points a client asked to `sync`).
+        let synced = self.engine.sync();
+        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        synced?;
+        self.pending.release(cut).map_err(log_error)?;
+        Ok(points)
+    }
+
+    /// Writes rows of the series table (in key order) in one write: each row's points as one merge operand, with
+    /// its rollup mark and series-index notes.
+    pub(super) fn write_rows(&self, rows: &[pending::Row]) -> Result<(), StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let mut batch = WriteBatch::default();
+        let mut marks = rollup::Marks::default();
+        let mut noted = series::Noted::default();
+        let mut tsuid = Vec::with_capacity(64);
+        for pending::Row { key, fragment, .. } in rows {
+            batch.merge(CF_DATA, key, &fragment.columns);
+            let hour = codec::row_base_time(key, sw, mw);
+            if self.rollups.auto() {
+                // One mark per row: the span of the fragment's points.
+                let (mut first, mut last) = (i64::MAX, i64::MIN);
+                for column in codec::columns(&fragment.columns).flatten() {
+                    if let Ok(ms) = codec::qualifier_timestamp_ms(hour, column.qualifier, 0) {
+                        (first, last) = (first.min(ms), last.max(ms));
+                    }
+                }
+                if first <= last {
+                    marks.add_span(key, fragment.points as i64, first, last);
+                }
+            }
+            // The TSUID is the row key without salt and base time.
+            tsuid.clear();
+            tsuid.extend_from_slice(&key[sw..sw + mw]);
+            tsuid.extend_from_slice(&key[sw + mw + 4..]);
+            // Counted here, once per row fragment: the put path adds nothing per point for the counters.
+            let mut writes = series::IndexWrites { batch: &mut batch, noted: &mut noted };
+            self.series.note(&mut writes, &self.layout, &tsuid, hour, fragment.points);
+        }
+        // The rows' index entries are in the same write as their points: both are stored, or neither.
+        self.write_marked(batch, &mut marks, Durability::Logged)?;
+        self.series.remember(&mut noted);
+        Ok(())
+    }
+
+    /// Points acknowledged but not yet written into their rows (the series table's size).
+    pub fn pending_points(&self) -> u64 {
+        self.pending.points()
+    }
+
+    /// Makes every acknowledged point readable in RocksDB: what each read of data rows or of the series index
+    /// does first (see [`pending`]). Costs one atomic load when nothing is pending.
+    ///
+    /// When the flush fails (a full disk, no file descriptors), the points stay where they are (the series log
+    /// and the table) and readers see them through [`Store::overlay`], so reads are served while writes cannot
+    /// be; the flush is retried at most once a second meanwhile. Index readers do not see series first written
+    /// during the failure until a flush succeeds.
+    pub fn settle(&self) -> Result<(), StoreError> {
+        if !self.read_only {
+            self.flush_or_overlay();
+        }
+        Ok(())
+    }
+
+    /// Flushes the series table, unless a flush failed less than a second ago; when it fails, readers get its
+    /// points through the overlay (see [`Store::settle`]).
+    pub(super) fn flush_or_overlay(&self) {
+        let mut failed_at = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner());
+        if failed_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        match self.flush_pending() {
+            Ok(_) => {
+                if failed_at.take().is_some() {
+                    *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::default();
+                }
+            }
+            Err(e) => {
+                self.health.failed("flush", &e);
+                *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.pending.snapshot());
+                *failed_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// The unflushed points readers merge in (see [`Store::overlay`]).
+    pub(super) fn overlay(&self) -> Arc<Overlay> {
+        self.overlay.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn new_batch(&self) -> PointBatch {
+        PointBatch {
+            batch: WriteBatch::default(),
+            log: Default::default(),
+            order: Vec::new(),
+            points: 0,
+            rollup_points: 0,
+            marks: Default::default(),
+            noted: Default::default(),
+            raw_cut_ms: i64::MIN,
+            expired: 0,
+        }
+    }
+
+    /// Resolves a validated point's UIDs (assigning new ones as configured) and adds its cell to `batch`.
+    pub fn add_point(&self, batch: &mut PointBatch, point: &DataPoint<'_>) -> Result<(), AddError> {
+        let series = self.series_key(point)?;
+        self.add_to_series(batch, &series, point.timestamp, point.value);
+        Ok(())
+    }
+
+    /// Resolves a point's series to UIDs once, so a connection that sends the same series again can skip the
+    /// name lookups and validation (`add_to_series`).
+    pub fn series_key(&self, point: &DataPoint<'_>) -> Result<SeriesKey, AddError> {
+        self.series_key_inner(point).inspect_err(|e| {
+            if let AddError::Storage(e) = e {
+                self.health.failed("uid", e);
+            }
+        })
+    }
+
+    pub(super) fn series_key_inner(&self, point: &DataPoint<'_>) -> Result<SeriesKey, AddError> {
+        // UID lookup order as OpenTSDB: metric first, then each tag key and value (spec: ingest §2.6).
+        let metric = self.uids.get_or_create(UidKind::Metric, &point.metric, self.auto_create[0])?;
+        let mut tags: smallvec::SmallVec<[(Uid, Uid); 8]> = smallvec::SmallVec::new();
+        for (k, v) in &point.tags {
+            let k = self.uids.get_or_create(UidKind::TagKey, k, self.auto_create[1])?;
+            let v = self.uids.get_or_create(UidKind::TagValue, v, self.auto_create[2])?;
+            tags.push((k, v));
+        }
+        let pairs: smallvec::SmallVec<[(&[u8], &[u8]); 8]> =
+            tags.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        // A row key at hour 0 carries everything but the hour: salt, metric, sorted pairs.
+        let template = codec::row_key(&self.layout.salt, metric.as_bytes(), 0, &pairs);
+        Ok(SeriesKey { template: smallvec::SmallVec::from_slice(&template) })
+    }
+
+    /// The series with `metric_of`'s metric and `tags_of`'s tags, both resolved before: no UID to look up.
+    pub fn series_key_crossed(&self, metric_of: &SeriesKey, tags_of: &SeriesKey) -> SeriesKey {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let tags = &tags_of.template[sw + mw + codec::TIMESTAMP_BYTES..];
+        let mut tsuid: smallvec::SmallVec<[u8; 32]> = smallvec::SmallVec::with_capacity(mw + tags.len());
+        tsuid.extend_from_slice(&metric_of.template[sw..sw + mw]);
+        tsuid.extend_from_slice(tags);
+        let template = self.layout.row_key(&tsuid, 0);
+        SeriesKey { template: smallvec::SmallVec::from_slice(&template) }
+    }
+
+    /// Adds one point of an already resolved series to `batch`.
+    pub fn add_to_series(&self, batch: &mut PointBatch, series: &SeriesKey, timestamp: i64, value: codec::Value) {
+        let hour = codec::base_time(timestamp);
+        let metric_end = self.layout.salt.width + self.layout.uid_widths[0];
+        let mut key: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::from_slice(&series.template);
+        key[metric_end..metric_end + 4].copy_from_slice(&hour.to_be_bytes());
+        let qualifier = codec::build_qualifier(timestamp, value.flags());
+        if batch.points == 0 {
+            // A batch's points are received when it starts: one clock read per batch, not per point.
+            self.series.tick();
+            batch.raw_cut_ms = self.retention.cut_ms(CF_DATA);
+        }
+        if batch.raw_cut_ms != i64::MIN && codec::timestamp_ms(timestamp) < batch.raw_cut_ms {
+            batch.expired += 1;
+        }
+        // Rollup marks, series-index notes and point counts are written per row when the series table is flushed.
+        batch.log.push(&key, &qualifier, &value.encode());
+        batch.points += 1;
+    }
+
+    /// Writes a batch atomically. When this returns Ok the points are in RocksDB's write-ahead log (fsynced too
+    /// when `sync`): a crash of the process cannot lose them.
+    pub fn commit(&self, batch: &mut PointBatch, sync: bool) -> Result<u64, StoreError> {
+        let points = batch.points;
+        batch.rollup_points = 0;
+        if points == 0 && batch.batch.is_empty() {
+            return Ok(0);
+        }
+        if let Err(e) = self.health.check_writable() {
+            batch.discard();
+            return Err(e);
+        }
+        let durability = if sync { Durability::Synced } else { Durability::Logged };
+        let started = Instant::now();
+        let write = std::mem::take(&mut batch.batch);
+        let result = if batch.log.is_empty() {
+            self.write_marked(write, &mut batch.marks, durability)
+        } else {
+            // One series-log record for all the batch's points; they join the series table once it and the rest of
+            // the batch are written (see [`pending`]).
+            let (log, order, marks) = (&mut batch.log, &mut batch.order, &mut batch.marks);
+            self.pending.commit(log, points, order, sync, || {
+                if write.is_empty() {
+                    return Ok(());
+                }
+                self.write_marked(write, marks, durability)
+            })
+        };
+        self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        batch.points = 0;
+        batch.log.clear();
+        let expired = std::mem::take(&mut batch.expired);
+        if let Err(e) = result {
+            batch.discard();
+            self.health.failed("write", &e);
+            return Err(e);
+        }
+        self.health.succeeded();
+        self.series.remember(&mut batch.noted);
+        if expired > 0 {
+            self.metrics.datapoints_expired_on_arrival.inc_by(expired);
+            static EXPIRED: crate::logs::Throttle = crate::logs::Throttle::new(std::time::Duration::from_secs(60));
+            if let Some(earlier) = EXPIRED.allow() {
+                tracing::warn!(
+                    points = expired,
+                    earlier_batches = earlier,
+                    retention_hours = self.retention.hours(CF_DATA),
+                    "stored points older than rtsd.retention.raw_hours: no read returns them (set it to 0 to keep data \
+                     forever; see rtsd_datapoints_expired_on_arrival_total)"
+                );
+            }
+        }
+        if self.pending.points() > MAX_PENDING_POINTS {
+            // Writers outrun the background flush: the writer that finds the table full flushes it (back-pressure
+            // that bounds the table's memory). The batch is acknowledged whatever the flush does: its points are
+            // in the series log.
+            self.flush_or_overlay();
+        }
+        Ok(points)
+    }
+
+    /// Adds a plain put to `batch`, written atomically with its points: how the Chukwa port stores its stream
+    /// state and Chukwa's own tables in the same write as the points they go with. `cf` is one of the `CF_*`.
+    pub fn put_raw(&self, batch: &mut PointBatch, cf: &'static str, key: &[u8], value: &[u8]) {
+        batch.batch.put(cf, key, value);
+    }
+
+    /// Adds a delete to `batch` (see [`Store::put_raw`]).
+    pub fn delete_raw(&self, batch: &mut PointBatch, cf: &'static str, key: &[u8]) {
+        batch.batch.delete(cf, key);
+    }
+}
