@@ -58,7 +58,7 @@ pub(crate) struct Inner {
     pub cfg: Config,
     pub regions: RegionCache,
     /// One slot per server address, each with its own lock so a slow connect to one server delays no other.
-    conns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>>>,
+    conns: Mutex<HashMap<String, ConnSlot>>,
     /// Where `hbase:meta` is, once read from ZooKeeper; cleared when meta moved.
     meta_server: Mutex<Option<String>>,
     pub nonces: Nonces,
@@ -85,6 +85,9 @@ pub struct Stats {
     /// Reversed scans of `hbase:meta` (region cache misses).
     pub meta_lookups: u64,
 }
+
+/// A server's connection, if open; locked while connecting.
+type ConnSlot = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
 
 /// A call's deadline and attempt count, for [`Inner::pause`].
 pub(crate) struct Attempts {

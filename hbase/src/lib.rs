@@ -29,7 +29,8 @@
 //!   (multiplexed by call id), opened on first use and replaced when it breaks. No cell-block codec is announced,
 //!   so the servers answer every row as protobuf cells.
 //! - **Regions**: `hbase:meta`'s location from ZooKeeper (`<zk_basedir>/meta-region-server`, a minimal one-read
-//!   ZooKeeper client); a region's location by a one-row reversed scan of meta, cached per table and start key.
+//!   ZooKeeper client), or, with [`Config::bootstrap_servers`], from any HBase >= 2.5 server
+//!   (`ClientMetaService.GetMetaRegionLocations`, no ZooKeeper needed); a region's location by a one-row reversed scan of meta, cached per table and start key.
 //!   A cached region is dropped when a server says it is not there (`NotServingRegionException`,
 //!   `RegionMovedException`, `RegionOpeningException`) or its server is gone; a newly found region evicts the
 //!   cached ones it overlaps, so the cache follows splits and merges.
@@ -44,7 +45,8 @@
 //!   [`Error::Unreachable`]. Errors are typed ([`Error::TableNotFound`], [`Error::Remote`] with the server's
 //!   exception class, ...; [`Error::retry`] says what a retry would do). A write returns `Ok` only when HBase
 //!   acknowledged it; an error means it may or may not have been applied. Increments and Appends carry a nonce so
-//!   that a server recognises a retry of one it already applied.
+//!   that a server recognises a retry of one it already applied. [`Client::stats`] counts retries, relocations,
+//!   server failures and meta lookups.
 //!
 //! # What it does not do (yet)
 //! DDL (tables are created by HBase's own tools), SASL/Kerberos, cell blocks, region replicas, reversed scans for

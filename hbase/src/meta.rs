@@ -40,9 +40,12 @@ impl RegionLoc {
     }
 }
 
+/// One table's cached regions by start key.
+type Regions = BTreeMap<Vec<u8>, Arc<RegionLoc>>;
+
 #[derive(Default)]
 pub struct RegionCache {
-    tables: RwLock<HashMap<String, BTreeMap<Vec<u8>, Arc<RegionLoc>>>>,
+    tables: RwLock<HashMap<String, Regions>>,
 }
 
 impl RegionCache {

@@ -284,6 +284,7 @@ pub enum MutationType {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
 #[repr(i32)]
+#[allow(clippy::enum_variant_names)] // HBase's names
 pub enum DeleteType {
     DeleteOneVersion = 0,
     DeleteMultipleVersions = 1,
