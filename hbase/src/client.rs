@@ -132,11 +132,7 @@ impl Client {
     /// The cells of `row`: all of `family` when `qualifiers` is empty, all families when `family` is `None`.
     /// An absent row is an empty vector.
     pub async fn get(&self, table: &str, row: &[u8], family: Option<&[u8]>, qualifiers: &[&[u8]]) -> Result<Vec<Cell>> {
-        let column = family
-            .map(|f| proto::Column { family: f.to_vec(), qualifier: qualifiers.iter().map(|q| q.to_vec()).collect() })
-            .into_iter()
-            .collect::<Vec<_>>();
-        let get = proto::Get { row: row.to_vec(), column, ..Default::default() };
+        let get = proto::Get { row: row.to_vec(), column: columns(family, qualifiers), ..Default::default() };
         let resp: proto::GetResponse = self
             .inner
             .region_call(table, row, "Get", |loc| proto::GetRequest {
@@ -271,6 +267,14 @@ impl Client {
             }
         }
     }
+}
+
+/// A Get's columns: all of `family` when `qualifiers` is empty, every family when `family` is `None`.
+pub(crate) fn columns(family: Option<&[u8]>, qualifiers: &[&[u8]]) -> Vec<proto::Column> {
+    family
+        .map(|f| proto::Column { family: f.to_vec(), qualifier: qualifiers.iter().map(|q| q.to_vec()).collect() })
+        .into_iter()
+        .collect()
 }
 
 impl Inner {

@@ -38,7 +38,8 @@
 //!   skipped, continuing region after region, reopening at the last row after a split, move, expired lease or
 //!   out-of-order call); [`Client::put`], [`Client::append`], [`Client::increment`], [`Client::delete`] and
 //!   [`Client::mutate`]; [`Client::check_and_put`] (`BinaryComparator`, `EQUAL`; an empty expected value means
-//!   "absent"); [`Client::multi`] (one `Multi` RPC per region server per round, retried per mutation).
+//!   "absent"); [`Client::multi`] and [`Client::get_many`] (one `Multi` RPC per region server per round,
+//!   retried per action).
 //! - **Failures**: every call retries retriable errors with exponential backoff ([`Config::initial_backoff`] to
 //!   [`Config::max_backoff`]) until its deadline ([`Config::operation_timeout`]; each RPC also bounded by
 //!   [`Config::rpc_timeout`]), then fails with [`Error::Deadline`] (the last error inside) or
@@ -50,7 +51,7 @@
 //!
 //! # What it does not do (yet)
 //! DDL (tables are created by HBase's own tools), SASL/Kerberos, cell blocks, region replicas, reversed scans for
-//! callers, Gets inside a Multi, and filters beyond passing a filter's class name and serialized form
+//! callers, and filters beyond passing a filter's class name and serialized form
 //! ([`Filter`]).
 mod client;
 mod conn;

@@ -1,4 +1,4 @@
-//! Batches of mutations: one `Multi` RPC per region server per round, each carrying one `RegionAction` per region.
+//! Batches of mutations (or Gets): one `Multi` RPC per region server per round, each carrying one `RegionAction` per region.
 //!
 //! Every mutation gets its own outcome. A round sends all pending mutations (grouped by the server of their
 //! region, the servers in parallel); what failed retriably (a moved region, a dead server, a busy region) is
@@ -22,18 +22,67 @@ impl Client {
     /// Applies `mutations` (any tables, rows, kinds; not atomic as a group) and answers one outcome per
     /// mutation, in order: the new cells of an Append or Increment, empty for Put and Delete.
     pub async fn multi(&self, mutations: Vec<Mutation>) -> Vec<Result<Vec<Cell>>> {
+        let ops = mutations
+            .into_iter()
+            .map(|m| {
+                let action = m.validate().map(|()| proto::Action {
+                    index: None,
+                    // The nonce is chosen once: a retried Increment or Append then carries the same one.
+                    mutation: Some(m.to_proto(self.inner.nonces.for_mutation(&m))),
+                    get: None,
+                });
+                ((m.table, m.row), action)
+            })
+            .collect();
+        self.run_actions(ops).await
+    }
+
+    /// Reads many rows of `table` at once (one Multi per region server): one outcome per row, in order, each as
+    /// [`Client::get`] answers it (empty for an absent row).
+    pub async fn get_many(
+        &self,
+        table: &str,
+        rows: &[Vec<u8>],
+        family: Option<&[u8]>,
+        qualifiers: &[&[u8]],
+    ) -> Vec<Result<Vec<Cell>>> {
+        let column = crate::client::columns(family, qualifiers);
+        let ops = rows
+            .iter()
+            .map(|r| {
+                let action = if r.is_empty() {
+                    Err(Error::Invalid(format!("empty row key (Get on {table})")))
+                } else {
+                    let get = proto::Get { row: r.clone(), column: column.clone(), ..Default::default() };
+                    Ok(proto::Action { index: None, mutation: None, get: Some(get) })
+                };
+                ((table.to_string(), r.clone()), action)
+            })
+            .collect();
+        self.run_actions(ops).await
+    }
+
+    /// Runs actions (each for a table and row, or already failed) in rounds of one Multi per region server until
+    /// each has an outcome or the deadline passed.
+    async fn run_actions(&self, ops: Vec<((String, Vec<u8>), Result<proto::Action>)>) -> Vec<Result<Vec<Cell>>> {
         let inner = &self.inner;
-        let n = mutations.len();
+        let n = ops.len();
         let mut outcome: Vec<Option<Result<Vec<Cell>>>> = vec![None; n];
+        let mut keys = Vec::with_capacity(n);
         let mut actions = Vec::with_capacity(n);
         let mut pending = Vec::new();
-        for (i, m) in mutations.iter().enumerate() {
-            match m.validate() {
-                Ok(()) => pending.push(i),
-                Err(e) => outcome[i] = Some(Err(e)),
+        for (i, (key, action)) in ops.into_iter().enumerate() {
+            keys.push(key);
+            match action {
+                Ok(a) => {
+                    pending.push(i);
+                    actions.push(a);
+                }
+                Err(e) => {
+                    outcome[i] = Some(Err(e));
+                    actions.push(proto::Action::default());
+                }
             }
-            // The nonce is chosen once: a retried Increment or Append then carries the same one.
-            actions.push(m.to_proto(inner.nonces.for_mutation(m)));
         }
         let actions = Arc::new(actions);
         let mut last_error: HashMap<usize, Error> = HashMap::new();
@@ -43,7 +92,7 @@ impl Client {
             let mut by_server: HashMap<String, HashMap<Vec<u8>, RegionBatch>> = HashMap::new();
             let mut retry = Vec::new();
             for &i in &pending {
-                match inner.locate(&mutations[i].table, &mutations[i].row).await {
+                match inner.locate(&keys[i].0, &keys[i].1).await {
                     Ok(loc) => {
                         let regions = by_server.entry(loc.server.clone()).or_default();
                         regions.entry(loc.name.clone()).or_insert_with(|| (loc.clone(), Vec::new())).1.push(i);
@@ -84,7 +133,7 @@ impl Client {
                 }
             }
         }
-        outcome.into_iter().map(|o| o.expect("every mutation has an outcome")).collect()
+        outcome.into_iter().map(|o| o.expect("every action has an outcome")).collect()
     }
 }
 
@@ -101,21 +150,21 @@ async fn send(
     inner: &Inner,
     server: &str,
     regions: HashMap<Vec<u8>, RegionBatch>,
-    actions: &[proto::MutationProto],
+    actions: &[proto::Action],
     timeout: std::time::Duration,
 ) -> Vec<(usize, Result<Vec<Cell>>)> {
     let regions: Vec<RegionBatch> = regions.into_values().collect();
-    let needs_nonce = regions.iter().flat_map(|(_, idx)| idx).any(|&i| actions[i].nonce.is_some());
+    let needs_nonce = regions
+        .iter()
+        .flat_map(|(_, idx)| idx)
+        .any(|&i| actions[i].mutation.as_ref().is_some_and(|m| m.nonce.is_some()));
     let req = proto::MultiRequest {
         region_action: regions
             .iter()
             .map(|(loc, idx)| proto::RegionAction {
                 region: proto::RegionSpecifier::name(&loc.name),
                 atomic: None,
-                action: idx
-                    .iter()
-                    .map(|&i| proto::Action { index: Some(i as u32), mutation: Some(actions[i].clone()), get: None })
-                    .collect(),
+                action: idx.iter().map(|&i| proto::Action { index: Some(i as u32), ..actions[i].clone() }).collect(),
             })
             .collect(),
         nonce_group: needs_nonce.then(|| inner.nonces.group()),

@@ -148,6 +148,18 @@ pub async fn multi_across_region_servers(ctx: Arc<Ctx>) {
     assert_eq!(out[301].as_ref().unwrap()[0].value, b"xy");
     assert!(matches!(out[302], Err(Error::Invalid(_))), "{:?}", out[302]);
     assert_eq!(out[303].as_ref().unwrap_err().remote_class(), Some("NoSuchColumnFamilyException"));
+    // Read back in one batch (one Multi per server), with absent rows and an invalid one among them.
+    let mut keys = rows.clone();
+    keys.push(b"r5-absent".to_vec());
+    keys.push(Vec::new());
+    let got = c.get_many(&t, &keys, Some(b"f"), &[b"v"]).await;
+    assert_eq!(got.len(), 302);
+    for (r, g) in rows.iter().zip(&got) {
+        let g = g.as_ref().unwrap();
+        assert_eq!((g.len(), g[0].row.as_slice(), g[0].value.as_slice()), (1, r.as_slice(), r.as_slice()));
+    }
+    assert!(got[300].as_ref().unwrap().is_empty());
+    assert!(matches!(got[301], Err(Error::Invalid(_))), "{:?}", got[301]);
     for r in &rows {
         let got = c.get(&t, r, Some(b"f"), &[]).await.unwrap();
         let vals: Vec<(&[u8], &[u8])> = got.iter().map(|c| (c.qualifier.as_slice(), c.value.as_slice())).collect();
