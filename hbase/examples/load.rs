@@ -48,6 +48,17 @@ async fn main() {
     };
     let n = c.scan_all(req).await.expect("scan").len();
     let s = t1.elapsed();
+    // A scan whose filter matches nothing, with a short RPC timeout: the server's time limit (half the RPC
+    // timeout) passes before a page fills, and it answers heartbeats instead of letting the call time out.
+    let mut cfg = rtsd_hbase::Config::new(zk, "/hbase");
+    cfg.rpc_timeout = std::time::Duration::from_millis(6);
+    let hc = Client::with_config(cfg).await.expect("connect");
+    let mut req = ScanRequest { table: table.clone(), caching: 1000, ..Default::default() };
+    req.filter = Some(rtsd_hbase::Filter::row_regex(b"^never"));
+    let mut sc = hc.scan(req);
+    let t2 = Instant::now();
+    while sc.next().await.expect("filtered scan").is_some() {}
+    println!("filtered scan: {:.2?}, {} heartbeats, {} reopens", t2.elapsed(), sc.heartbeats(), sc.reopens());
     println!(
         "wrote {rows} rows in {w:.2?} ({:.0} rows/s); scanned {n} rows in {s:.2?} ({:.0} rows/s); {:?}",
         rows as f64 / w.as_secs_f64(),

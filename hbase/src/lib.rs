@@ -51,11 +51,12 @@
 //!
 //! # What it does not do (yet)
 //! DDL (tables are created by HBase's own tools), SASL/Kerberos, cell blocks, region replicas, reversed scans for
-//! callers, and filters beyond passing a filter's class name and serialized form
-//! ([`Filter`]).
+//! callers. Filters: [`Filter::prefix`], [`Filter::row_regex`] (OpenTSDB's key regex), [`Filter::key_only`],
+//! [`Filter::list`]; any other by class name and serialized form ([`Filter::raw`]).
 mod client;
 mod conn;
 mod error;
+mod filter;
 pub mod meta;
 mod multi;
 mod ops;

@@ -67,6 +67,7 @@ pub struct Scanner {
     done: bool,
     reopens: u32,
     partials: u32,
+    heartbeats: u32,
 }
 
 impl Client {
@@ -84,6 +85,7 @@ impl Client {
             done: empty,
             reopens: 0,
             partials: 0,
+            heartbeats: 0,
         }
     }
 
@@ -121,6 +123,11 @@ impl Scanner {
     /// How many partial results (parts of a row bigger than the page size) were stitched into rows.
     pub fn partial_results(&self) -> u32 {
         self.partials
+    }
+
+    /// How many heartbeat pages came (the server's time limit passed before a page filled: a long filtered stretch).
+    pub fn heartbeats(&self) -> u32 {
+        self.heartbeats
     }
 
     /// Extends the server-side scanner's lease (a caller pausing longer than the lease between pages). Not
@@ -237,6 +244,7 @@ impl Scanner {
         if !resp.cells_per_result.is_empty() {
             return Err(Error::Protocol("the server answered in cell blocks, which were not asked for".into()));
         }
+        self.heartbeats += resp.heartbeat_message.unwrap_or(false) as u32;
         for (i, r) in resp.results.into_iter().enumerate() {
             let partial = r.partial.unwrap_or(false) || resp.partial_flag_per_result.get(i).copied().unwrap_or(false);
             self.partials += partial as u32;

@@ -62,11 +62,28 @@ pub async fn scan_bounds_filters_and_partials(ctx: Arc<Ctx>) {
     fill(c, &t, 0..2000).await;
     // PrefixFilter {prefix = 1}: rows k012xx only.
     let mut r = req(&t, b"", b"", 50);
-    r.filter = Some(Filter {
-        class: "org.apache.hadoop.hbase.filter.PrefixFilter".into(),
-        serialized: [&[0x0a, 4][..], b"k012"].concat(),
-    });
-    assert_rows(&c.scan_all(r).await.unwrap(), 1200..1300);
+    r.filter = Some(Filter::prefix(b"k012"));
+    assert_rows(&c.scan_all(r.clone()).await.unwrap(), 1200..1300);
+    // OpenTSDB's row regex (RowFilter + RegexStringComparator, ISO-8859-1), alone and in a FilterList.
+    r.filter = Some(Filter::row_regex(b"(?s)^k01.*7$"));
+    let got = c.scan_all(r.clone()).await.unwrap();
+    assert_eq!(got.len(), 100);
+    assert!(got.iter().all(|row| row[0].row.starts_with(b"k01") && row[0].row.ends_with(b"7")));
+    r.filter = Some(Filter::list(true, vec![Filter::prefix(b"k019"), Filter::row_regex(b"7$"), Filter::key_only()]));
+    let got = c.scan_all(r.clone()).await.unwrap();
+    let keys: Vec<_> = got.iter().map(|row| (row[0].row.clone(), row[0].value.len())).collect();
+    assert_eq!(keys, (0..10).map(|i| (key(1907 + 10 * i), 0)).collect::<Vec<_>>());
+    r.filter = Some(Filter::list(false, vec![Filter::prefix(b"k00001"), Filter::row_regex(b"\\x00|^k01999$")]));
+    let got: Vec<_> = c.scan_all(r).await.unwrap().into_iter().map(|row| row[0].row.clone()).collect();
+    assert_eq!(got, vec![key(1), key(1999)]);
+    // A byte above 0x7f in the pattern stands for itself.
+    c.put(&t, b"k00800\xe9", b"f", vec![(b"v".to_vec(), b"k00800\xe9".to_vec())]).await.unwrap();
+    let mut r = req(&t, b"", b"", 50);
+    r.filter = Some(Filter::row_regex(b"\xe9$"));
+    let got = c.scan_all(r).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0][0].row, b"k00800\xe9");
+    c.mutate(&Mutation::delete_row(&t, b"k00800\xe9")).await.unwrap();
     // A row of 40 cells of 50 KB with a 64 KB result size: the server sends it in parts, the scanner stitches it.
     let big: Vec<(Vec<u8>, Vec<u8>)> = (0..40u8).map(|i| (vec![b'q', i], vec![i; 50_000])).collect();
     c.put(&t, b"k00700-big", b"f", big.clone()).await.unwrap();
