@@ -51,7 +51,7 @@ async fn main() {
     // A scan whose filter matches nothing, with a short RPC timeout: the server's time limit (half the RPC
     // timeout) passes before a page fills, and it answers heartbeats instead of letting the call time out.
     let mut cfg = rtsd_hbase::Config::new(zk, "/hbase");
-    cfg.rpc_timeout = std::time::Duration::from_millis(6);
+    cfg.rpc_timeout = std::time::Duration::from_millis(100);
     let hc = Client::with_config(cfg).await.expect("connect");
     let mut req = ScanRequest { table: table.clone(), caching: 1000, ..Default::default() };
     req.filter = Some(rtsd_hbase::Filter::row_regex(b"^never"));
