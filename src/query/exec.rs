@@ -8,70 +8,35 @@ use std::time::Instant;
 use rtsd_protocol::annotation;
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
-use rtsd_protocol::query::{self as request, DownsampleSpec, QueryError as RequestError, SubQuery, TsQuery};
+use rtsd_protocol::query::{self as request, DownsampleSpec, SubQuery, TsQuery};
 
 use super::output::{split_tags, GroupOutput};
 use super::stats::{QueryStats, ResultStats, SubStats};
+use super::QueryError;
 use super::{
     grid_points, scan_window, Aggregator, Calendar, Downsampler, FillPolicy, GridRow, Point, Query, RateConfig,
 };
 use crate::config::QueryLimits;
-use crate::store::{BudgetExceeded, ReadBudget, Store, StoreError, StoredSeries};
+use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
 
-/// A query that cannot be answered, as OpenTSDB's status + message + details.
-pub type ExecError = RequestError;
-
-fn bad(message: String) -> ExecError {
-    RequestError { status: 400, details: Some(message.clone()), message }
+fn bad(message: String) -> QueryError {
+    QueryError::Invalid(message)
 }
-
-fn internal(e: impl std::fmt::Display) -> ExecError {
-    RequestError { status: 500, message: e.to_string(), details: None }
-}
-
-impl From<StoreError> for ExecError {
-    fn from(e: StoreError) -> Self {
-        let limit = |status, message: String| RequestError { status, message, details: None };
-        match e {
-            // OpenTSDB 2.4's 413 texts (spec: query §1.4); the byte limit is named in MB as 2.4 does.
-            StoreError::Budget(BudgetExceeded::Points(n)) => limit(
-                413,
-                format!("Sorry, you have attempted to fetch more than our limit of {n} data points. Please try filtering using more tags or decrease your time range."),
-            ),
-            StoreError::Budget(BudgetExceeded::Bytes(n)) => limit(
-                413,
-                format!("Sorry, you have attempted to fetch more than our maximum amount of {} MB from storage. Please try filtering using more tags or decrease your time range.", n / (1024 * 1024)),
-            ),
-            // 2.4 never enforces tsd.query.timeout; rtsd does, with the 408 2.4 uses for storage timeouts.
-            StoreError::Budget(BudgetExceeded::Deadline) => {
-                limit(408, "Query timed out: it ran longer than tsd.query.timeout allows".to_string())
-            }
-            StoreError::Budget(BudgetExceeded::Cancelled) => {
-                limit(CANCELLED_STATUS, "Query cancelled: the client closed the connection".to_string())
-            }
-            // Storage failures are OpenTSDB's 424 ("failed dependency").
-            other => RequestError { status: 424, message: other.to_string(), details: None },
-        }
-    }
-}
-
-/// The status of a query stopped because its client went away (nobody reads it; 499 is what proxies log).
-pub const CANCELLED_STATUS: u16 = 499;
 
 /// Runs every sub-query in order and returns the result objects of all of them. The limits apply to the whole
 /// query: its deadline starts now, and points and bytes read add up across sub-queries.
-pub fn execute(store: &Store, query: &TsQuery, limits: QueryLimits) -> Result<Vec<GroupOutput>, ExecError> {
+pub fn execute(store: &Store, query: &TsQuery, limits: QueryLimits) -> Result<Vec<GroupOutput>, QueryError> {
     execute_cancellable(store, query, limits, None).map(|(groups, _)| groups)
 }
 
-/// [`execute`], stopping with a 499 error at the next row read once `cancelled` is set; also returns what the
+/// [`execute`], stopping with [`QueryError::Cancelled`] at the next row read once `cancelled` is set; also returns what the
 /// query measured (for `showSummary`; `showStats` objects are already in the results).
 pub fn execute_cancellable(
     store: &Store,
     query: &TsQuery,
     limits: QueryLimits,
     cancelled: Option<Arc<AtomicBool>>,
-) -> Result<(Vec<GroupOutput>, QueryStats), ExecError> {
+) -> Result<(Vec<GroupOutput>, QueryStats), QueryError> {
     let mut stats = QueryStats::default();
     let mut budget = ReadBudget {
         cancelled,
@@ -160,7 +125,7 @@ fn execute_sub(
     sub: &SubQuery,
     budget: &mut ReadBudget,
     stats: &mut SubStats,
-) -> Result<Vec<GroupOutput>, ExecError> {
+) -> Result<Vec<GroupOutput>, QueryError> {
     let uids = store.uids();
     let layout = store.layout();
     let mw = layout.uid_widths[0];
@@ -424,8 +389,8 @@ fn execute_sub(
     for indices in groups.values() {
         let started = Instant::now();
         let mut dps = Vec::new();
-        let mut emit = |p: Result<super::OutPoint, super::QueryError>| -> Result<(), ExecError> {
-            let (ts, value) = p.map_err(internal)?;
+        let mut emit = |p: Result<super::OutPoint, super::Infinity>| -> Result<(), QueryError> {
+            let (ts, value) = p?;
             dps.push((ts, value));
             Ok(())
         };
@@ -507,7 +472,7 @@ fn execute_sub(
 }
 
 /// Converts a parsed sub-query into the engine's [`Query`].
-fn engine_query(query: &TsQuery, sub: &SubQuery) -> Result<Query, ExecError> {
+fn engine_query(query: &TsQuery, sub: &SubQuery) -> Result<Query, QueryError> {
     let aggregator = Aggregator::from_name(&sub.aggregator)
         .ok_or_else(|| bad(format!("No such aggregation function: {}", sub.aggregator)))?;
     let downsample = sub.downsampler.as_ref().map(downsampler).transpose()?;
@@ -523,7 +488,7 @@ fn engine_query(query: &TsQuery, sub: &SubQuery) -> Result<Query, ExecError> {
     Ok(Query { start_ms: query.start_ms, end_ms: query.end_ms, aggregator, downsample, rate })
 }
 
-fn downsampler(spec: &DownsampleSpec) -> Result<Downsampler, ExecError> {
+fn downsampler(spec: &DownsampleSpec) -> Result<Downsampler, QueryError> {
     let function = Aggregator::from_name(&spec.function)
         .ok_or_else(|| bad(format!("No such downsampling function: {}", spec.function)))?;
     // `scalar` is a member of OpenTSDB's enum but carries no value in a downsample spec; 2.4 fails when it runs.

@@ -23,14 +23,17 @@ pub mod series;
 pub use aggregators::{Aggregator, Estimation, Interpolation, PercentileLevel, AGGREGATOR_NAMES};
 pub use calendar::{time_zone, Calendar, CalendarUnit};
 pub use downsample::{Downsampler, FillPolicy, Window};
-pub use pipeline::{grid_points, in_output_window, run_group, scan_window, GridRow, GroupIter, Query, QueryError};
+pub use pipeline::{grid_points, in_output_window, run_group, scan_window, GridRow, GroupIter, Infinity, Query};
 pub use rate::RateConfig;
 pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 
 // The daemon side: running a parsed request against the store, the response body, and expressions over answers
 // (`/api/query/exp`, `/api/query/gexp`).
+pub mod error;
 pub mod exec;
 pub mod expr;
 pub mod output;
 pub mod rollup;
 pub mod stats;
+
+pub use error::QueryError;

@@ -26,9 +26,10 @@ pub struct Query {
 
 /// A value that 2.4 refuses to print: it throws `Got Infinity` while serializing the point.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-pub enum QueryError {
-    #[error("Got Infinity: {value} at {timestamp_ms}")]
-    Infinity { timestamp_ms: i64, value: f64 },
+#[error("Got Infinity: {value} at {timestamp_ms}")]
+pub struct Infinity {
+    pub timestamp_ms: i64,
+    pub value: f64,
 }
 
 /// §1.5 step 2: the `[scanStart, scanEnd)` window (ms) whose points take part in the computation.
@@ -149,7 +150,7 @@ impl Query {
     /// value, so the aggregate is the aggregator over them in series order, with none of [`GroupIter`]'s
     /// per-point bookkeeping. `None` when the series are not so aligned (then [`Query::run_staged`]). The
     /// result is [`GroupIter`]'s, point for point.
-    pub fn run_aligned(&self, staged: &[Vec<Point>]) -> Option<Vec<Result<OutPoint, QueryError>>> {
+    pub fn run_aligned(&self, staged: &[Vec<Point>]) -> Option<Vec<Result<OutPoint, Infinity>>> {
         let first = staged.first()?;
         let aligned = staged
             .iter()
@@ -213,7 +214,7 @@ impl Query {
         first_ms: i64,
         step_ms: i64,
         rows: &[GridRow<'_>],
-    ) -> Option<Vec<Result<OutPoint, QueryError>>> {
+    ) -> Option<Vec<Result<OutPoint, Infinity>>> {
         self.run_grid_from(first_ms, step_ms, rows, PARALLEL_GRID_WORDS)
     }
 
@@ -224,7 +225,7 @@ impl Query {
         step_ms: i64,
         rows: &[GridRow<'_>],
         parallel: usize,
-    ) -> Option<Vec<Result<OutPoint, QueryError>>> {
+    ) -> Option<Vec<Result<OutPoint, Infinity>>> {
         if self.rate.is_some() || !matches!(self.aggregator, Aggregator::Sum | Aggregator::Pfsum | Aggregator::Zimsum) {
             return None;
         }
@@ -441,11 +442,11 @@ fn last_bit(bits: &[u64]) -> Option<usize> {
 
 /// Appends a double output point as [`GroupIter`] gives it (NaN as null or NaN, infinity an error); `false` once
 /// the output ends (after an error).
-fn push_double(out: &mut Vec<Result<OutPoint, QueryError>>, t: i64, v: f64, null_for_nan: bool) -> bool {
+fn push_double(out: &mut Vec<Result<OutPoint, Infinity>>, t: i64, v: f64, null_for_nan: bool) -> bool {
     if v.is_nan() {
         out.push(Ok((t, if null_for_nan { OutValue::Null } else { OutValue::NaN })));
     } else if v.is_infinite() {
-        out.push(Err(QueryError::Infinity { timestamp_ms: t, value: v }));
+        out.push(Err(Infinity { timestamp_ms: t, value: v }));
         return false;
     } else {
         out.push(Ok((t, OutValue::Double(v))));
@@ -454,7 +455,7 @@ fn push_double(out: &mut Vec<Result<OutPoint, QueryError>>, t: i64, v: f64, null
 }
 
 /// [`Query::run`] collected; stops at the first error.
-pub fn run_group<S>(query: &Query, series: impl IntoIterator<Item = S>) -> Result<Vec<OutPoint>, QueryError>
+pub fn run_group<S>(query: &Query, series: impl IntoIterator<Item = S>) -> Result<Vec<OutPoint>, Infinity>
 where
     S: IntoIterator<Item = Point>,
 {
@@ -511,7 +512,7 @@ pub struct GroupIter {
 }
 
 impl Iterator for GroupIter {
-    type Item = Result<OutPoint, QueryError>;
+    type Item = Result<OutPoint, Infinity>;
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
@@ -559,7 +560,7 @@ impl GroupIter {
     /// The aggregate at output time `t` (§2.2): every series that has started and not ended contributes its
     /// value at `t`, or an interpolated one; integer arithmetic iff no rate and every current and next point of
     /// every series is an integer (downsampled values never are).
-    fn value_at(&mut self, t: i64) -> Result<OutValue, QueryError> {
+    fn value_at(&mut self, t: i64) -> Result<OutValue, Infinity> {
         let is_int = !self.rate
             && self
                 .series
@@ -583,7 +584,7 @@ impl GroupIter {
         if v.is_nan() {
             Ok(if self.null_for_nan { OutValue::Null } else { OutValue::NaN })
         } else if v.is_infinite() {
-            Err(QueryError::Infinity { timestamp_ms: t, value: v })
+            Err(Infinity { timestamp_ms: t, value: v })
         } else {
             Ok(OutValue::Double(v))
         }
@@ -1185,7 +1186,7 @@ mod tests {
         let big = vec![floats(&[(0, f64::MAX), (10, 1.0)]), floats(&[(0, f64::MAX)])];
         let q = query(TS, TS + 60, "sum");
         let err = run_group(&q, big.clone()).unwrap_err();
-        assert_eq!(err, QueryError::Infinity { timestamp_ms: T, value: f64::INFINITY });
+        assert_eq!(err, Infinity { timestamp_ms: T, value: f64::INFINITY });
         let q = query(TS + 5, TS + 60, "sum");
         assert_eq!(secs(&run_group(&q, big).unwrap()), dbl_dps(&[(TS + 10, 1.0)]));
     }
@@ -1383,7 +1384,7 @@ mod tests {
                 let ds = Downsampler::fixed(60_000, Aggregator::Sum, fill);
                 let aggregator = Aggregator::from_name(aggregator).unwrap();
                 let q = Query { start_ms, end_ms: start_ms + len, aggregator, downsample: Some(ds), rate: None };
-                let general: Vec<Result<OutPoint, QueryError>> = q.run_staged(staged.clone()).collect();
+                let general: Vec<Result<OutPoint, Infinity>> = q.run_staged(staged.clone()).collect();
                 match q.run_aligned(&staged) {
                     Some(aligned) => prop_assert_eq!(format!("{aligned:?}"), format!("{general:?}")),
                     None => prop_assert!(
@@ -1447,7 +1448,7 @@ mod tests {
                 let aggregator = Aggregator::from_name(aggregator).unwrap();
                 let ds = Downsampler::fixed(step, Aggregator::Sum, fill);
                 let q = Query { start_ms, end_ms: start_ms + len, aggregator, downsample: Some(ds), rate: None };
-                let general: Vec<Result<OutPoint, QueryError>> = q.run_staged(staged).collect();
+                let general: Vec<Result<OutPoint, Infinity>> = q.run_staged(staged).collect();
                 // Added on one thread and in two halves side by side alike.
                 let split = q.run_grid_from(first_ms, step, &grid, 0);
                 prop_assert_eq!(format!("{split:?}"), format!("{:?}", q.run_grid(first_ms, step, &grid)));

@@ -82,7 +82,7 @@ pub fn run_queries(
 ) -> Result<Vec<Vec<GroupOutput>>, String> {
     let mut out = Vec::new();
     for ts in to_ts_query(q, now_ms)? {
-        out.push(execute(store, &ts, limits).map_err(|e| e.message)?);
+        out.push(execute(store, &ts, limits).map_err(|e| e.to_string())?);
     }
     Ok(out)
 }

@@ -2,7 +2,7 @@
 
 use super::javautil::{java_parse_int, java_split};
 use super::time::duration_msg;
-use super::QueryError;
+use super::RequestError;
 
 /// What a downsampler puts in buckets that received no data (spec: query §3.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,8 +122,8 @@ pub struct DownsampleSpec {
 
 impl DownsampleSpec {
     /// Parses `<interval>[c]-<function>[-<fill>]` with OpenTSDB's rules and error texts (spec: query §3.1, §1.4).
-    pub fn parse(spec: &str) -> Result<DownsampleSpec, QueryError> {
-        Self::parse_msg(spec).map_err(QueryError::bad_request)
+    pub fn parse(spec: &str) -> Result<DownsampleSpec, RequestError> {
+        Self::parse_msg(spec).map_err(RequestError::bad_request)
     }
 
     pub(crate) fn parse_msg(spec: &str) -> Result<DownsampleSpec, String> {
@@ -178,8 +178,8 @@ impl DownsampleSpec {
     /// `int`. Errors carry Java's texts (`For input string: "5mi"`, `Unrecognized unit type: x`).
     ///
     /// Meaningless for "all" specs. rtsd checks this while validating a query instead of failing at run time.
-    pub fn calendar_interval(&self) -> Result<CalendarInterval, QueryError> {
-        self.calendar_interval_msg().map_err(QueryError::bad_request)
+    pub fn calendar_interval(&self) -> Result<CalendarInterval, RequestError> {
+        self.calendar_interval_msg().map_err(RequestError::bad_request)
     }
 
     pub(crate) fn calendar_interval_msg(&self) -> Result<CalendarInterval, String> {

@@ -14,7 +14,7 @@
 
 use super::json::{as_bool, as_string, JVal};
 use super::request::{filter_from_json, read_body};
-use super::{Filter, QueryError, SubQuery, TsQuery};
+use super::{Filter, RequestError, SubQuery, TsQuery};
 
 /// A validated `/api/query/exp` request.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,30 +237,30 @@ fn push_list<T>(o: &mut String, items: Option<&[T]>, f: impl Fn(&T) -> String) {
 }
 
 /// A 500 with OpenTSDB's message (an `IllegalArgumentException` escaping the handler).
-fn illegal(message: impl Into<String>) -> QueryError {
-    QueryError::internal(message)
+fn illegal(message: impl Into<String>) -> RequestError {
+    RequestError::internal(message)
 }
 
 /// An error inside a nested object: 2.4's wrapper message, with the inner complaint as details.
-fn wrapped(message: String, inner: String) -> QueryError {
-    QueryError { status: 500, message, details: Some(inner) }
+fn wrapped(message: String, inner: String) -> RequestError {
+    RequestError { status: 500, message, details: Some(inner) }
 }
 
 /// Parses and validates a `/api/query/exp` body (spec: query §6.3).
-pub fn parse_exp(body: &[u8], now_ms: i64) -> Result<ExpQuery, QueryError> {
+pub fn parse_exp(body: &[u8], now_ms: i64) -> Result<ExpQuery, RequestError> {
     if body.is_empty() {
         // JSON.parseToObject's own check, an IllegalArgumentException -> 500.
         return Err(illegal("Incoming data was null or empty"));
     }
-    let root = read_body(body).map_err(|e| QueryError { status: 500, ..e })?;
-    let body = body_from_json(&root).map_err(|m| QueryError { status: 500, ..super::request::unable_to_parse(m) })?;
+    let root = read_body(body).map_err(|e| RequestError { status: 500, ..e })?;
+    let body = body_from_json(&root).map_err(|m| RequestError { status: 500, ..super::request::unable_to_parse(m) })?;
     let parsed = validate(&body)?;
     let ts_query = build_ts_query(&body, now_ms)?;
     Ok(ExpQuery { body, ts_query, parsed })
 }
 
 /// `Query.validate()` (src/query/pojo/Query.java), in its order; returns the parsed expressions.
-fn validate(q: &ExpBody) -> Result<Vec<Expr>, QueryError> {
+fn validate(q: &ExpBody) -> Result<Vec<Expr>, RequestError> {
     let time = q.time.as_ref().ok_or_else(|| illegal("missing time"))?;
     validate_time(time).map_err(|m| wrapped("Invalid time".into(), m))?;
     let metrics = q.metrics.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| illegal("missing or empty metrics"))?;
@@ -390,7 +390,7 @@ fn validate_id(id: &str) -> Result<(), String> {
 }
 
 /// The sub-queries of `QueryExecutor`'s constructor, one per metric, then `TSQuery.validateAndSetQuery()`.
-fn build_ts_query(q: &ExpBody, now_ms: i64) -> Result<TsQuery, QueryError> {
+fn build_ts_query(q: &ExpBody, now_ms: i64) -> Result<TsQuery, RequestError> {
     let time = q.time.as_ref().expect("validated");
     let mut ts = TsQuery {
         start: time.start.clone(),
@@ -426,7 +426,7 @@ fn build_ts_query(q: &ExpBody, now_ms: i64) -> Result<TsQuery, QueryError> {
         ts.queries.push(sub);
     }
     // TSQuery.validateAndSetQuery() throws IllegalArgumentExceptions too: 500, the bare message.
-    ts.validate(now_ms).map_err(|e| QueryError { status: 500, details: None, ..e })?;
+    ts.validate(now_ms).map_err(|e| RequestError { status: 500, details: None, ..e })?;
     Ok(ts)
 }
 
@@ -909,7 +909,7 @@ mod tests {
 
     const NOW: i64 = 1_431_600_000_000;
 
-    fn parse(body: &str) -> Result<ExpQuery, QueryError> {
+    fn parse(body: &str) -> Result<ExpQuery, RequestError> {
         parse_exp(body.as_bytes(), NOW)
     }
 

@@ -187,7 +187,7 @@ impl PartialEq for Filter {
     }
 }
 
-/// The message OpenTSDB gives for an unregistered filter type (used to tell it apart, see `QueryError`).
+/// The message OpenTSDB gives for an unregistered filter type (used to tell it apart, see `RequestError`).
 pub(crate) const NO_SUCH_FILTER: &str = "Could not find a tag value filter of the type: ";
 
 impl Filter {

@@ -18,7 +18,7 @@
 //! function is reported before a later syntax error, as in 2.4.
 
 use super::request::{param_all, parse_get, parse_m_sub};
-use super::{QueryError, TsQuery};
+use super::{RequestError, TsQuery};
 
 /// The functions 2.4.1 registers (src/query/expression/ExpressionFactory.java); names are case-sensitive and
 /// several are aliases of one another.
@@ -68,7 +68,7 @@ pub enum GexpArg {
 /// rejects is `Failed to parse <exp>`. 2.4 answers both with 500 (they are not `BadRequestException`s), and so do
 /// we. (A character outside the grammar's tokens makes 2.4's lexer throw a `java.lang.Error` that no handler
 /// catches, so the client gets no answer at all; we answer it like any other syntax error.)
-pub fn parse_gexp(exp: &str, metric_queries: &mut Vec<String>) -> Result<GexpCall, QueryError> {
+pub fn parse_gexp(exp: &str, metric_queries: &mut Vec<String>) -> Result<GexpCall, RequestError> {
     let tokens = tokenize(exp);
     let mut parser = Parser { tokens: &tokens, pos: 0, exp, metric_queries, depth: 0 };
     let call = parser.expression()?;
@@ -97,7 +97,7 @@ pub struct GexpQuery {
 }
 
 /// Parses `GET /api/query/gexp` (spec: query §6.2): `/api/query`'s parameters plus one or more `exp=`.
-pub fn parse_gexp_get(params: &[(String, String)], now_ms: i64) -> Result<GexpQuery, QueryError> {
+pub fn parse_gexp_get(params: &[(String, String)], now_ms: i64) -> Result<GexpQuery, RequestError> {
     let mut metric_queries = Vec::new();
     let mut expressions = Vec::new();
     for exp in param_all(params, "exp") {
@@ -115,8 +115,8 @@ pub fn parse_gexp_get(params: &[(String, String)], now_ms: i64) -> Result<GexpQu
     Ok(GexpQuery { ts_query, expressions, metric_subs, metric_queries })
 }
 
-fn failed(exp: &str) -> QueryError {
-    QueryError::internal(format!("Failed to parse {exp}"))
+fn failed(exp: &str) -> RequestError {
+    RequestError::internal(format!("Failed to parse {exp}"))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +187,7 @@ impl Parser<'_> {
         matches!(self.peek(ahead), Some(Tok::Name(_)))
     }
 
-    fn name(&mut self) -> Result<String, QueryError> {
+    fn name(&mut self) -> Result<String, RequestError> {
         match self.peek(0) {
             Some(Tok::Name(n)) => {
                 let n = n.clone();
@@ -198,7 +198,7 @@ impl Parser<'_> {
         }
     }
 
-    fn punct(&mut self, p: char) -> Result<(), QueryError> {
+    fn punct(&mut self, p: char) -> Result<(), RequestError> {
         if self.is_punct(0, p) {
             self.pos += 1;
             Ok(())
@@ -207,10 +207,10 @@ impl Parser<'_> {
         }
     }
 
-    fn expression(&mut self) -> Result<GexpCall, QueryError> {
+    fn expression(&mut self) -> Result<GexpCall, RequestError> {
         let function = self.name()?;
         if !GEXP_FUNCTIONS.contains(&function.as_str()) {
-            return Err(QueryError::internal(format!("Function {function} has not been implemented")));
+            return Err(RequestError::internal(format!("Function {function} has not been implemented")));
         }
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -227,7 +227,7 @@ impl Parser<'_> {
         Ok(GexpCall { function, args })
     }
 
-    fn parameter(&mut self) -> Result<GexpArg, QueryError> {
+    fn parameter(&mut self) -> Result<GexpArg, RequestError> {
         if self.is_name(0) && self.is_punct(1, '(') {
             Ok(GexpArg::Call(self.expression()?))
         } else if self.is_name(0) && self.is_punct(1, ':') {
@@ -240,7 +240,7 @@ impl Parser<'_> {
     }
 
     /// `agg:[x:][y:]metric[{k=v,...}]`, rebuilt without whitespace.
-    fn metric(&mut self) -> Result<String, QueryError> {
+    fn metric(&mut self) -> Result<String, RequestError> {
         let mut out = self.name()?;
         self.punct(':')?;
         out.push(':');
@@ -280,7 +280,7 @@ impl Parser<'_> {
 mod tests {
     use super::*;
 
-    fn parse(exp: &str) -> (Result<GexpCall, QueryError>, Vec<String>) {
+    fn parse(exp: &str) -> (Result<GexpCall, RequestError>, Vec<String>) {
         let mut mq = Vec::new();
         (parse_gexp(exp, &mut mq), mq)
     }

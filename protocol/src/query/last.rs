@@ -3,7 +3,7 @@
 use super::javautil::{java_parse_int, java_split};
 use super::json::{as_bool, as_int, as_string, JVal};
 use super::request::{param_all, param_has, param_last, parse_with_metric, read_body, unable_to_parse};
-use super::QueryError;
+use super::RequestError;
 
 /// A `/api/query/last` request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -29,15 +29,15 @@ pub struct LastPointSubQuery {
 
 /// Parses `GET /api/query/last` (spec: query §6.1): repeatable `timeseries=<metric>[{k=v,...}]` and
 /// `tsuids=<hex>[,<hex>...]` (time series first, then TSUIDs), `resolve` (presence), `back_scan` (an int).
-pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, QueryError> {
+pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, RequestError> {
     let mut q = LastPointQuery { resolve_names: param_has(params, "resolve"), ..Default::default() };
     if param_has(params, "back_scan") {
         q.back_scan = param_last(params, "back_scan")
             .and_then(java_parse_int)
-            .ok_or_else(|| QueryError::bad_request("Unable to parse back_scan parameter"))?;
+            .ok_or_else(|| RequestError::bad_request("Unable to parse back_scan parameter"))?;
     }
     for ts in param_all(params, "timeseries") {
-        let (metric, tags) = parse_with_metric(ts).map_err(QueryError::bad_request)?;
+        let (metric, tags) = parse_with_metric(ts).map_err(RequestError::bad_request)?;
         q.queries.push(LastPointSubQuery { metric: Some(metric), tags, tsuids: Vec::new() });
     }
     for t in param_all(params, "tsuids") {
@@ -45,7 +45,7 @@ pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, Que
         q.queries.push(LastPointSubQuery { metric: None, tags: Vec::new(), tsuids });
     }
     if q.queries.is_empty() {
-        return Err(QueryError::bad_request("Missing sub queries"));
+        return Err(RequestError::bad_request("Missing sub queries"));
     }
     Ok(q)
 }
@@ -53,11 +53,11 @@ pub fn parse_last_get(params: &[(String, String)]) -> Result<LastPointQuery, Que
 /// Parses a `POST /api/query/last` body (spec: query §6.1):
 /// `{"queries":[{"metric":"m","tags":{"k":"v"}},{"tsuids":["..."]}],"resolveNames":true,"backScan":24}`.
 /// Unknown keys are ignored.
-pub fn parse_last_post(body: &[u8]) -> Result<LastPointQuery, QueryError> {
+pub fn parse_last_post(body: &[u8]) -> Result<LastPointQuery, RequestError> {
     let root = read_body(body)?;
     let q = last_from_json(&root).map_err(unable_to_parse)?;
     if q.queries.is_empty() {
-        return Err(QueryError::bad_request("Missing sub queries"));
+        return Err(RequestError::bad_request("Missing sub queries"));
     }
     Ok(q)
 }

@@ -4,8 +4,8 @@
 //!
 //! Everything here is pure: "now" is always a parameter, and nothing touches storage. The daemon's engine
 //! takes a validated [`TsQuery`] and uses its [`SubQuery`]s (aggregator, [`DownsampleSpec`], [`RateOptions`],
-//! [`Filter`]s) to plan scans; errors are [`QueryError`]s whose `message` is OpenTSDB's text, ready for the
-//! error envelope ([`QueryError::to_envelope`]).
+//! [`Filter`]s) to plan scans; errors are [`RequestError`]s whose `message` is OpenTSDB's text, ready for the
+//! error envelope ([`RequestError::to_envelope`]).
 //!
 //! ```
 //! use rtsd_protocol::query::{parse_get, parse_post};
@@ -116,7 +116,7 @@ pub fn aggregators_json() -> String {
 /// the tag braces of a GET `m=` escapes OpenTSDB as an internal error, 500 (spec: query §1.1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct QueryError {
+pub struct RequestError {
     /// HTTP status code of the reply.
     pub status: u16,
     /// The envelope's `message`, OpenTSDB's text.
@@ -126,20 +126,20 @@ pub struct QueryError {
     pub details: Option<String>,
 }
 
-impl QueryError {
+impl RequestError {
     /// A 400 with no details (OpenTSDB's `new BadRequestException(message)`).
-    pub fn bad_request(message: impl Into<String>) -> QueryError {
-        QueryError { status: 400, message: message.into(), details: None }
+    pub fn bad_request(message: impl Into<String>) -> RequestError {
+        RequestError { status: 400, message: message.into(), details: None }
     }
 
     /// A 400 with details.
-    pub fn bad_request_with(message: impl Into<String>, details: impl Into<String>) -> QueryError {
-        QueryError { status: 400, message: message.into(), details: Some(details.into()) }
+    pub fn bad_request_with(message: impl Into<String>, details: impl Into<String>) -> RequestError {
+        RequestError { status: 400, message: message.into(), details: Some(details.into()) }
     }
 
     /// A 500, as OpenTSDB answers when an unexpected exception escapes a handler (no details).
-    pub fn internal(message: impl Into<String>) -> QueryError {
-        QueryError { status: 500, message: message.into(), details: None }
+    pub fn internal(message: impl Into<String>) -> RequestError {
+        RequestError { status: 500, message: message.into(), details: None }
     }
 
     /// The `{"error":{...}}` body for this error (spec: query §0.4).

@@ -1,7 +1,7 @@
 //! Rate options: counter handling for `rate` queries (spec: query §1.1 `rate{...}`, §4.4).
 
 use super::javautil::{java_len, java_parse_long, split_string};
-use super::QueryError;
+use super::RequestError;
 
 /// Counter options of a rate query (spec: query §4.4). [`Default`] is OpenTSDB's: not a counter, counter max
 /// `Long.MAX_VALUE`, reset value 0, resets not dropped.
@@ -45,11 +45,11 @@ impl RateOptions {
 /// Exactly as OpenTSDB: the text between the 5th character and the last one is split on `,` into 1 to 3 parts;
 /// `counter` is "first part ends with `counter`", `dropResets` is "first part is `dropcounter`"; an empty max
 /// or reset keeps its default.
-pub fn parse_rate_spec(spec: &str) -> Result<Option<RateOptions>, QueryError> {
+pub fn parse_rate_spec(spec: &str) -> Result<Option<RateOptions>, RequestError> {
     if !spec.contains('{') {
         return Ok(None);
     }
-    parse_rate_options_msg(spec).map(Some).map_err(QueryError::bad_request)
+    parse_rate_options_msg(spec).map(Some).map_err(RequestError::bad_request)
 }
 
 /// OpenTSDB's `QueryRpc.parseRateOptions(true, spec)`.

@@ -9,7 +9,7 @@ use super::javautil::{
 use super::json::{self, as_bool, as_f32, as_int, as_long, as_string, JVal};
 use super::rate::{parse_rate_options_msg, RateOptions};
 use super::time::{parse_time_msg, resolve_timezone};
-use super::{is_aggregator, QueryError};
+use super::{is_aggregator, RequestError};
 use crate::http_json::json_string;
 
 /// How a sub-query may use rollup tables (`rollupUsage`; spec: query §6.13). Only meaningful with rollups on.
@@ -451,8 +451,8 @@ pub struct TsQuery {
 impl TsQuery {
     /// OpenTSDB's `TSQuery.validateAndSetQuery` (spec: query §1.3, §1.4): times, sub-queries, time zone and
     /// calendar flags, indexes. Errors are 400 with the query dump as `details`.
-    pub(crate) fn validate(&mut self, now_ms: i64) -> Result<(), QueryError> {
-        self.validate_msg(now_ms).map_err(|m| QueryError::bad_request_with(m, self.java_string()))
+    pub(crate) fn validate(&mut self, now_ms: i64) -> Result<(), RequestError> {
+        self.validate_msg(now_ms).map_err(|m| RequestError::bad_request_with(m, self.java_string()))
     }
 
     fn validate_msg(&mut self, now_ms: i64) -> Result<(), String> {
@@ -537,18 +537,18 @@ pub(crate) fn param_has(params: &[(String, String)], name: &str) -> bool {
 /// Parses and validates the query of the old `/q` endpoint (spec: query §6.17): `GET /api/query`'s parameters,
 /// with absolute `start` / `end` read in the `tz` zone (GraphHandler parses them itself with `tz`; an unknown
 /// zone is UTC, as Java's `TimeZone.getTimeZone` makes it). Downsamplers stay in UTC, as on GET.
-pub fn parse_graph_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, QueryError> {
+pub fn parse_graph_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, RequestError> {
     let mut q = parse_get(params, now_ms)?;
     let Some(tz) = param_last(params, "tz").filter(|z| resolve_timezone(z).is_ok()) else { return Ok(q) };
     let details = q.java_string();
-    let zoned = |s: &str| parse_time_msg(s, now_ms, Some(tz)).map_err(|m| QueryError::bad_request_with(m, &details));
+    let zoned = |s: &str| parse_time_msg(s, now_ms, Some(tz)).map_err(|m| RequestError::bad_request_with(m, &details));
     q.start_ms = zoned(q.start.as_deref().unwrap_or_default())?;
     if let Some(end) = q.end.as_deref().filter(|e| !e.is_empty()) {
         q.end_ms = zoned(end)?;
     }
     if q.end_ms <= q.start_ms {
         let m = format!("End time [{}] must be greater than the start time [{}]", q.end_ms, q.start_ms);
-        return Err(QueryError::bad_request_with(m, details));
+        return Err(RequestError::bad_request_with(m, details));
     }
     Ok(q)
 }
@@ -558,10 +558,10 @@ pub fn parse_graph_get(params: &[(String, String)], now_ms: i64) -> Result<TsQue
 ///
 /// `tsuid=` sub-queries come first, then `m=` ones, each group in parameter order; identical sub-queries are
 /// dropped. As in OpenTSDB 2.4, `timezone`, `tz` and `useCalendar` are not read on GET.
-pub fn parse_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, QueryError> {
+pub fn parse_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, RequestError> {
     let start = param_last(params, "start").filter(|s| !s.is_empty());
     let Some(start) = start else {
-        return Err(QueryError::bad_request("Missing parameter <code>start</code>"));
+        return Err(RequestError::bad_request("Missing parameter <code>start</code>"));
     };
     let mut q = TsQuery {
         start: Some(start.to_string()),
@@ -584,7 +584,7 @@ pub fn parse_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, Qu
         q.queries.push(parse_m_sub(m)?);
     }
     if q.queries.is_empty() {
-        return Err(QueryError::bad_request("Missing sub queries"));
+        return Err(RequestError::bad_request("Missing sub queries"));
     }
     q.dedupe();
     q.validate(now_ms)?;
@@ -592,10 +592,10 @@ pub fn parse_get(params: &[(String, String)], now_ms: i64) -> Result<TsQuery, Qu
 }
 
 /// The `:`-separated parts of an `m=`/`tsuid=` value, with OpenTSDB's count check.
-fn sub_parts(value: &str) -> Result<Vec<&str>, QueryError> {
+fn sub_parts(value: &str) -> Result<Vec<&str>, RequestError> {
     let parts = split_string(value, ':');
     if parts.len() < 2 || parts.len() > 5 {
-        return Err(QueryError::bad_request(format!(
+        return Err(RequestError::bad_request(format!(
             "Invalid parameter m={value} ({} :-separated parts)",
             if parts.len() < 2 { "not enough" } else { "too many" }
         )));
@@ -604,17 +604,17 @@ fn sub_parts(value: &str) -> Result<Vec<&str>, QueryError> {
 }
 
 /// The options shared by `m=` and `tsuid=` middle parts. Returns false when the part is not one of them.
-fn apply_common_part(sub: &mut SubQuery, part: &str, lower: &str) -> Result<bool, QueryError> {
+fn apply_common_part(sub: &mut SubQuery, part: &str, lower: &str) -> Result<bool, RequestError> {
     if lower.starts_with("rate") {
         sub.rate = true;
         if part.contains('{') {
-            sub.rate_options = Some(parse_rate_options_msg(part).map_err(QueryError::bad_request)?);
+            sub.rate_options = Some(parse_rate_options_msg(part).map_err(RequestError::bad_request)?);
         }
     } else if part.chars().next().is_some_and(|c| c.is_ascii_digit()) {
         sub.downsample = Some(part.to_string());
     } else if part.is_empty() {
         // OpenTSDB reads the first character of the empty part.
-        return Err(QueryError::bad_request("String index out of range: 0"));
+        return Err(RequestError::bad_request("String index out of range: 0"));
     } else if lower.starts_with("percentiles") {
         sub.percentiles = Some(parse_percentiles(part)?);
     } else if lower.starts_with("show-histogram-buckets") {
@@ -626,9 +626,9 @@ fn apply_common_part(sub: &mut SubQuery, part: &str, lower: &str) -> Result<bool
 }
 
 /// `m=<agg>:[opts:]<metric>[{groupby filters}][{filters}]` (spec: query §1.1).
-pub(crate) fn parse_m_sub(value: &str) -> Result<SubQuery, QueryError> {
+pub(crate) fn parse_m_sub(value: &str) -> Result<SubQuery, RequestError> {
     if value.is_empty() {
-        return Err(QueryError::bad_request("The query string was empty"));
+        return Err(RequestError::bad_request("The query string was empty"));
     }
     let parts = sub_parts(value)?;
     let mut sub = SubQuery { aggregator: parts[0].to_string(), ..SubQuery::default() };
@@ -653,9 +653,9 @@ pub(crate) fn parse_m_sub(value: &str) -> Result<SubQuery, QueryError> {
 }
 
 /// `tsuid=<agg>:[opts:]<tsuid>[,<tsuid>...]` (spec: query §1.1).
-fn parse_tsuid_sub(value: &str) -> Result<SubQuery, QueryError> {
+fn parse_tsuid_sub(value: &str) -> Result<SubQuery, RequestError> {
     if value.is_empty() {
-        return Err(QueryError::bad_request("The tsuid query string was empty"));
+        return Err(RequestError::bad_request("The tsuid query string was empty"));
     }
     let parts = sub_parts(value)?;
     let mut sub = SubQuery {
@@ -671,21 +671,24 @@ fn parse_tsuid_sub(value: &str) -> Result<SubQuery, QueryError> {
 }
 
 /// `percentiles[<float>,...]` of a GET sub-query, sorted ascending.
-fn parse_percentiles(spec: &str) -> Result<Vec<f32>, QueryError> {
+fn parse_percentiles(spec: &str) -> Result<Vec<f32>, RequestError> {
     let (Some(open), Some(close)) = (spec.find('['), spec.find(']')) else {
-        return Err(QueryError::bad_request(format!("Malformated percentile query paramater: {spec}")));
+        return Err(RequestError::bad_request(format!("Malformated percentile query paramater: {spec}")));
     };
     if close < open + 1 {
-        return Err(QueryError::bad_request(format!("String index out of range: {}", close as i64 - open as i64 - 1)));
+        return Err(RequestError::bad_request(format!(
+            "String index out of range: {}",
+            close as i64 - open as i64 - 1
+        )));
     }
     let mut out = Vec::new();
     for s in split_string(&spec[open + 1..close], ',') {
         let t = java_trim(s);
         if t.is_empty() {
-            return Err(QueryError::bad_request("empty String"));
+            return Err(RequestError::bad_request("empty String"));
         }
         let v = crate::number::parse_java_double(t)
-            .map_err(|_| QueryError::bad_request(format!("For input string: \"{t}\"")))?;
+            .map_err(|_| RequestError::bad_request(format!("For input string: \"{t}\"")))?;
         out.push(v as f32);
     }
     sort_floats(&mut out);
@@ -757,28 +760,28 @@ fn add_legacy_filter(filters: &mut Vec<Filter>, tagk: &str, value: &str, group_b
 
 /// The error for a failure inside the tag braces of a GET `m=`: 400, except an unknown filter type, which
 /// escapes OpenTSDB as a 500 (spec: query §1.1).
-fn brace_error(context: &str, piece: &str, msg: String) -> QueryError {
+fn brace_error(context: &str, piece: &str, msg: String) -> RequestError {
     let message = format!("When parsing {context} '{piece}': {msg}");
     if msg.starts_with(NO_SUCH_FILTER) {
-        QueryError::internal(message)
+        RequestError::internal(message)
     } else {
-        QueryError::bad_request(message)
+        RequestError::bad_request(message)
     }
 }
 
 /// OpenTSDB's `Tags.parseWithMetricAndFilters`: `metric`, `metric{}`, `metric{gb filters}`,
 /// `metric{gb filters}{filters}`, `metric{}{filters}` (spec: query §1.1). The second group is parsed first, so
 /// its filters come first.
-fn parse_metric_and_filters(metric: &str) -> Result<(String, Vec<Filter>), QueryError> {
+fn parse_metric_and_filters(metric: &str) -> Result<(String, Vec<Filter>), RequestError> {
     if metric.is_empty() {
-        return Err(QueryError::bad_request("Metric cannot be null or empty"));
+        return Err(RequestError::bad_request("Metric cannot be null or empty"));
     }
     let Some(curly) = metric.find('{') else {
         return Ok((metric.to_string(), Vec::new()));
     };
     let len = metric.len();
     if !metric.ends_with('}') {
-        return Err(QueryError::bad_request(format!("Missing '}}' at the end of: {metric}")));
+        return Err(RequestError::bad_request(format!("Missing '}}' at the end of: {metric}")));
     }
     if curly == len - 2 {
         return Ok((metric[..len - 2].to_string(), Vec::new()));
@@ -798,7 +801,10 @@ fn parse_metric_and_filters(metric: &str) -> Result<(String, Vec<Filter>), Query
         }
     }
     if close < curly {
-        return Err(QueryError::bad_request(format!("String index out of range: {}", close as i64 - curly as i64 - 1)));
+        return Err(RequestError::bad_request(format!(
+            "String index out of range: {}",
+            close as i64 - curly as i64 - 1
+        )));
     }
     for tag in split_string(&metric[curly + 1..close], ',') {
         if tag.is_empty() && close != len - 1 {
@@ -812,14 +818,14 @@ fn parse_metric_and_filters(metric: &str) -> Result<(String, Vec<Filter>), Query
 }
 
 /// The 400 OpenTSDB gives for a body it cannot bind (spec: query §0.3).
-pub(crate) fn unable_to_parse(details: impl Into<String>) -> QueryError {
-    QueryError::bad_request_with("Unable to parse the given JSON", details)
+pub(crate) fn unable_to_parse(details: impl Into<String>) -> RequestError {
+    RequestError::bad_request_with("Unable to parse the given JSON", details)
 }
 
 /// Reads a body as text (UTF-8, invalid bytes replaced) and parses it, with OpenTSDB's empty-body error.
-pub(crate) fn read_body(body: &[u8]) -> Result<JVal, QueryError> {
+pub(crate) fn read_body(body: &[u8]) -> Result<JVal, RequestError> {
     if body.is_empty() {
-        return Err(QueryError::bad_request_with(
+        return Err(RequestError::bad_request_with(
             "Missing message content",
             "Supply valid JSON formatted data in the body of your request",
         ));
@@ -834,7 +840,7 @@ pub(crate) fn read_body(body: &[u8]) -> Result<JVal, QueryError> {
 /// `tags` and `filters` the one that comes last wins (`"filters":[...]` then `"tags":{}` leaves no filters).
 /// Unknown keys are ignored; numbers are accepted where strings are expected (`"start":1356998400`), strings
 /// where booleans or numbers are (`"rate":"true"`). Identical sub-queries are dropped.
-pub fn parse_post(body: &[u8], now_ms: i64) -> Result<TsQuery, QueryError> {
+pub fn parse_post(body: &[u8], now_ms: i64) -> Result<TsQuery, RequestError> {
     let root = read_body(body)?;
     let mut q = query_from_json(&root).map_err(unable_to_parse)?;
     q.dedupe();
@@ -1012,18 +1018,18 @@ pub(crate) fn filter_from_json(v: &JVal) -> Result<Filter, String> {
 /// Checks that every TSUID of a TSUID sub-query starts with the same metric UID (`metric_width` bytes, i.e.
 /// twice as many hex digits, compared case-insensitively), as OpenTSDB does when it plans the query: 400
 /// `One or more TSUIDs did not share the same metric [A] [B]` (spec: query §1.1).
-pub fn check_tsuids_share_metric(tsuids: &[String], metric_width: usize) -> Result<(), QueryError> {
+pub fn check_tsuids_share_metric(tsuids: &[String], metric_width: usize) -> Result<(), RequestError> {
     let width = metric_width * 2;
     let mut first: Option<String> = None;
     for t in tsuids {
         if t.chars().count() < width {
-            return Err(QueryError::bad_request(format!("String index out of range: {width}")));
+            return Err(RequestError::bad_request(format!("String index out of range: {width}")));
         }
         let metric: String = t.chars().take(width).collect::<String>().to_uppercase();
         match &first {
             None => first = Some(metric),
             Some(f) if *f != metric => {
-                return Err(QueryError::bad_request(format!(
+                return Err(RequestError::bad_request(format!(
                     "One or more TSUIDs did not share the same metric [{f}] [{metric}]"
                 )))
             }

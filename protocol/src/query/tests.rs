@@ -15,7 +15,7 @@ fn get(pairs: &[(&str, &str)]) -> TsQuery {
     parse_get(&params(pairs), NOW).unwrap_or_else(|e| panic!("{pairs:?}: {e:?}"))
 }
 
-fn get_err(pairs: &[(&str, &str)]) -> QueryError {
+fn get_err(pairs: &[(&str, &str)]) -> RequestError {
     parse_get(&params(pairs), NOW).expect_err("should fail")
 }
 
@@ -23,7 +23,7 @@ fn post(body: &str) -> TsQuery {
     parse_post(body.as_bytes(), NOW).unwrap_or_else(|e| panic!("{body}: {e:?}"))
 }
 
-fn post_err(body: &str) -> QueryError {
+fn post_err(body: &str) -> RequestError {
     parse_post(body.as_bytes(), NOW).expect_err("should fail")
 }
 

@@ -5,7 +5,7 @@ use jiff::civil;
 use jiff::tz::TimeZone;
 
 use super::javautil::{java_len, java_parse_long};
-use super::QueryError;
+use super::RequestError;
 
 /// Parses a query time into epoch milliseconds, with OpenTSDB's rules and error texts (spec: query §1.3).
 ///
@@ -17,8 +17,8 @@ use super::QueryError;
 /// milliseconds, and `<10 digits>.<1-3 digits>` is seconds with a millisecond fraction.
 ///
 /// An empty string gives -1, as OpenTSDB's parser does; callers treat empty as "not given" before calling.
-pub fn parse_time(s: &str, now_ms: i64, tz: Option<&str>) -> Result<i64, QueryError> {
-    parse_time_msg(s, now_ms, tz).map_err(QueryError::bad_request)
+pub fn parse_time(s: &str, now_ms: i64, tz: Option<&str>) -> Result<i64, RequestError> {
+    parse_time_msg(s, now_ms, tz).map_err(RequestError::bad_request)
 }
 
 /// [`parse_time`] with the bare message, for callers that add their own details.
@@ -74,8 +74,8 @@ fn is_dotted_ms(b: &[u8]) -> bool {
 /// The leading digits are the amount; the unit is the **last character** (`s m h d w n y`, any case; `n` = 30
 /// days, `y` = 365 days), or milliseconds when the last two characters are `ms` (the `m` lower case). Anything
 /// between the digits and the unit is ignored, so `1.5h` is one hour and `5min` is five *months*.
-pub fn parse_duration(s: &str) -> Result<i64, QueryError> {
-    duration_msg(s).map_err(QueryError::bad_request)
+pub fn parse_duration(s: &str) -> Result<i64, RequestError> {
+    duration_msg(s).map_err(RequestError::bad_request)
 }
 
 /// [`parse_duration`] with the bare message.

@@ -20,7 +20,7 @@ use super::request::ApiRequest;
 use crate::graph::{self, Key, PlotOptions, PlotSeries, Range, Smooth, Style};
 use crate::query::exec;
 use crate::query::output::GroupOutput;
-use crate::query::OutValue;
+use crate::query::{OutValue, QueryError};
 use crate::server::Tsd;
 use crate::timefmt::now_ms;
 
@@ -96,12 +96,14 @@ pub fn q(req: &ApiRequest, tsd: &Tsd, raw_query: &str) -> Reply {
     let groups =
         match exec::execute_cancellable(&tsd.store, &query, tsd.config.query_limits, Some(req.cancelled.clone())) {
             Ok((groups, _stats)) => groups,
-            Err(e) if e.status == exec::CANCELLED_STATUS => {
+            Err(e @ QueryError::Cancelled) => {
                 tsd.metrics.queries_cancelled.inc();
-                return bad(&e.message);
+                return bad(&e.to_string());
             }
-            Err(e) if e.status >= 500 => return Reply::page_error(StatusCode::INTERNAL_SERVER_ERROR, &e.message, json),
-            Err(e) => return bad(&e.message),
+            Err(e) if super::reply::query_status(&e).is_server_error() => {
+                return Reply::page_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), json)
+            }
+            Err(e) => return bad(&e.to_string()),
         };
     let max_age = max_age(req, start_s, end_s, now.div_euclid(1000));
     let cache = |reply: Reply| reply.with_header("Cache-Control", format!("max-age={max_age}"));

@@ -3,17 +3,17 @@
 use hyper::{Method, StatusCode};
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
-use rtsd_protocol::query::{self as request, QueryError};
+use rtsd_protocol::query as request;
 
 use super::reply::Reply;
 use super::request::ApiRequest;
-use crate::query::exec;
 use crate::query::output::{render_with_summary, DpsFormat};
+use crate::query::{exec, QueryError};
 use crate::server::Tsd;
 use crate::timefmt::now_ms;
 
-fn error(e: &QueryError) -> Reply {
-    Reply::json(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), e.to_envelope())
+fn error(e: impl Into<QueryError>) -> Reply {
+    Reply::query_error(&e.into())
 }
 
 /// `/api/query` (GET query string, POST JSON body).
@@ -46,7 +46,7 @@ pub fn query(req: &ApiRequest, tsd: &Tsd) -> Reply {
     };
     let q = match parsed {
         Ok(q) => q,
-        Err(e) => return error(&e),
+        Err(e) => return error(e),
     };
     // A POST body's `"delete":true` deletes in 2.4 whatever the setting says (Jackson binds it); rtsd holds it
     // to the setting like the verb, with the verb's error.
@@ -81,11 +81,11 @@ fn run_tracked<T>(
             Ok(answer)
         }
         Err(e) => {
-            if e.status == exec::CANCELLED_STATUS {
+            if matches!(e, QueryError::Cancelled) {
                 tsd.metrics.queries_cancelled.inc();
             }
-            let reply = error(&e);
-            running.finish(reply.status, Some(e.message.clone()), connected);
+            let reply = Reply::query_error(&e);
+            running.finish(reply.status, Some(e.to_string()), connected);
             Err(reply)
         }
     }
@@ -111,7 +111,7 @@ pub fn gexp(req: &ApiRequest, tsd: &Tsd) -> Reply {
     }
     let q = match request::gexp::parse_gexp_get(&req.params, now_ms()) {
         Ok(q) => q,
-        Err(e) => return error(&e),
+        Err(e) => return error(e),
     };
     let answers = match run_for_expressions(req, tsd, &q.ts_query) {
         Ok(a) => a,
@@ -123,7 +123,7 @@ pub fn gexp(req: &ApiRequest, tsd: &Tsd) -> Reply {
         match crate::query::expr::eval_gexp(call, &q.metric_queries, &metric) {
             Ok(series) => groups.extend(series.iter().map(crate::query::expr::to_group_output)),
             // Evaluation runs in 2.4's query callback, whose error handler makes any exception a 400.
-            Err(message) => return error(&QueryError::bad_request_with(message.clone(), message)),
+            Err(message) => return error(QueryError::Invalid(message)),
         }
     }
     let format = DpsFormat { ms_resolution: q.ts_query.ms_resolution, arrays: q.ts_query.arrays };
@@ -137,7 +137,7 @@ pub fn gexp(req: &ApiRequest, tsd: &Tsd) -> Reply {
 pub fn exp(req: &ApiRequest, tsd: &Tsd) -> Reply {
     let q = match request::exp::parse_exp(&req.body, now_ms()) {
         Ok(q) => q,
-        Err(e) => return error(&e),
+        Err(e) => return error(e),
     };
     let answers = match run_for_expressions(req, tsd, &q.ts_query) {
         Ok(a) => a,
@@ -146,7 +146,7 @@ pub fn exp(req: &ApiRequest, tsd: &Tsd) -> Reply {
     match crate::query::expr::run_exp(&q, &answers) {
         Ok(body) => Reply::json(StatusCode::OK, body),
         // Evaluation runs in 2.4's query callback, whose error handler makes any exception a 400.
-        Err(message) => error(&QueryError::bad_request_with(message.clone(), message)),
+        Err(message) => error(QueryError::Invalid(message)),
     }
 }
 
@@ -160,14 +160,13 @@ pub fn last(req: &ApiRequest, tsd: &Tsd) -> Reply {
     };
     let q = match parsed {
         Ok(q) => q,
-        Err(e) => return error(&e),
+        Err(e) => return error(e),
     };
     match last_points(tsd, &q) {
         Ok(Ok(body)) => Reply::json(StatusCode::OK, body),
-        Ok(Err(message)) => Reply::error(StatusCode::BAD_REQUEST, &message, Some(&message)),
-        Err(e) => {
-            Reply::error(StatusCode::from_u16(424).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.to_string(), None)
-        }
+        Ok(Err(message)) => error(QueryError::Invalid(message)),
+        // Every store failure here is one (no read budget): not a limit.
+        Err(e) => error(QueryError::Storage(e)),
     }
 }
 

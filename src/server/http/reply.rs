@@ -1,9 +1,11 @@
 //! What a handler answers, before transport details ([`Reply`]), OpenTSDB's error envelope and HTML pages, and
-//! the one place a storage failure becomes a status ([`Reply::storage_status`]).
+//! the one place an error of a layer below becomes a status: a refused write ([`Reply::storage_status`]), a
+//! query that has no answer ([`query_status`], [`Reply::query_error`]).
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use rtsd_protocol::http_json;
 
+use crate::query::QueryError;
 use crate::store::StoreError;
 
 /// JSON as 2.4's version-0 routes (`/suggest`, `/aggregators`) type it: no charset.
@@ -73,6 +75,19 @@ impl Reply {
         } else {
             StatusCode::INTERNAL_SERVER_ERROR
         }
+    }
+
+    /// A query's error as OpenTSDB's envelope with the status of [`query_status`]. The details are the parser's
+    /// for a refused request, the message again for an unknown name or a failed evaluation (2.4's
+    /// `BadRequestException(message)`), absent otherwise.
+    pub fn query_error(e: &QueryError) -> Reply {
+        let message = e.to_string();
+        let details = match e {
+            QueryError::Request(r) => r.details.clone(),
+            QueryError::Invalid(m) => Some(m.clone()),
+            _ => None,
+        };
+        Reply::error(query_status(e), &message, details.as_deref())
     }
 
     /// A 503 tells the client when to come back (`Retry-After`).
@@ -165,6 +180,31 @@ impl Reply {
         )
     }
 }
+
+/// The status of a query that has no answer (spec: query §0.4, §1.4).
+pub fn query_status(e: &QueryError) -> StatusCode {
+    match e {
+        // The parser decides: 400, or 500 where 2.4 lets an exception escape (spec: query §1.1, §6.2, §6.3).
+        QueryError::Request(r) => StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
+        QueryError::Invalid(_) => StatusCode::BAD_REQUEST,
+        // OpenTSDB 2.4's 413 for its query limits.
+        QueryError::TooManyPoints(_) | QueryError::TooManyBytes(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        // The 408 2.4 uses for storage timeouts.
+        QueryError::TimedOut => StatusCode::REQUEST_TIMEOUT,
+        // Nobody reads it; 499 is what proxies log for a client that went away.
+        QueryError::Cancelled => CLIENT_CLOSED_REQUEST,
+        // OpenTSDB's "failed dependency" for storage failures.
+        QueryError::Storage(_) => StatusCode::FAILED_DEPENDENCY,
+        // 2.4 throws while serializing the point: an internal error.
+        QueryError::Infinity(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// nginx's 499 (client closed request); not a standard status, so built from its number.
+const CLIENT_CLOSED_REQUEST: StatusCode = match StatusCode::from_u16(499) {
+    Ok(s) => s,
+    Err(_) => StatusCode::BAD_REQUEST,
+};
 
 /// What a 503 asks a client to wait before resending.
 pub const RETRY_AFTER_SECS: u64 = 5;
