@@ -33,6 +33,8 @@ pub mod error;
 pub mod exec;
 pub mod expr;
 pub mod output;
+mod plan;
+mod read;
 pub mod rollup;
 pub mod stats;
 
