@@ -55,3 +55,13 @@ impl From<StoreError> for QueryError {
         }
     }
 }
+
+/// Why `/api/search/lookup` has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// A metric, tag key or value without a UID: OpenTSDB's `NoSuchUniqueName` text.
+    #[error("{0}")]
+    Unresolved(String),
+    #[error("{0}")]
+    Storage(#[from] StoreError),
+}

@@ -32,6 +32,8 @@ pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 pub mod error;
 pub mod exec;
 pub mod expr;
+pub mod last;
+pub mod lookup;
 pub mod output;
 mod plan;
 mod read;

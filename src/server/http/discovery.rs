@@ -10,9 +10,8 @@ use rtsd_protocol::point::UidKind;
 
 use super::reply::Reply;
 use super::request::ApiRequest;
+use crate::query::lookup::{Condition, LookupResult};
 use crate::server::Tsd;
-use crate::store::uid::Uid;
-use crate::store::StoreError;
 
 /// `/api/suggest` and `/suggest`: assigned names by prefix, from the in-memory name index (spec: query §6.4).
 pub fn suggest(req: &ApiRequest, tsd: &Tsd) -> Reply {
@@ -125,16 +124,9 @@ fn search_int_param(req: &ApiRequest, name: &str) -> Result<Option<i32>, Reply> 
     }
 }
 
-/// One `key=value` condition of a lookup; `None` stands for `*`.
-#[derive(Debug, Clone, PartialEq)]
-struct Condition {
-    key: Option<String>,
-    value: Option<String>,
-}
-
 /// `/api/search/lookup`: the series of a metric (or of all metrics) whose tags match, from the series index
-/// (spec: query §6.5). Within one key, conditions are OR'd; across keys, AND'd; a `*` value for a key overrides
-/// literal values for it.
+/// (spec: query §6.5; the engine is [`crate::query::lookup`]). Parses `m=` or the JSON body and renders the
+/// answer.
 pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
     let started = Instant::now();
     let bad = |m: &str| Reply::error(StatusCode::BAD_REQUEST, m, None);
@@ -185,14 +177,11 @@ pub fn lookup(req: &ApiRequest, tsd: &Tsd) -> Reply {
     // `*` is every metric (2.4's TimeSeriesLookup does not resolve it), echoed as given.
     let lookup_metric = metric.as_deref().filter(|m| *m != "*");
     let all = conditions.as_deref().unwrap_or_default();
-    match run_lookup(tsd, lookup_metric, all, limit) {
-        Ok(Ok(results)) => {
+    match crate::query::lookup::lookup(&tsd.store, lookup_metric, all, limit) {
+        Ok(results) => {
             Reply::json(StatusCode::OK, lookup_json(metric.as_deref(), conditions.as_deref(), limit, &results, started))
         }
-        Ok(Err(unresolved)) => {
-            Reply::error(StatusCode::NOT_FOUND, "Unable to resolve one or more UIDs", Some(&unresolved))
-        }
-        Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+        Err(e) => Reply::lookup_error(&e),
     }
 }
 
@@ -229,132 +218,6 @@ fn parse_lookup_m(m: &str) -> Result<(Option<String>, Vec<Condition>), String> {
     }
     let metric = (curly > 0).then(|| m[..curly].to_string());
     Ok((metric, conditions))
-}
-
-/// A resolved condition: UIDs, `None` for `*`.
-type UidCondition = (Option<Uid>, Option<Uid>);
-
-struct LookupResult {
-    tsuid: Vec<u8>,
-    metric: String,
-    tags: Vec<(String, String)>,
-}
-
-/// Ok(Err(text)) when a name does not resolve (a 404 with OpenTSDB's NoSuchUniqueName text).
-fn run_lookup(
-    tsd: &Tsd,
-    metric: Option<&str>,
-    conditions: &[Condition],
-    limit: i64,
-) -> Result<Result<Vec<LookupResult>, String>, StoreError> {
-    let uids = tsd.store.uids();
-    let resolve = |kind: UidKind, name: &str| -> Result<Result<Uid, String>, StoreError> {
-        Ok(uids.get(kind, name)?.ok_or_else(|| format!("No such name for '{kind}': '{name}'")))
-    };
-    let metric_uid = match metric {
-        Some(m) => match resolve(UidKind::Metric, m)? {
-            Ok(u) => Some(u),
-            Err(e) => return Ok(Err(e)),
-        },
-        None => None,
-    };
-    let mut resolved: Vec<UidCondition> = Vec::new();
-    for c in conditions {
-        let k = match &c.key {
-            Some(k) => match resolve(UidKind::TagKey, k)? {
-                Ok(u) => Some(u),
-                Err(e) => return Ok(Err(e)),
-            },
-            None => None,
-        };
-        let v = match &c.value {
-            Some(v) => match resolve(UidKind::TagValue, v)? {
-                Ok(u) => Some(u),
-                Err(e) => return Ok(Err(e)),
-            },
-            None => None,
-        };
-        resolved.push((k, v));
-    }
-    let layout = tsd.store.layout();
-    // Grafana sends limit=0 when its data source has no lookup limit set and still expects values: a limit
-    // that is not positive does not cap the answer.
-    let limit = if limit > 0 { usize::try_from(limit).unwrap_or(usize::MAX) } else { usize::MAX };
-    let mut matches: Vec<Vec<u8>> = Vec::new();
-    let mut visit = |tsuid: &[u8]| -> bool {
-        if !layout.is_tsuid(tsuid) {
-            return true;
-        }
-        let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
-        if series_matches(&pairs, &resolved) {
-            matches.push(tsuid.to_vec());
-        }
-        matches.len() < limit
-    };
-    // With a metric and a key whose conditions are all literal, the postings of that key's values (OR-ed, as
-    // the series must match one of them) name the only candidates. A key that also has `k=*` gives none: its
-    // literal values are moot (2.4's getRowKeyRegex skips them).
-    let literal_key = resolved.iter().find_map(|(k, v)| {
-        let k = k.as_ref()?;
-        v.as_ref()?;
-        let all_literal = resolved.iter().filter(|(other, _)| other.as_ref() == Some(k)).all(|(_, v)| v.is_some());
-        all_literal.then_some(k)
-    });
-    match (metric_uid, literal_key) {
-        (Some(m), Some(k)) => {
-            let mut candidates = Vec::new();
-            for (_, v) in resolved.iter().filter(|(other, _)| other.as_ref() == Some(k)) {
-                let v = v.as_ref().expect("a literal key's values are all literal");
-                candidates.extend(tsd.store.series_with_tag(m.as_bytes(), k.as_bytes(), v.as_bytes())?);
-            }
-            candidates.sort();
-            candidates.dedup();
-            for tsuid in candidates {
-                if !visit(&tsuid) {
-                    break;
-                }
-            }
-        }
-        (m, _) => tsd.store.for_each_series(m.as_ref().map(|m| m.as_bytes()), |tsuid, _| visit(tsuid))?,
-    }
-    let mut results = Vec::with_capacity(matches.len());
-    for tsuid in matches {
-        let name = |kind: UidKind, uid: &[u8]| -> Result<String, StoreError> {
-            Ok(uids.name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid)))
-        };
-        let metric = name(UidKind::Metric, layout.tsuid_metric(&tsuid))?;
-        let mut tags = Vec::new();
-        for (k, v) in layout.tsuid_pairs(&tsuid) {
-            tags.push((name(UidKind::TagKey, k)?, name(UidKind::TagValue, v)?));
-        }
-        results.push(LookupResult { tsuid, metric, tags });
-    }
-    Ok(Ok(results))
-}
-
-/// OR within a key, AND across keys; `*=v` matches any key with that value; a `k=*` makes every literal
-/// condition on `k` moot.
-fn series_matches(pairs: &[(&[u8], &[u8])], conditions: &[UidCondition]) -> bool {
-    let mut keys: Vec<Option<&Uid>> = Vec::new();
-    for (k, _) in conditions {
-        if !keys.contains(&k.as_ref()) {
-            keys.push(k.as_ref());
-        }
-    }
-    keys.iter().all(|key| {
-        let for_key: Vec<&UidCondition> = conditions.iter().filter(|(k, _)| k.as_ref() == *key).collect();
-        match key {
-            Some(k) => {
-                let Some((_, value)) = pairs.iter().find(|(pk, _)| *pk == k.as_bytes()) else { return false };
-                for_key.iter().any(|(_, v)| v.as_ref().is_none_or(|v| v.as_bytes() == *value))
-            }
-            // `*=v`: some tag of the series has one of these values (or any value at all).
-            None => for_key.iter().any(|(_, v)| match v {
-                Some(v) => pairs.iter().any(|(_, pv)| *pv == v.as_bytes()),
-                None => !pairs.is_empty(),
-            }),
-        }
-    })
 }
 
 /// The answer, keys in 2.4's order; `tags` only when the request had a list (Jackson leaves out null fields).

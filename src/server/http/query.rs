@@ -2,11 +2,12 @@
 //! §6.1).
 use hyper::{Method, StatusCode};
 use rtsd_protocol::codec;
-use rtsd_protocol::point::UidKind;
+use rtsd_protocol::http_json::json_string;
 use rtsd_protocol::query as request;
 
 use super::reply::Reply;
 use super::request::ApiRequest;
+use crate::query::last::LastPoint;
 use crate::query::output::{render_with_summary, DpsFormat};
 use crate::query::{exec, QueryError};
 use crate::server::Tsd;
@@ -162,100 +163,40 @@ pub fn last(req: &ApiRequest, tsd: &Tsd) -> Reply {
         Ok(q) => q,
         Err(e) => return error(e),
     };
-    match last_points(tsd, &q) {
-        Ok(Ok(body)) => Reply::json(StatusCode::OK, body),
-        Ok(Err(message)) => error(QueryError::Invalid(message)),
-        // Every store failure here is one (no read budget): not a limit.
-        Err(e) => error(QueryError::Storage(e)),
+    match crate::query::last::last_points(&tsd.store, &q) {
+        Ok(points) => Reply::json(StatusCode::OK, last_json(&points)),
+        Err(e) => error(e),
     }
 }
 
-fn last_points(tsd: &Tsd, q: &request::LastPointQuery) -> Result<Result<String, String>, crate::store::StoreError> {
-    let store = &tsd.store;
-    let uids = store.uids();
-    let layout = store.layout();
-    let mw = layout.uid_widths[0];
-    let mut tsuids: Vec<Vec<u8>> = Vec::new();
-    for sub in &q.queries {
-        if !sub.tsuids.is_empty() {
-            for t in &sub.tsuids {
-                match codec::string_to_uid(t, None) {
-                    Ok(t) => tsuids.push(t),
-                    Err(e) => return Ok(Err(format!("Invalid TSUID: {e}"))),
-                }
-            }
-            continue;
-        }
-        let Some(metric) = &sub.metric else { continue };
-        let Some(m) = uids.get(UidKind::Metric, metric)? else {
-            return Ok(Err(format!("No such name for 'metrics': '{metric}'")));
-        };
-        let mut wanted = Vec::new();
-        for (k, v) in &sub.tags {
-            let Some(ku) = uids.get(UidKind::TagKey, k)? else {
-                return Ok(Err(format!("No such name for 'tagk': '{k}'")));
-            };
-            let Some(vu) = uids.get(UidKind::TagValue, v)? else {
-                return Ok(Err(format!("No such name for 'tagv': '{v}'")));
-            };
-            wanted.push((ku, vu));
-        }
-        // The tags are matched as a subset of each series' tags (2.4's meta-table behaviour, the useful one).
-        store.for_each_series(Some(m.as_bytes()), |tsuid, _| {
-            let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
-            if wanted.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| *pk == k.as_bytes() && *pv == v.as_bytes())) {
-                tsuids.push(tsuid.to_vec());
-            }
-            true
-        })?;
-    }
+/// The answer: per point `metric`, `timestamp`, `value`, `tags` (with resolved names) or `timestamp`, `value`,
+/// then `tsuid`.
+fn last_json(points: &[LastPoint]) -> String {
     let mut out = String::from("[");
-    let mut first = true;
-    for tsuid in tsuids {
-        let Some(hour) = store.last_hour(&tsuid)? else { continue };
-        let metric = layout.tsuid_metric(tsuid.as_slice());
-        let mut newest = None;
-        let hour_ms = hour as i64 * 1000;
-        store
-            .scan_series(metric, hour_ms, hour_ms + 3_600_000, &mut crate::store::ReadBudget::default(), |tags| {
-                let series_tags: Vec<u8> = tags.iter().flat_map(|(k, v)| k.iter().chain(v.iter()).copied()).collect();
-                Ok(series_tags == tsuid[mw..])
-            })?
-            .into_iter()
-            .for_each(|s| newest = s.points.into_iter().max_by_key(|p| p.timestamp_ms));
-        let Some(p) = newest else { continue };
-        if !first {
+    for (i, p) in points.iter().enumerate() {
+        if i > 0 {
             out.push(',');
         }
-        first = false;
         out.push('{');
-        if q.resolve_names {
-            let name = |kind, uid: &[u8]| -> Result<String, crate::store::StoreError> {
-                Ok(uids.name_of(kind, uid)?.unwrap_or_else(|| codec::uid_to_string(uid)))
-            };
-            out.push_str(&format!(
-                "\"metric\":{},",
-                rtsd_protocol::http_json::json_string(&name(UidKind::Metric, metric)?)
-            ));
-            out.push_str(&format!("\"timestamp\":{},\"value\":{},\"tags\":{{", p.timestamp_ms, last_value(&p.value)));
-            for (i, (k, v)) in layout.tsuid_pairs(tsuid.as_slice()).enumerate() {
-                if i > 0 {
-                    out.push(',');
+        let value = last_value(&p.value);
+        match &p.names {
+            Some((metric, tags)) => {
+                out.push_str(&format!("\"metric\":{},", json_string(metric)));
+                out.push_str(&format!("\"timestamp\":{},\"value\":{},\"tags\":{{", p.timestamp_ms, value));
+                for (i, (k, v)) in tags.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&format!("{}:{}", json_string(k), json_string(v)));
                 }
-                out.push_str(&format!(
-                    "{}:{}",
-                    rtsd_protocol::http_json::json_string(&name(UidKind::TagKey, k)?),
-                    rtsd_protocol::http_json::json_string(&name(UidKind::TagValue, v)?)
-                ));
+                out.push_str("},");
             }
-            out.push_str("},");
-        } else {
-            out.push_str(&format!("\"timestamp\":{},\"value\":{},", p.timestamp_ms, last_value(&p.value)));
+            None => out.push_str(&format!("\"timestamp\":{},\"value\":{},", p.timestamp_ms, value)),
         }
-        out.push_str(&format!("\"tsuid\":\"{}\"}}", codec::uid_to_string(&tsuid)));
+        out.push_str(&format!("\"tsuid\":\"{}\"}}", codec::uid_to_string(&p.tsuid)));
     }
     out.push(']');
-    Ok(Ok(out))
+    out
 }
 
 /// A last point's value: always a JSON string, Java's `Long.toString` or `Double.toString`.
@@ -265,5 +206,5 @@ fn last_value(v: &codec::Value) -> String {
         codec::Value::Float(f) => rtsd_protocol::javafmt::double_to_string(*f as f64),
         codec::Value::Double(d) => rtsd_protocol::javafmt::double_to_string(*d),
     };
-    rtsd_protocol::http_json::json_string(&text)
+    json_string(&text)
 }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use rtsd_protocol::http_json;
 
+use crate::query::error::LookupError;
 use crate::query::QueryError;
 use crate::store::StoreError;
 
@@ -88,6 +89,16 @@ impl Reply {
             _ => None,
         };
         Reply::error(query_status(e), &message, details.as_deref())
+    }
+
+    /// `/api/search/lookup`'s errors: 2.4's 404 for a name without a UID, a 500 when the store fails.
+    pub fn lookup_error(e: &LookupError) -> Reply {
+        match e {
+            LookupError::Unresolved(text) => {
+                Reply::error(StatusCode::NOT_FOUND, "Unable to resolve one or more UIDs", Some(text))
+            }
+            LookupError::Storage(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+        }
     }
 
     /// A 503 tells the client when to come back (`Retry-After`).
