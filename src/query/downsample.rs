@@ -176,11 +176,11 @@ impl<I: Iterator<Item = Point>> Iterator for FixedBuckets<I> {
         let start = align(first.ts, self.interval);
         let end = start.saturating_add(self.interval);
         self.values.clear();
-        self.values.push(first.value.to_f64());
+        self.values.push(first.value.as_f64());
         while let Some(p) = self.src.next_if(|p| p.ts < end) {
-            self.values.push(p.value.to_f64());
+            self.values.push(p.value.as_f64());
         }
-        Some(Point { ts: start, value: Value::Float(self.function.run_double(&self.values)) })
+        Some(Point { ts: start, value: Value::Double(self.function.run_double(&self.values)) })
     }
 }
 
@@ -281,11 +281,11 @@ impl<I: Iterator<Item = Point>> Iterator for CalendarBuckets<'_, I> {
             let (start, end) =
                 self.bucket.as_ref().map(|(s, e)| (s.timestamp().as_millisecond(), e.timestamp().as_millisecond()))?;
             self.values.clear();
-            self.values.push(first.value.to_f64());
+            self.values.push(first.value.as_f64());
             while let Some(p) = self.src.next_if(|p| p.ts < end) {
-                self.values.push(p.value.to_f64());
+                self.values.push(p.value.as_f64());
             }
-            return Some(Point { ts: start, value: Value::Float(self.function.run_double(&self.values)) });
+            return Some(Point { ts: start, value: Value::Double(self.function.run_double(&self.values)) });
         }
     }
 }
@@ -315,12 +315,12 @@ impl<I: Iterator<Item = Point>> Iterator for AllBucket<I> {
             if p.ts >= self.end {
                 break;
             }
-            self.values.push(p.value.to_f64());
+            self.values.push(p.value.as_f64());
         }
         if self.values.is_empty() {
             return None;
         }
-        Some(Point { ts: self.start, value: Value::Float(self.function.run_double(&self.values)) })
+        Some(Point { ts: self.start, value: Value::Double(self.function.run_double(&self.values)) })
     }
 }
 
@@ -385,7 +385,7 @@ impl<D: Iterator<Item = Point>> Iterator for Filling<'_, D> {
         while self.data.next_if(|p| p.ts < ts).is_some() {}
         let value = match self.data.next_if(|p| p.ts == ts) {
             Some(p) => p.value,
-            None => Value::Float(self.fill),
+            None => Value::Double(self.fill),
         };
         self.expected.advance();
         Some(Point { ts, value })
@@ -405,7 +405,7 @@ mod tests {
     }
 
     fn run(ds: &Downsampler, w: &Window, pts: &[Point]) -> Vec<(i64, f64)> {
-        ds.apply(pts.iter().copied(), w).map(|p| (p.ts, p.value.to_f64())).collect()
+        ds.apply(pts.iter().copied(), w).map(|p| (p.ts, p.value.as_f64())).collect()
     }
 
     fn sum() -> Aggregator {

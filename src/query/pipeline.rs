@@ -135,7 +135,7 @@ impl Query {
                 continue;
             }
             last = Some(p.ts);
-            out[kept] = Point { ts: p.ts, value: Value::Float(ds.function.run_double_one(p.value.to_f64())) };
+            out[kept] = Point { ts: p.ts, value: Value::Double(ds.function.run_double_one(p.value.as_f64())) };
             kept += 1;
         }
         out.truncate(kept);
@@ -154,7 +154,7 @@ impl Query {
         let first = staged.first()?;
         let aligned = staged
             .iter()
-            .all(|s| s.len() == first.len() && s.iter().zip(first).all(|(a, b)| a.ts == b.ts && !a.value.is_int()));
+            .all(|s| s.len() == first.len() && s.iter().zip(first).all(|(a, b)| a.ts == b.ts && !a.value.is_integer()));
         if !aligned {
             return None;
         }
@@ -166,7 +166,7 @@ impl Query {
             let mut sums = vec![(0.0f64, false); first.len()];
             for s in staged {
                 for (acc, p) in sums.iter_mut().zip(s) {
-                    let v = p.value.to_f64();
+                    let v = p.value.as_f64();
                     if !v.is_nan() {
                         *acc = (acc.0 + v, true);
                     }
@@ -191,7 +191,7 @@ impl Query {
                 },
                 None => {
                     floats.clear();
-                    floats.extend(staged.iter().map(|s| s[i].value.to_f64()));
+                    floats.extend(staged.iter().map(|s| s[i].value.as_f64()));
                     self.aggregator.run_double(&floats)
                 }
             };
@@ -565,7 +565,7 @@ impl GroupIter {
             && self
                 .series
                 .iter()
-                .all(|s| s.cur.is_none_or(|p| p.value.is_int()) && s.next.is_none_or(|p| p.value.is_int()));
+                .all(|s| s.cur.is_none_or(|p| p.value.is_integer()) && s.next.is_none_or(|p| p.value.is_integer()));
         if is_int {
             self.ints.clear();
             for s in &self.series {
@@ -577,7 +577,7 @@ impl GroupIter {
         self.floats.clear();
         for s in &self.series {
             let Some(cur) = s.cur else { continue };
-            let v = if self.rate { cur.value.to_f64() } else { double_at(t, cur, s.next, self.interpolation) };
+            let v = if self.rate { cur.value.as_f64() } else { double_at(t, cur, s.next, self.interpolation) };
             self.floats.push(v);
         }
         let v = self.aggregator.run_double(&self.floats);
@@ -596,6 +596,7 @@ fn as_long(v: Value) -> i64 {
         Value::Int(i) => i,
         // Not reached: the integer path requires integer points.
         Value::Float(f) => f as i64,
+        Value::Double(d) => d as i64,
     }
 }
 
@@ -627,12 +628,12 @@ fn long_at(t: i64, cur: Point, next: Option<Point>, interp: Interpolation) -> i6
 
 /// A series' double contribution at `t`.
 fn double_at(t: i64, cur: Point, next: Option<Point>, interp: Interpolation) -> f64 {
-    let y0 = cur.value.to_f64();
+    let y0 = cur.value.as_f64();
     let Some(next) = next else { return y0 };
     if cur.ts == t {
         return y0;
     }
-    let y1 = next.value.to_f64();
+    let y1 = next.value.as_f64();
     if next.ts == t {
         return y1;
     }
@@ -1223,17 +1224,17 @@ mod tests {
             prop_oneof![
                 any::<i64>().prop_map(Value::Int),
                 prop_oneof![Just(i64::MAX), Just(i64::MIN), Just(0i64), -5i64..5].prop_map(Value::Int),
-                any::<f64>().prop_map(Value::Float),
+                any::<f64>().prop_map(Value::Double),
                 prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(f64::MAX), Just(-0.0)]
-                    .prop_map(Value::Float),
+                    .prop_map(Value::Double),
             ]
         }
 
         /// Floats (downsampled values always are), now and then an integer.
         fn mostly_floats() -> impl Strategy<Value = Value> {
             prop_oneof![
-                60 => (-1e6f64..1e6).prop_map(Value::Float),
-                6 => Just(Value::Float(f64::NAN)),
+                60 => (-1e6f64..1e6).prop_map(Value::Double),
+                6 => Just(Value::Double(f64::NAN)),
                 3 => value(),
             ]
         }
@@ -1389,7 +1390,7 @@ mod tests {
                     Some(aligned) => prop_assert_eq!(format!("{aligned:?}"), format!("{general:?}")),
                     None => prop_assert!(
                         (shorter && staged.len() > 1 && !times.is_empty())
-                            || staged.iter().flatten().any(|p| p.value.is_int())
+                            || staged.iter().flatten().any(|p| p.value.is_integer())
                     ),
                 }
             }

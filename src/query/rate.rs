@@ -44,10 +44,10 @@ impl<I: Iterator<Item = Point>> RateIter<I> {
 /// The rate from `p0` to `p1`, or `None` when `dropResets` drops `p1`.
 pub(crate) fn rate_between(p0: Point, p1: Point, c: &RateConfig) -> Option<f64> {
     let dt_secs = p1.ts.wrapping_sub(p0.ts) as f64 / 1000.0;
-    let both_int = p0.value.is_int() && p1.value.is_int();
+    let both_int = p0.value.is_integer() && p1.value.is_integer();
     let diff = match (p0.value, p1.value) {
         (Value::Int(a), Value::Int(b)) => b.wrapping_sub(a) as f64,
-        (a, b) => b.to_f64() - a.to_f64(),
+        (a, b) => b.as_f64() - a.as_f64(),
     };
     if c.counter && diff < 0.0 {
         if c.drop_resets {
@@ -55,7 +55,7 @@ pub(crate) fn rate_between(p0: Point, p1: Point, c: &RateConfig) -> Option<f64> 
         }
         let wrapped = match (p0.value, p1.value) {
             (Value::Int(a), Value::Int(b)) if both_int => c.counter_max.wrapping_sub(a).wrapping_add(b) as f64,
-            (a, b) => c.counter_max as f64 - a.to_f64() + b.to_f64(),
+            (a, b) => c.counter_max as f64 - a.as_f64() + b.as_f64(),
         };
         let rate = wrapped / dt_secs;
         if c.reset_value > 0 && rate > c.reset_value as f64 {
@@ -90,7 +90,7 @@ impl<I: Iterator<Item = Point>> Iterator for RateIter<I> {
                 self.discard_first = false;
                 continue;
             }
-            return Some(Point { ts: p.ts, value: Value::Float(rate) });
+            return Some(Point { ts: p.ts, value: Value::Double(rate) });
         }
     }
 }
@@ -102,7 +102,7 @@ mod tests {
     const T: i64 = 1_356_998_400_000;
 
     fn rates(points: &[Point], c: RateConfig) -> Vec<(i64, f64)> {
-        RateIter::new(points.iter().copied(), c).map(|p| (p.ts, p.value.to_f64())).collect()
+        RateIter::new(points.iter().copied(), c).map(|p| (p.ts, p.value.as_f64())).collect()
     }
 
     fn at(secs: &[i64], values: &[i64]) -> Vec<Point> {

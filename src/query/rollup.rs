@@ -282,14 +282,6 @@ fn grid_cells(
     })
 }
 
-fn as_f64(v: Value) -> f64 {
-    match v {
-        Value::Int(i) => i as f64,
-        Value::Float(f) => f64::from(f),
-        Value::Double(d) => d,
-    }
-}
-
 /// Replaces the points of `inexact` buckets (start, count) by the raw points of the series in them, where the
 /// raw row still holds all of them.
 #[allow(clippy::too_many_arguments)]
@@ -366,7 +358,7 @@ fn per_bucket(values: &[Vec<(i64, Value)>], need: Need, interval_ms: i64) -> (Ve
                     c += 1;
                 }
                 let n = match counts.get(c) {
-                    Some(&(cts, count)) if cts == ts => Some(as_f64(count) as i64),
+                    Some(&(cts, count)) if cts == ts => Some(count.as_f64() as i64),
                     _ if need == Need::Avg => continue,
                     _ => None,
                 };
@@ -374,7 +366,7 @@ fn per_bucket(values: &[Vec<(i64, Value)>], need: Need, interval_ms: i64) -> (Ve
                 let float = !matches!(sum, Value::Int(_));
                 match &mut acc {
                     Some((start, s, total, parts, any_float)) if *start == b => {
-                        *s += as_f64(sum);
+                        *s += sum.as_f64();
                         *total = total.zip(n).map(|(a, b)| a + b);
                         *parts += 1;
                         *any_float |= float;
@@ -383,7 +375,7 @@ fn per_bucket(values: &[Vec<(i64, Value)>], need: Need, interval_ms: i64) -> (Ve
                         if let Some(done) = acc.take() {
                             finish(done);
                         }
-                        acc = Some((b, 0.0 + as_f64(sum), n, 1, float));
+                        acc = Some((b, 0.0 + sum.as_f64(), n, 1, float));
                     }
                 }
             }
@@ -393,9 +385,9 @@ fn per_bucket(values: &[Vec<(i64, Value)>], need: Need, interval_ms: i64) -> (Ve
         }
         _ => {
             for &(ts, v) in &values[0] {
-                let (b, d) = (bucket(ts), as_f64(v));
+                let (b, d) = (bucket(ts), v.as_f64());
                 match out.last_mut() {
-                    Some(Point { ts, value: super::Value::Float(acc) }) if *ts == b => match need {
+                    Some(Point { ts, value: Value::Double(acc) }) if *ts == b => match need {
                         Need::Min => *acc = acc.min(d),
                         Need::Max => *acc = acc.max(d),
                         _ => *acc += d,

@@ -2,41 +2,14 @@
 //!
 //! A stored value is an integer or a floating-point number; which one it is decides whether an output point is
 //! computed (and printed) as a Java `long` or a `double` (§1.6 "Value typing"). Downsampled and rate values are
-//! always [`Value::Float`].
+//! always [`Value::Double`].
 
 use rtsd_protocol::javafmt;
 
-/// One value of a series: an integer or a float (4-byte floats are widened to `f64` exactly, as Java does with
-/// `Float.intBitsToFloat(..)` read back as a double).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Value {
-    Int(i64),
-    Float(f64),
-}
-
-impl Value {
-    /// The value as Java's `toDouble()` gives it (`(double) long` rounds to nearest, like `as f64`).
-    pub fn to_f64(self) -> f64 {
-        match self {
-            Value::Int(v) => v as f64,
-            Value::Float(v) => v,
-        }
-    }
-
-    pub fn is_int(self) -> bool {
-        matches!(self, Value::Int(_))
-    }
-}
-
-impl From<rtsd_protocol::codec::Value> for Value {
-    fn from(v: rtsd_protocol::codec::Value) -> Value {
-        match v {
-            rtsd_protocol::codec::Value::Int(i) => Value::Int(i),
-            rtsd_protocol::codec::Value::Float(f) => Value::Float(f64::from(f)),
-            rtsd_protocol::codec::Value::Double(d) => Value::Float(d),
-        }
-    }
-}
+/// One value of a series: the stored value itself ([`Value::Int`], [`Value::Float`] for a 4-byte float,
+/// [`Value::Double`]). The engine reads a float as Java does, widened to a double exactly (`Float.intBitsToFloat(..)`
+/// read back as a double, [`Value::as_f64`]), and computes doubles as [`Value::Double`].
+pub use rtsd_protocol::codec::Value;
 
 /// One point of a series: its time in Unix epoch milliseconds and its value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,13 +24,13 @@ impl Point {
     }
 
     pub fn float(ts: i64, v: f64) -> Point {
-        Point { ts, value: Value::Float(v) }
+        Point { ts, value: Value::Double(v) }
     }
 }
 
 impl From<&rtsd_protocol::codec::RowPoint> for Point {
     fn from(p: &rtsd_protocol::codec::RowPoint) -> Point {
-        Point { ts: p.timestamp_ms, value: p.value.into() }
+        Point { ts: p.timestamp_ms, value: p.value }
     }
 }
 
@@ -128,10 +101,12 @@ mod tests {
     }
 
     #[test]
-    fn stored_values_convert() {
-        use rtsd_protocol::codec::Value as Stored;
-        assert_eq!(Value::from(Stored::Int(7)), Value::Int(7));
-        assert_eq!(Value::from(Stored::Float(0.1f32)), Value::Float(f64::from(0.1f32)));
-        assert_eq!(Value::from(Stored::Double(0.1)), Value::Float(0.1));
+    fn a_stored_point_keeps_its_value_and_a_float_reads_as_its_exact_double() {
+        use rtsd_protocol::codec::RowPoint;
+        let p = |value| Point::from(&RowPoint { timestamp_ms: 1, qualifier: Default::default(), value });
+        assert_eq!(p(Value::Int(7)).value, Value::Int(7));
+        assert_eq!(p(Value::Float(0.1f32)).value.as_f64(), f64::from(0.1f32));
+        assert_eq!(p(Value::Double(0.1)).value.as_f64(), 0.1);
+        assert!(p(Value::Int(7)).value.is_integer() && !p(Value::Double(7.0)).value.is_integer());
     }
 }
