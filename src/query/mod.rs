@@ -1,5 +1,5 @@
 //! The query engine (spec: query §1.5): stored rows -> per-series downsample -> rate -> aggregation across
-//! series with interpolation -> output. Being written.
+//! series with interpolation -> output.
 //!
 //! The numeric core, with no I/O:
 //! * [`series`]: input points ([`Point`], integer or float [`Value`]) and typed output values ([`OutValue`],
@@ -12,6 +12,14 @@
 //!   window (§1.5 steps 2, 5-7).
 //!
 //! The daemon calls [`scan_window`] to know what to read, groups the series, and runs [`Query::run`] per group.
+//!
+//! The daemon side, which reads the store and knows nothing of HTTP ([`QueryError`] names what went wrong;
+//! `server::http::reply` gives it a status):
+//! * [`exec`]: `/api/query`, per sub-query `plan` (what to read: metric, filters, engine view, scan window) ->
+//!   `read` (a rollup table, or raw rows by key or by scan) -> grouping and the engine per group -> [`output`];
+//! * [`rollup`]: the rollup tables' side of the read; [`stats`]: what `showStats` and `showSummary` report;
+//! * [`expr`]: `/api/query/exp` and `/api/query/gexp` over the answers;
+//! * [`last`] and [`lookup`]: `/api/query/last` and `/api/search/lookup`, from the series index.
 
 pub mod aggregators;
 pub mod calendar;
@@ -27,8 +35,6 @@ pub use pipeline::{grid_points, in_output_window, run_group, scan_window, GridRo
 pub use rate::RateConfig;
 pub use series::{format_value, write_value, OutPoint, OutValue, Point, Value};
 
-// The daemon side: running a parsed request against the store, the response body, and expressions over answers
-// (`/api/query/exp`, `/api/query/gexp`).
 pub mod error;
 pub mod exec;
 pub mod expr;
