@@ -96,7 +96,6 @@ pub fn read(
     let plan = if usage == RollupUsage::Raw { None } else { plan(config, engine) };
     let mut last_tried = None;
     if let Some((need, ids, candidates)) = plan {
-        let interval_ms = engine.downsample.as_ref().map_or(1, |d| d.interval_ms);
         let mut folded = false;
         for interval in candidates {
             if interval.default {
@@ -116,59 +115,19 @@ pub fn read(
                 folded = true;
             }
             let family = RollupInterval::family(table);
-            let stage_row = (!pre_aggregate).then(|| grid_cells(engine, need, interval)).flatten();
-            if let Some(stage_row) = stage_row {
-                let select = match targeted {
-                    Some(tsuids) => GridSelect::Series(tsuids),
-                    None if keep_all => GridSelect::All,
-                    None => GridSelect::Keep(&mut keep),
-                };
-                let read = store.read_rollup_grid(
-                    &family, interval, &ids, metric, scan_start, scan_end, budget, select, &stage_row,
-                )?;
-                if let Some(grid) = read {
-                    last_tried = Some(interval.interval.clone());
-                    if !grid.series.is_empty() {
-                        pass_through(engine);
-                        return Ok(Some(RollupAnswer {
-                            series: Vec::new(),
-                            grid: Some(grid),
-                            table: interval.interval.clone(),
-                        }));
-                    }
-                    match usage {
-                        RollupUsage::Fallback => continue,
-                        RollupUsage::FallbackRaw => {
-                            last_tried = None;
-                            break;
-                        }
-                        _ => break,
-                    }
-                }
-            }
-            let found = match targeted {
-                Some(tsuids) => {
-                    store.read_rollup_series(&family, interval, &ids, tsuids, scan_start, scan_end, budget)?
-                }
-                // Nothing to select: read in two halves side by side.
-                None if keep_all => {
-                    store.read_rollup_all(&family, interval, &ids, metric, scan_start, scan_end, budget)?
-                }
-                None => store.read_rollup(&family, interval, &ids, metric, scan_start, scan_end, budget, &mut keep)?,
-            };
+            let answer = read_interval(
+                store,
+                engine,
+                (need, &ids, interval, &family),
+                pre_aggregate,
+                (metric, targeted, keep_all, &mut keep),
+                (scan_start, scan_end),
+                budget,
+            )?;
             last_tried = Some(interval.interval.clone());
-            if !found.is_empty() {
-                let mut series = Vec::with_capacity(found.len());
-                for r in found {
-                    let (points, inexact) = per_bucket(&r.values, need, interval_ms);
-                    // Pre-aggregates have no raw points to check against.
-                    let inexact = if pre_aggregate { &[][..] } else { &inexact[..] };
-                    let points =
-                        exact_from_raw(store, &r.series, points, inexact, interval_ms, scan_start, scan_end, budget)?;
-                    series.push((r.series, points));
-                }
+            if !answer.series.is_empty() || answer.grid.as_ref().is_some_and(|g| !g.series.is_empty()) {
                 pass_through(engine);
-                return Ok(Some(RollupAnswer { series, grid: None, table: interval.interval.clone() }));
+                return Ok(Some(answer));
             }
             match usage {
                 RollupUsage::Fallback => continue,
@@ -203,6 +162,53 @@ pub fn read(
         }
         _ => Ok(None),
     }
+}
+
+/// Reads one rollup interval's `family` for the series (from `select`: the metric, the targeted TSUIDs, whether
+/// every series is kept, the filter otherwise): onto a grid when the interval's cells can be staged there, else
+/// per series with one point per bucket. The answer is empty when the table holds nothing for them.
+fn read_interval<K>(
+    store: &Store,
+    engine: &Query,
+    (need, ids, interval, family): (Need, &[u8], &RollupInterval, &str),
+    pre_aggregate: bool,
+    (metric, targeted, keep_all, keep): (&[u8], Option<&[Vec<u8>]>, bool, &mut K),
+    (scan_start, scan_end): (i64, i64),
+    budget: &mut ReadBudget,
+) -> Result<RollupAnswer, StoreError>
+where
+    K: FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
+{
+    let table = interval.interval.clone();
+    let stage_row = (!pre_aggregate).then(|| grid_cells(engine, need, interval)).flatten();
+    if let Some(stage_row) = stage_row {
+        let select = match targeted {
+            Some(tsuids) => GridSelect::Series(tsuids),
+            None if keep_all => GridSelect::All,
+            None => GridSelect::Keep(keep),
+        };
+        let read =
+            store.read_rollup_grid(family, interval, ids, metric, scan_start, scan_end, budget, select, &stage_row)?;
+        if let Some(grid) = read {
+            return Ok(RollupAnswer { series: Vec::new(), grid: Some(grid), table });
+        }
+    }
+    let found = match targeted {
+        Some(tsuids) => store.read_rollup_series(family, interval, ids, tsuids, scan_start, scan_end, budget)?,
+        // Nothing to select: read in two halves side by side.
+        None if keep_all => store.read_rollup_all(family, interval, ids, metric, scan_start, scan_end, budget)?,
+        None => store.read_rollup(family, interval, ids, metric, scan_start, scan_end, budget, keep)?,
+    };
+    let interval_ms = engine.downsample.as_ref().map_or(1, |d| d.interval_ms);
+    let mut series = Vec::with_capacity(found.len());
+    for r in found {
+        let (points, inexact) = per_bucket(&r.values, need, interval_ms);
+        // Pre-aggregates have no raw points to check against.
+        let inexact = if pre_aggregate { &[][..] } else { &inexact[..] };
+        let points = exact_from_raw(store, &r.series, points, inexact, interval_ms, scan_start, scan_end, budget)?;
+        series.push((r.series, points));
+    }
+    Ok(RollupAnswer { series, grid: None, table })
 }
 
 /// What a downsample can read from rollups: the function's cells and the intervals that divide its interval,
