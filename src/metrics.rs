@@ -161,116 +161,126 @@ impl Metrics {
             uid_miss_handles: per_kind(&m.uid_cache_misses),
             ..m
         };
+        m.register_clients(&mut registry);
+        m.register_data(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// The client-facing metrics: points, connections, UIDs, writes, HTTP.
+    fn register_clients(&self, registry: &mut Registry) {
         registry.register(
             "datapoints_added",
             "Data points accepted and written, by protocol",
-            m.datapoints_added.clone(),
+            self.datapoints_added.clone(),
         );
-        registry.register("put_errors", "Data points refused, by OpenTSDB error category", m.put_errors.clone());
-        registry.register("connections_open", "Client connections open now", m.connections_open.clone());
-        registry.register("series", "Series in the series index (within retention)", m.series.clone());
-        registry.register("disk_bytes", "Bytes of the files in the data directory", m.disk_bytes.clone());
+        registry.register("put_errors", "Data points refused, by OpenTSDB error category", self.put_errors.clone());
+        registry.register("connections_open", "Client connections open now", self.connections_open.clone());
+        registry.register("series", "Series in the series index (within retention)", self.series.clone());
+        registry.register("disk_bytes", "Bytes of the files in the data directory", self.disk_bytes.clone());
         registry.register(
             "rocksdb_background_work",
             "RocksDB compactions and flushes running, column families with one pending, and 1 while the compaction \
              after a burst of writes is owed",
-            m.rocksdb_background_work.clone(),
+            self.rocksdb_background_work.clone(),
         );
         registry.register(
             "heap_allocated_bytes",
             "Bytes the process has allocated (jemalloc's stats.allocated)",
-            m.heap_allocated_bytes.clone(),
+            self.heap_allocated_bytes.clone(),
         );
         registry.register(
             "heap_resident_bytes",
             "Bytes of heap the allocator keeps resident: allocated pages, freed pages not yet returned, metadata \
              (jemalloc's stats.resident)",
-            m.heap_resident_bytes.clone(),
+            self.heap_resident_bytes.clone(),
         );
         registry.register(
             "connections",
             "Client connections accepted (telnet, http) or rejected",
-            m.connections.clone(),
+            self.connections.clone(),
         );
         registry.register(
             "connection_exceptions",
             "Connections closed because of a protocol error (closed) or an unexpected one (unknown)",
-            m.connection_exceptions.clone(),
+            self.connection_exceptions.clone(),
         );
-        registry.register("rpcs_received", "Telnet commands and HTTP requests received", m.rpcs_received.clone());
-        registry.register("uid_cache_hits", "Name to UID lookups answered from memory", m.uid_cache_hits.clone());
-        registry.register("uid_cache_misses", "Name to UID lookups that read RocksDB", m.uid_cache_misses.clone());
-        registry.register("uids_assigned", "New UIDs assigned", m.uids_assigned.clone());
+        registry.register("rpcs_received", "Telnet commands and HTTP requests received", self.rpcs_received.clone());
+        registry.register("uid_cache_hits", "Name to UID lookups answered from memory", self.uid_cache_hits.clone());
+        registry.register("uid_cache_misses", "Name to UID lookups that read RocksDB", self.uid_cache_misses.clone());
+        registry.register("uids_assigned", "New UIDs assigned", self.uids_assigned.clone());
         registry.register(
             "uid_rejected_assignments",
             "UID assignments refused because every id of the width is taken",
-            m.uid_rejected_assignments.clone(),
+            self.uid_rejected_assignments.clone(),
         );
         registry.register(
             "rocksdb_write_seconds",
             "Latency of one atomic RocksDB write of a batch of points",
-            m.rocksdb_write_seconds.clone(),
+            self.rocksdb_write_seconds.clone(),
         );
         registry.register(
             "compaction_duplicates",
             "Points at an already stored instant met while compacting a row (identical or variant)",
-            m.compaction_duplicates.clone(),
+            self.compaction_duplicates.clone(),
         );
-        registry.register("http_requests", "HTTP requests by response status class", m.http_requests.clone());
+        registry.register("http_requests", "HTTP requests by response status class", self.http_requests.clone());
+    }
+
+    /// Chukwa, rollups, queries, retention and storage failures.
+    fn register_data(&self, registry: &mut Registry) {
         registry.register(
             "chukwa_posts",
             "Chukwa agent posts by result (ok, bad_body, commit_failed, too_large)",
-            m.chukwa_posts.clone(),
+            self.chukwa_posts.clone(),
         );
-        registry.register("chukwa_chunks", "Chukwa chunks with new data, by dataType", m.chukwa_chunks.clone());
-        registry.register("chukwa_bytes", "Chukwa chunk bytes accepted as new, by dataType", m.chukwa_bytes.clone());
-        registry.register("chukwa_records", "Chukwa records accepted as new, by dataType", m.chukwa_records.clone());
+        registry.register("chukwa_chunks", "Chukwa chunks with new data, by dataType", self.chukwa_chunks.clone());
+        registry.register("chukwa_bytes", "Chukwa chunk bytes accepted as new, by dataType", self.chukwa_bytes.clone());
+        registry.register("chukwa_records", "Chukwa records accepted as new, by dataType", self.chukwa_records.clone());
         registry.register(
             "chukwa_points",
             "Data points written from Chukwa records, by dataType",
-            m.chukwa_points.clone(),
+            self.chukwa_points.clone(),
         );
         registry.register(
             "chukwa_dedup",
             "Chukwa chunks by de-duplication outcome (duplicate, reset, gap, window_miss)",
-            m.chukwa_dedup.clone(),
+            self.chukwa_dedup.clone(),
         );
         registry.register(
             "chukwa_dropped",
             "Chukwa content acknowledged but not stored (unparsable chunks, refused points)",
-            m.chukwa_dropped.clone(),
+            self.chukwa_dropped.clone(),
         );
         registry.register(
             "rollup_buckets_written",
             "Rollup buckets (per series and interval) computed from raw points and written",
-            m.rollup_buckets_written.clone(),
+            self.rollup_buckets_written.clone(),
         );
         registry.register(
             "rollup_late_points",
             "Points folded into rollups of an hour that had been rolled up before (late, out of order, overwrites)",
-            m.rollup_late_points.clone(),
+            self.rollup_late_points.clone(),
         );
         registry.register(
             "queries_cancelled",
             "Queries stopped before they finished because the client closed its connection",
-            m.queries_cancelled.clone(),
+            self.queries_cancelled.clone(),
         );
         registry.register(
             "rows_expired",
             "Rows older than their table's retention removed by RocksDB compactions",
-            m.rows_expired.clone(),
+            self.rows_expired.clone(),
         );
         registry.register(
             "datapoints_expired_on_arrival",
             "Data points stored though older than rtsd.retention.raw_hours when they arrived: no read returns them",
-            m.datapoints_expired_on_arrival.clone(),
+            self.datapoints_expired_on_arrival.clone(),
         );
         registry.register(
             "storage_errors",
             "Storage failures, by kind: low_space (refused by rtsd.storage.min_free_mb), no_space, no_files, other",
-            m.storage_errors.clone(),
+            self.storage_errors.clone(),
         );
-        Metrics { registry, ..m }
     }
 
     /// Counts one fold of raw rows into rollups.

@@ -304,18 +304,9 @@ struct Axis {
     log: bool,
 }
 
-fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &[PlotSeries]) -> DrawResult {
-    root.fill(&o.background)?;
-    let fg = o.foreground;
-    let font = |size: f64| (FAMILY, size).into_font().color(&fg);
-    // Even sizes: plotters places glyphs at `size / 2 + top` truncated to whole pixels, so an odd size moves
-    // letters and punctuation by different half pixels (a raised `.` in every metric name).
-    let small = font(12.0);
-
-    // Points as drawn: smoothed, then on a log axis log10 of the positive values (gnuplot skips the others).
-    let x0 = o.start_s as f64;
-    let x1 = (o.end_s as f64).max(x0 + 1.0);
-    let lines: Vec<Vec<(f64, f64)>> = series
+/// Points as drawn: smoothed, then on a log axis log10 of the positive values (gnuplot skips the others).
+fn plotted_lines(o: &PlotOptions, series: &[PlotSeries]) -> Vec<Vec<(f64, f64)>> {
+    series
         .iter()
         .map(|s| {
             let log = if s.right_axis { o.y2log } else { o.ylog };
@@ -328,41 +319,78 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
                 pts
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The left (or `right`) axis' range: `range` where given, else the drawn values' padded as gnuplot does.
+fn axis(lines: &[Vec<(f64, f64)>], series: &[PlotSeries], right: bool, range: Range, log: bool) -> Axis {
+    let values = lines.iter().zip(series).filter(|(_, s)| s.right_axis == right).flat_map(|(l, _)| l.iter());
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &(_, y) in values {
+        lo = lo.min(y);
+        hi = hi.max(y);
+    }
+    // With no data Gnuplot is told `yrange [0:10]` (OpenTSDB's `Plot.dumpToFiles`).
+    if !lo.is_finite() {
+        (lo, hi) = (0.0, 10.0);
+    } else if lo == hi {
+        let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+        (lo, hi) = (lo - pad, hi + pad);
+    } else {
+        let pad = (hi - lo) * 0.05;
+        (lo, hi) = (lo - pad, hi + pad);
+    }
+    let scale = |v: f64| if log { v.max(f64::MIN_POSITIVE).log10() } else { v };
+    let mut r = (range.min.map_or(lo, scale), range.max.map_or(hi, scale));
+    // Values near f64::MAX overflow the padding: keep the range drawable.
+    if !r.0.is_finite() || !r.1.is_finite() {
+        r = (r.0.clamp(-f64::MAX / 4.0, f64::MAX / 4.0), r.1.clamp(-f64::MAX / 4.0, f64::MAX / 4.0));
+    }
+    if r.0 == r.1 {
+        r.1 = r.0 + 1.0;
+    }
+    if r.0 > r.1 {
+        r = (r.1, r.0);
+    }
+    Axis { range: r, log }
+}
+
+/// A time tick's label in `format` (strftime) and `zone`.
+fn time_label(format: String, zone: &jiff::tz::TimeZone) -> impl Fn(&f64) -> String {
+    let zone = zone.clone();
+    move |x: &f64| -> String {
+        let Ok(ts) = jiff::Timestamp::from_second(*x as i64) else { return String::new() };
+        jiff::fmt::strtime::format(format.as_str(), &ts.to_zoned(zone.clone()))
+            .unwrap_or_else(|_| (*x as i64).to_string())
+    }
+}
+
+/// A y label in `format` (gnuplot's) or `%g`; on a log axis the value is 10 to the drawn one.
+fn y_label(format: &Option<String>, log: bool) -> impl Fn(&f64) -> String {
+    let format = format.clone();
+    move |y: &f64| {
+        let v = if log { 10f64.powf(*y) } else { *y };
+        match &format {
+            Some(f) => gnuplot_format(f, v),
+            None => format_g(v),
+        }
+    }
+}
+
+fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &[PlotSeries]) -> DrawResult {
+    root.fill(&o.background)?;
+    let fg = o.foreground;
+    let font = |size: f64| (FAMILY, size).into_font().color(&fg);
+    // Even sizes: plotters places glyphs at `size / 2 + top` truncated to whole pixels, so an odd size moves
+    // letters and punctuation by different half pixels (a raised `.` in every metric name).
+    let small = font(12.0);
+
+    let x0 = o.start_s as f64;
+    let x1 = (o.end_s as f64).max(x0 + 1.0);
+    let lines = plotted_lines(o, series);
     let any_points = lines.iter().any(|l| !l.is_empty());
-    let axis = |right: bool, range: Range, log: bool| -> Axis {
-        let values = lines.iter().zip(series).filter(|(_, s)| s.right_axis == right).flat_map(|(l, _)| l.iter());
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for &(_, y) in values {
-            lo = lo.min(y);
-            hi = hi.max(y);
-        }
-        // With no data Gnuplot is told `yrange [0:10]` (OpenTSDB's `Plot.dumpToFiles`).
-        if !lo.is_finite() {
-            (lo, hi) = (0.0, 10.0);
-        } else if lo == hi {
-            let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
-            (lo, hi) = (lo - pad, hi + pad);
-        } else {
-            let pad = (hi - lo) * 0.05;
-            (lo, hi) = (lo - pad, hi + pad);
-        }
-        let scale = |v: f64| if log { v.max(f64::MIN_POSITIVE).log10() } else { v };
-        let mut r = (range.min.map_or(lo, scale), range.max.map_or(hi, scale));
-        // Values near f64::MAX overflow the padding: keep the range drawable.
-        if !r.0.is_finite() || !r.1.is_finite() {
-            r = (r.0.clamp(-f64::MAX / 4.0, f64::MAX / 4.0), r.1.clamp(-f64::MAX / 4.0, f64::MAX / 4.0));
-        }
-        if r.0 == r.1 {
-            r.1 = r.0 + 1.0;
-        }
-        if r.0 > r.1 {
-            r = (r.1, r.0);
-        }
-        Axis { range: r, log }
-    };
-    let left = axis(false, o.yrange, o.ylog);
-    let right = axis(true, o.y2range, o.y2log);
+    let left = axis(&lines, series, false, o.yrange, o.ylog);
+    let right = axis(&lines, series, true, o.y2range, o.y2log);
     let dual = series.iter().any(|s| s.right_axis);
 
     let mut builder = ChartBuilder::on(root);
@@ -380,23 +408,7 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         .set_secondary_coord(x0..x1, right.range.0..right.range.1);
 
     let span = (x1 - x0) as i64;
-    let xformat = o.xformat.clone().unwrap_or_else(|| default_time_format(span).to_string());
-    let zone = o.zone.clone();
-    let time_label = move |x: &f64| -> String {
-        let Ok(ts) = jiff::Timestamp::from_second(*x as i64) else { return String::new() };
-        jiff::fmt::strtime::format(xformat.as_str(), &ts.to_zoned(zone.clone()))
-            .unwrap_or_else(|_| (*x as i64).to_string())
-    };
-    let y_label = |format: &Option<String>, log: bool| {
-        let format = format.clone();
-        move |y: &f64| {
-            let v = if log { 10f64.powf(*y) } else { *y };
-            match &format {
-                Some(f) => gnuplot_format(f, v),
-                None => format_g(v),
-            }
-        }
-    };
+    let time_label = time_label(o.xformat.clone().unwrap_or_else(|| default_time_format(span).to_string()), &o.zone);
     let left_label = y_label(&o.yformat, left.log);
     let y_labels = ((o.height / 60) as usize).clamp(2, 12);
     let mut mesh = chart.configure_mesh();

@@ -155,6 +155,18 @@ struct Dp {
     value: Vec<u8>,
 }
 
+/// What the checks of one row decided about its columns.
+struct RowFixes {
+    /// Columns to delete.
+    drop: Vec<bool>,
+    /// Columns of data points (replaced by one compacted column when the row is rewritten).
+    data: Vec<bool>,
+    /// Whether the row needs rewriting (acted on with --fix).
+    changed: bool,
+    /// Whether some error found stays unrepaired.
+    unrepaired: bool,
+}
+
 /// Runs the check over the rows of `query` (or every row when `None`), writing findings to `out`; returns
 /// the counters. Rewrites and deletes are applied in atomic batches as the scan goes.
 pub fn run(
@@ -236,57 +248,88 @@ impl Checker<'_> {
     }
 
     fn check_row(&mut self, key: &[u8], value: &[u8], m: &mut String) -> Result<(), StoreError> {
-        use std::fmt::Write as _;
-        let o = self.options;
         // A packed row is checked (and rewritten, if fixed) as the OpenTSDB cells it stands for. A packed column
         // that cannot be unpacked stays as stored and is found as an unknown column (its qualifier is empty).
         let expanded = codec::expand_row(value).unwrap_or(std::borrow::Cow::Borrowed(value));
         let value: &[u8] = &expanded;
         self.counts.rows_processed += 1;
         let Some(row) = self.store.decode_row(key, value) else {
-            self.counts.bad_key += 1;
-            let _ = writeln!(m, "Invalid row key.\n\tKey: {}", codec::uid_to_string(key));
-            if o.fix && o.delete_bad_rows {
-                self.pending.push((key.to_vec(), None));
-                self.counts.bad_key_fixed += 1;
-            }
+            self.bad_key(key, m);
             return Ok(());
         };
         let global = row.metric.iter().all(|&b| b == 0) && row.tags.is_empty();
-        if !global {
-            // Orphans: every UID of the key must have a name.
-            let mut orphan = None;
-            if self.names.lookup(UidKind::Metric, row.metric)?.is_none() {
-                orphan = Some(("Unable to resolve the metric from the row key.", UidKind::Metric, row.metric));
-            } else {
-                for (k, v) in &row.tags {
-                    if self.names.lookup(UidKind::TagKey, k)?.is_none() {
-                        orphan = Some(("Unable to resolve the a tagk or tagv from the row key.", UidKind::TagKey, k));
-                        break;
-                    }
-                    if self.names.lookup(UidKind::TagValue, v)?.is_none() {
-                        orphan = Some(("Unable to resolve the a tagk or tagv from the row key.", UidKind::TagValue, v));
-                        break;
-                    }
+        if !global && self.orphan(key, &row, m)? {
+            return Ok(());
+        }
+        let o = self.options;
+        let (cols, truncated) = self.columns(key, value, m);
+        let mut fixes = RowFixes {
+            drop: vec![false; cols.len()],
+            data: vec![false; cols.len()],
+            changed: truncated && o.fix && o.delete_bad_compacts,
+            unrepaired: false,
+        };
+        if fixes.changed {
+            self.counts.bad_compacted_columns_deleted += 1;
+        }
+        let mut dps: BTreeMap<i64, Vec<Dp>> = BTreeMap::new();
+        for (i, c) in cols.iter().enumerate() {
+            self.check_column(key, i64::from(row.base_time) * 1000, i, c, &mut fixes, &mut dps, m);
+        }
+        let kept = self.check_points(key, dps, &mut fixes, m);
+        if o.fix && fixes.changed {
+            self.rewrite(key, value, &cols, &fixes, &kept, m);
+        }
+        Ok(())
+    }
+
+    /// A key that is no row key of this layout.
+    fn bad_key(&mut self, key: &[u8], m: &mut String) {
+        use std::fmt::Write as _;
+        self.counts.bad_key += 1;
+        let _ = writeln!(m, "Invalid row key.\n\tKey: {}", codec::uid_to_string(key));
+        if self.options.fix && self.options.delete_bad_rows {
+            self.pending.push((key.to_vec(), None));
+            self.counts.bad_key_fixed += 1;
+        }
+    }
+
+    /// Whether a UID of the key has no name (an orphan row; deleted with --delete-orphans).
+    fn orphan(&mut self, key: &[u8], row: &crate::store::RowRef<'_>, m: &mut String) -> Result<bool, StoreError> {
+        use std::fmt::Write as _;
+        let mut orphan = None;
+        if self.names.lookup(UidKind::Metric, row.metric)?.is_none() {
+            orphan = Some(("Unable to resolve the metric from the row key.", UidKind::Metric, row.metric));
+        } else {
+            for (k, v) in &row.tags {
+                if self.names.lookup(UidKind::TagKey, k)?.is_none() {
+                    orphan = Some(("Unable to resolve the a tagk or tagv from the row key.", UidKind::TagKey, k));
+                    break;
                 }
-            }
-            if let Some((what, kind, uid)) = orphan {
-                self.counts.orphans += 1;
-                let _ = writeln!(
-                    m,
-                    "{what}\n\tKey: {}\n\tNo such unique ID for '{kind}': {}",
-                    codec::uid_to_string(key),
-                    javafmt::byte_array(uid)
-                );
-                if o.fix && o.delete_orphans {
-                    self.pending.push((key.to_vec(), None));
-                    self.counts.orphans_fixed += 1;
+                if self.names.lookup(UidKind::TagValue, v)?.is_none() {
+                    orphan = Some(("Unable to resolve the a tagk or tagv from the row key.", UidKind::TagValue, v));
+                    break;
                 }
-                return Ok(());
             }
         }
-        let base = row.base_time;
-        // Columns as stored; a framing error ends the readable part.
+        let Some((what, kind, uid)) = orphan else { return Ok(false) };
+        self.counts.orphans += 1;
+        let _ = writeln!(
+            m,
+            "{what}\n\tKey: {}\n\tNo such unique ID for '{kind}': {}",
+            codec::uid_to_string(key),
+            javafmt::byte_array(uid)
+        );
+        if self.options.fix && self.options.delete_orphans {
+            self.pending.push((key.to_vec(), None));
+            self.counts.orphans_fixed += 1;
+        }
+        Ok(true)
+    }
+
+    /// The columns as stored, and whether a framing error ended the readable part.
+    fn columns<'v>(&mut self, key: &[u8], value: &'v [u8], m: &mut String) -> (Vec<Column<'v>>, bool) {
+        use std::fmt::Write as _;
         let mut cols: Vec<Column<'_>> = Vec::new();
         let mut truncated = false;
         for c in codec::columns(value) {
@@ -304,165 +347,142 @@ impl Checker<'_> {
                 }
             }
         }
-        let mut drop_cols = vec![false; cols.len()];
-        let mut data_cols = vec![false; cols.len()];
-        let mut dps: BTreeMap<i64, Vec<Dp>> = BTreeMap::new();
-        let mut compact_row = false;
-        let mut changed = truncated && o.fix && o.delete_bad_compacts;
-        if changed {
-            self.counts.bad_compacted_columns_deleted += 1;
+        (cols, truncated)
+    }
+
+    /// Column `i`: an unknown or future object, an annotation or append, or data points (into `dps`, by time;
+    /// `base_ms` is the row's base time).
+    #[allow(clippy::too_many_arguments)]
+    fn check_column(
+        &mut self,
+        key: &[u8],
+        base_ms: i64,
+        i: usize,
+        c: &Column<'_>,
+        fixes: &mut RowFixes,
+        dps: &mut BTreeMap<i64, Vec<Dp>>,
+        m: &mut String,
+    ) {
+        use std::fmt::Write as _;
+        let o = self.options;
+        self.counts.kvs_processed += 1;
+        let (q, v) = (c.qualifier, c.value);
+        if q.len() < 2 {
+            self.counts.unknown += 1;
+            let _ = writeln!(m, "Invalid qualifier, must be on 2 bytes or more.\n\t{}", kv(key, q, v));
+            if o.fix && o.delete_unknown_columns {
+                fixes.drop[i] = true;
+                fixes.changed = true;
+                self.counts.unknown_fixed += 1;
+            }
+            return;
         }
-        for (i, c) in cols.iter().enumerate() {
-            self.counts.kvs_processed += 1;
-            let (q, v) = (c.qualifier, c.value);
-            if q.len() < 2 {
+        if q.len() % 2 == 1 {
+            if q.len() != 3 && q.len() != 5 {
                 self.counts.unknown += 1;
-                let _ = writeln!(m, "Invalid qualifier, must be on 2 bytes or more.\n\t{}", kv(key, q, v));
+                let _ =
+                    writeln!(m, "Unknown qualifier, must be 2, 3, 5 or an even number of bytes.\n\t{}", kv(key, q, v));
                 if o.fix && o.delete_unknown_columns {
-                    drop_cols[i] = true;
-                    changed = true;
+                    fixes.drop[i] = true;
+                    fixes.changed = true;
                     self.counts.unknown_fixed += 1;
                 }
-                continue;
+            } else if q[0] == rtsd_protocol::annotation::PREFIX {
+                self.counts.annotations += 1;
+            } else if q[0] == codec::APPEND_PREFIX {
+                self.counts.append_dps += 1;
+            } else {
+                self.counts.future += 1;
+                let _ = writeln!(m, "Found an object possibly from a future version of OpenTSDB\n\t{}", kv(key, q, v));
             }
-            if q.len() % 2 == 1 {
-                if q.len() != 3 && q.len() != 5 {
-                    self.counts.unknown += 1;
-                    let _ = writeln!(
-                        m,
-                        "Unknown qualifier, must be 2, 3, 5 or an even number of bytes.\n\t{}",
-                        kv(key, q, v)
-                    );
-                    if o.fix && o.delete_unknown_columns {
-                        drop_cols[i] = true;
-                        changed = true;
-                        self.counts.unknown_fixed += 1;
-                    }
-                } else if q[0] == rtsd_protocol::annotation::PREFIX {
-                    self.counts.annotations += 1;
-                } else if q[0] == codec::APPEND_PREFIX {
-                    self.counts.append_dps += 1;
-                } else {
-                    self.counts.future += 1;
-                    let _ =
-                        writeln!(m, "Found an object possibly from a future version of OpenTSDB\n\t{}", kv(key, q, v));
-                }
-                continue;
-            }
-            data_cols[i] = true;
-            let single = q.len() == 2 || (q.len() == 4 && codec::is_ms_qualifier(q[0]));
-            if !single {
-                let bad = |m: &mut String, counts: &mut FsckCounts, text: String| {
-                    counts.bad_compacted_columns += 1;
-                    let _ = writeln!(m, "{text}");
-                };
-                if v.last().is_none_or(|&b| b > codec::MS_MIXED_COMPACT) {
-                    bad(
-                        m,
-                        &mut self.counts,
-                        format!(
-                            "The last byte of a compacted should be 0 or 1. Either this value is corrupted or it was \
-                             written by a future version of OpenTSDB.\n\t{}",
-                            kv(key, q, v)
-                        ),
-                    );
-                } else {
-                    match codec::split_compacted(q, v) {
-                        Ok(cells) => {
-                            let mut requalified = Vec::with_capacity(q.len());
-                            let mut sorted: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
-                            for (cq, cv) in cells {
-                                let off = codec::qualifier_offset_ms(&cq, 0).map(i64::from).unwrap_or(0);
-                                sorted.push((off, cq.to_vec(), cv.to_vec()));
-                            }
-                            sorted.sort_by_key(|c| c.0);
-                            for (off, cq, cv) in sorted {
-                                requalified.extend_from_slice(&cq);
-                                dps.entry(i64::from(base) * 1000 + off).or_default().push(Dp {
-                                    column: i,
-                                    compacted: true,
-                                    qualifier: cq,
-                                    value: cv,
-                                });
-                            }
-                            if requalified != q {
-                                self.counts.fixable_compacted_columns += 1;
-                                let _ = writeln!(
-                                    m,
-                                    "Compacted column was out of order or requires a fixup: {}",
-                                    kv(key, q, v)
-                                );
-                                changed |= o.fix;
-                            }
-                            compact_row = true;
-                            continue;
-                        }
-                        Err(e) => bad(m, &mut self.counts, e.to_string()),
-                    }
-                }
-                // Unparseable: deleted with --delete-bad-compacts, else kept as it is.
-                data_cols[i] = false;
-                if o.fix && o.delete_bad_compacts {
-                    drop_cols[i] = true;
-                    changed = true;
-                    self.counts.bad_compacted_columns_deleted += 1;
-                }
-                continue;
-            }
+            return;
+        }
+        fixes.data[i] = true;
+        let single = q.len() == 2 || (q.len() == 4 && codec::is_ms_qualifier(q[0]));
+        if single {
             let off = codec::qualifier_offset_ms(q, 0).map(i64::from).unwrap_or(0);
-            dps.entry(i64::from(base) * 1000 + off).or_default().push(Dp {
+            dps.entry(base_ms + off).or_default().push(Dp {
                 column: i,
                 compacted: false,
                 qualifier: q.to_vec(),
                 value: v.to_vec(),
             });
+        } else if !self.check_compacted(key, base_ms, i, q, v, fixes, dps, m) {
+            // Unparseable: deleted with --delete-bad-compacts, else kept as it is.
+            fixes.data[i] = false;
+            if o.fix && o.delete_bad_compacts {
+                fixes.drop[i] = true;
+                fixes.changed = true;
+                self.counts.bad_compacted_columns_deleted += 1;
+            }
         }
+    }
 
-        // Per instant: duplicates, then the value of the point kept.
+    /// A compacted column `i`: its cells into `dps` (reordered, with --fix, when they were out of order); false
+    /// when it cannot be split into cells.
+    #[allow(clippy::too_many_arguments)]
+    fn check_compacted(
+        &mut self,
+        key: &[u8],
+        base_ms: i64,
+        i: usize,
+        q: &[u8],
+        v: &[u8],
+        fixes: &mut RowFixes,
+        dps: &mut BTreeMap<i64, Vec<Dp>>,
+        m: &mut String,
+    ) -> bool {
+        use std::fmt::Write as _;
+        let mut bad = |text: String| {
+            self.counts.bad_compacted_columns += 1;
+            let _ = writeln!(m, "{text}");
+        };
+        if v.last().is_none_or(|&b| b > codec::MS_MIXED_COMPACT) {
+            bad(format!(
+                "The last byte of a compacted should be 0 or 1. Either this value is corrupted or it was written by a \
+                 future version of OpenTSDB.\n\t{}",
+                kv(key, q, v)
+            ));
+            return false;
+        }
+        let cells = match codec::split_compacted(q, v) {
+            Ok(cells) => cells,
+            Err(e) => {
+                bad(e.to_string());
+                return false;
+            }
+        };
+        let mut requalified = Vec::with_capacity(q.len());
+        let mut sorted: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
+        for (cq, cv) in cells {
+            let off = codec::qualifier_offset_ms(&cq, 0).map(i64::from).unwrap_or(0);
+            sorted.push((off, cq.to_vec(), cv.to_vec()));
+        }
+        sorted.sort_by_key(|c| c.0);
+        for (off, cq, cv) in sorted {
+            requalified.extend_from_slice(&cq);
+            dps.entry(base_ms + off).or_default().push(Dp { column: i, compacted: true, qualifier: cq, value: cv });
+        }
+        if requalified != q {
+            self.counts.fixable_compacted_columns += 1;
+            let _ = writeln!(m, "Compacted column was out of order or requires a fixup: {}", kv(key, q, v));
+            fixes.changed |= self.options.fix;
+        }
+        true
+    }
+
+    /// Per instant: duplicates, then the value of the point kept. Returns the cells kept.
+    fn check_points(
+        &mut self,
+        key: &[u8],
+        dps: BTreeMap<i64, Vec<Dp>>,
+        fixes: &mut RowFixes,
+        m: &mut String,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut kept: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut unrepaired = false;
         for (ts, mut list) in dps {
             if list.len() > 1 {
-                list.sort_by_key(|d| d.column);
-                let n = list.len();
-                let keep = if o.last_write_wins { n - 1 } else { 0 };
-                let _ = write!(
-                    m,
-                    "More than one column had a value for the same timestamp: ({ts} - {})\n    row key: ({})\n",
-                    java_date(ts),
-                    codec::uid_to_string(key)
-                );
-                for (j, d) in list.iter().enumerate() {
-                    let note = if j == keep {
-                        if o.last_write_wins {
-                            " <--- keep latest"
-                        } else {
-                            " <--- keep oldest"
-                        }
-                    } else {
-                        ""
-                    };
-                    let shown = codec::Value::decode(d.qualifier.last().copied().unwrap_or(0) & 0x0F, &d.value)
-                        .map(crate::scan::import_value)
-                        .unwrap_or_else(|e| e.to_string());
-                    let _ = writeln!(
-                        m,
-                        "    column: ({})  compacted: ({})  qualifier: {} value: {shown}{note}",
-                        d.column,
-                        d.compacted,
-                        javafmt::byte_array(&d.qualifier)
-                    );
-                }
-                self.counts.duplicates += (n - 1) as u64;
-                if o.fix && o.resolve_duplicates {
-                    self.counts.duplicates_fixed += (n - 1) as u64;
-                    changed = true;
-                } else {
-                    unrepaired = true;
-                }
-                let d = list.swap_remove(keep);
-                list.clear();
-                list.push(d);
+                self.duplicates(key, ts, &mut list, fixes, m);
             }
             self.counts.valid_datapoints += 1;
             let d = &list[0];
@@ -470,39 +490,90 @@ impl Checker<'_> {
                 ValueCheck::Ok => kept.push((d.qualifier.clone(), d.value.clone())),
                 ValueCheck::Fixed(q, v) => {
                     kept.push((q, v));
-                    changed = true;
+                    fixes.changed = true;
                 }
-                ValueCheck::Delete => changed = true,
+                ValueCheck::Delete => fixes.changed = true,
                 ValueCheck::Unrepaired => {
-                    unrepaired = true;
+                    fixes.unrepaired = true;
                     kept.push((d.qualifier.clone(), d.value.clone()));
                 }
             }
         }
-        let _ = compact_row;
+        kept
+    }
 
-        if !o.fix || !changed {
-            return Ok(());
+    /// Several points at instant `ts`: reports them and leaves only the one kept (the oldest, or the latest with
+    /// --last-write-wins) in `list`.
+    fn duplicates(&mut self, key: &[u8], ts: i64, list: &mut Vec<Dp>, fixes: &mut RowFixes, m: &mut String) {
+        use std::fmt::Write as _;
+        let o = self.options;
+        list.sort_by_key(|d| d.column);
+        let n = list.len();
+        let keep = if o.last_write_wins { n - 1 } else { 0 };
+        let _ = write!(
+            m,
+            "More than one column had a value for the same timestamp: ({ts} - {})\n    row key: ({})\n",
+            java_date(ts),
+            codec::uid_to_string(key)
+        );
+        for (j, d) in list.iter().enumerate() {
+            let note = match (j == keep, o.last_write_wins) {
+                (true, true) => " <--- keep latest",
+                (true, false) => " <--- keep oldest",
+                (false, _) => "",
+            };
+            let shown = codec::Value::decode(d.qualifier.last().copied().unwrap_or(0) & 0x0F, &d.value)
+                .map(crate::scan::import_value)
+                .unwrap_or_else(|e| e.to_string());
+            let _ = writeln!(
+                m,
+                "    column: ({})  compacted: ({})  qualifier: {} value: {shown}{note}",
+                d.column,
+                d.compacted,
+                javafmt::byte_array(&d.qualifier)
+            );
         }
-        if unrepaired {
+        self.counts.duplicates += (n - 1) as u64;
+        if o.fix && o.resolve_duplicates {
+            self.counts.duplicates_fixed += (n - 1) as u64;
+            fixes.changed = true;
+        } else {
+            fixes.unrepaired = true;
+        }
+        let d = list.swap_remove(keep);
+        list.clear();
+        list.push(d);
+    }
+
+    /// Queues the fixed row: the columns not marked for deletion, the data-point columns replaced by one
+    /// compacted column unless some error in them stays unrepaired.
+    fn rewrite(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        cols: &[Column<'_>],
+        fixes: &RowFixes,
+        kept: &[(Vec<u8>, Vec<u8>)],
+        m: &mut String,
+    ) {
+        use std::fmt::Write as _;
+        if fixes.unrepaired {
             let _ = writeln!(
                 m,
                 "One or more errors found in row that were not marked for repair\n\tKey: {}",
                 codec::uid_to_string(key)
             );
         }
-        // The new row: columns not marked for deletion; the data-point columns replaced by one compacted column
-        // unless some error in them stays unrepaired.
-        let rewrite_data = !unrepaired;
+        let rewrite_data = !fixes.unrepaired;
         let mut columns: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for (i, c) in cols.iter().enumerate() {
-            if drop_cols[i] || (rewrite_data && data_cols[i]) {
+            if fixes.drop[i] || (rewrite_data && fixes.data[i]) {
                 continue;
             }
             columns.push((c.qualifier.to_vec(), c.value.to_vec()));
         }
         if rewrite_data && !kept.is_empty() {
-            columns.push(compact(&kept));
+            columns.push(compact(kept));
         }
         columns.sort_by(|a, b| a.0.cmp(&b.0));
         if columns.is_empty() {
@@ -516,7 +587,6 @@ impl Checker<'_> {
                 self.pending.push((key.to_vec(), Some(row)));
             }
         }
-        Ok(())
     }
 
     /// OpenTSDB's `fsckFloat` / `fsckInteger` on the point kept for an instant.
