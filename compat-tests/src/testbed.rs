@@ -22,9 +22,15 @@ pub fn root() -> PathBuf {
 
 /// Runs a test-bed script; panics with its output when it fails. Returns stdout.
 pub fn script(name: &str, args: &[&str]) -> String {
+    script_env(name, args, &[])
+}
+
+/// [`script`] with extra environment variables.
+pub fn script_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let path = root().join("scripts").join(name);
     let out = Command::new(&path)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
@@ -93,6 +99,12 @@ pub struct Testbed {
 impl Testbed {
     /// Starts the cluster and the reference TSD; `label` prefixes the progress and failure output.
     pub fn start(label: &'static str) -> Testbed {
+        Testbed::start_with(label, &[])
+    }
+
+    /// [`Testbed::start`] with extra properties for the reference TSD's opentsdb.conf (e.g. the compaction
+    /// queue's `tsd.storage.compaction.*`), appended after the ones that mirror rtsd.conf.
+    pub fn start_with(label: &'static str, tsd_conf: &[(&str, &str)]) -> Testbed {
         require_tools();
         let dir = tempfile::Builder::new().prefix("rtsd-hbase-").tempdir().expect("temp dir");
         let d = dir.path().to_string_lossy().into_owned();
@@ -118,7 +130,8 @@ impl Testbed {
         let up = script("hbase-cluster", &["up", &d]);
         assert!(up.lines().any(|l| l.starts_with("zk_quorum=127.0.0.1:")), "no zk_quorum line in {up:?}");
         let cluster_secs = started.elapsed().as_secs();
-        let tsd = script("opentsdb-ref", &["up", &d]);
+        let extra: String = tsd_conf.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        let tsd = script_env("opentsdb-ref", &["up", &d], &[("OPENTSDB_REF_EXTRA_CONF", &extra)]);
         let port: u16 = tsd
             .lines()
             .find_map(|l| l.strip_prefix("port="))
@@ -148,6 +161,66 @@ impl Testbed {
         conn.stream().set_read_timeout(Some(timeout)).expect("set read timeout");
         let headers: &[(&str, &str)] = if body.is_empty() { &[] } else { &[("Content-Type", "application/json")] };
         conn.request(method, path, headers, body.as_bytes())
+    }
+
+    /// Runs one of OpenTSDB 2.4.1's command-line tools (`scripts/opentsdb-ref tool`, e.g.
+    /// `net.opentsdb.tools.DumpSeries` for `tsdb scan`) against the test bed; returns its stdout. `TZ=UTC`: the
+    /// tools print dates with the JVM's default time zone, rtsd's tools in UTC.
+    pub fn tool(&self, class: &str, args: &[&str]) -> String {
+        self.try_tool(class, args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Testbed::tool`], with its failure (the tool's output and exception) as the error.
+    pub fn try_tool(&self, class: &str, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(root().join("scripts/opentsdb-ref"))
+            .args(["tool", self.dir(), class])
+            .args(args)
+            .env("TZ", "UTC")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run scripts/opentsdb-ref: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            let tail: Vec<&str> = stdout.lines().rev().take(5).collect();
+            return Err(format!(
+                "opentsdb-ref tool {class} {} failed ({}): ...{:?}\n{}",
+                args.join(" "),
+                out.status,
+                tail,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(stdout)
+    }
+
+    /// The properties of the reference's own opentsdb.conf that change what the compared requests answer, for an
+    /// rtsd started beside it (`--set`), so both run the same configuration.
+    pub fn rtsd_settings(&self) -> Vec<(String, String)> {
+        let conf = std::fs::read_to_string(self.path().join("tsd/opentsdb.conf")).expect("reference opentsdb.conf");
+        let wanted = [
+            "tsd.core.auto_create_metrics",
+            "tsd.core.auto_create_tagks",
+            "tsd.core.auto_create_tagvs",
+            "tsd.storage.fix_duplicates",
+            "tsd.storage.max_tags",
+            "tsd.storage.uid.width.metric",
+            "tsd.storage.uid.width.tagk",
+            "tsd.storage.uid.width.tagv",
+            "tsd.storage.salt.width",
+            "tsd.storage.salt.buckets",
+            "tsd.rollups.enable",
+            "tsd.rollups.config",
+            "tsd.core.enable_api",
+            "tsd.no_diediedie",
+            "tsd.http.query.allow_delete",
+            "tsd.rpc.telnet.return_errors",
+            "tsd.http.request.enable_chunked",
+        ];
+        conf.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .filter(|(k, _)| wanted.contains(&k.as_str()))
+            .collect()
     }
 
     /// The PIDs the scripts recorded: ZooKeeper, master, region servers, TSD.
