@@ -679,24 +679,32 @@ pub fn rollup_queries() -> Vec<(String, String)> {
     out
 }
 
-pub fn run_queries(pair: &mut Pair, seed: u64, cases: usize) {
+/// The `/api/query` cases over the data set: (id, method, path, body), the error cases, the rollup-path cases and
+/// `cases` GET + `cases / 2` POST queries generated from `seed`.
+pub fn query_cases(seed: u64, cases: usize) -> Vec<(String, &'static str, String, String)> {
+    let mut out = Vec::new();
     for (id, method, body, path) in query_errors() {
-        pair.http(&format!("query/error/{id}"), method, &path, body);
+        out.push((format!("query/error/{id}"), method, path, body.to_string()));
     }
     for (id, path) in rollup_queries() {
-        pair.http(&id, "GET", &path, "");
+        out.push((id, "GET", path, String::new()));
     }
     let mut rng = Rng(seed ^ 0x0e7);
     for n in 0..cases {
-        pair.http(&format!("query/get/{n}"), "GET", &gen_get_query(&mut rng), "");
+        out.push((format!("query/get/{n}"), "GET", gen_get_query(&mut rng), String::new()));
     }
     for n in 0..cases / 2 {
-        pair.http(&format!("query/post/{n}"), "POST", "/api/query", &gen_post_query(&mut rng));
+        out.push((format!("query/post/{n}"), "POST", "/api/query".to_string(), gen_post_query(&mut rng)));
+    }
+    out
+}
+
+pub fn run_queries(pair: &mut Pair, seed: u64, cases: usize) {
+    for (id, method, path, body) in query_cases(seed, cases) {
+        pair.http(&id, method, &path, &body);
     }
 }
 
-/// `/api/uid/assign` of every name of the data set, one request per name (the UIDs are the counter's next value
-/// on both sides), then the data set by `/api/put?sync` in the same order to both.
 /// The requests that write the data set: `/api/uid/assign` paths, one name each in first-use order (so the UIDs
 /// are the counter's next value on every server written to the same way), then `/api/put?sync&details` bodies.
 pub fn data_set_requests(series: &[Series]) -> (Vec<(String, String)>, Vec<String>) {

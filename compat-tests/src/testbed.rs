@@ -94,6 +94,8 @@ pub struct Testbed {
     down: bool,
     /// The name log lines are prefixed with (the test binary's).
     label: &'static str,
+    /// The extra opentsdb.conf lines the TSD started with (again on a restart).
+    tsd_conf: String,
 }
 
 impl Testbed {
@@ -126,23 +128,38 @@ impl Testbed {
             .expect("spawn the test bed watcher");
         let started = Instant::now();
         // From here on a panic (a script failing) drops the Testbed, which stops whatever did start.
-        let mut tb = Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label };
+        let tsd_conf: String = tsd_conf.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        let mut tb = Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label, tsd_conf };
         let up = script("hbase-cluster", &["up", &d]);
         assert!(up.lines().any(|l| l.starts_with("zk_quorum=127.0.0.1:")), "no zk_quorum line in {up:?}");
         let cluster_secs = started.elapsed().as_secs();
-        let extra: String = tsd_conf.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
-        let tsd = script_env("opentsdb-ref", &["up", &d], &[("OPENTSDB_REF_EXTRA_CONF", &extra)]);
+        tb.start_tsd();
+        eprintln!(
+            "{label}: cluster up in {cluster_secs}s, reference TSD on port {} after {}s",
+            tb.tsd.port(),
+            started.elapsed().as_secs()
+        );
+        tb
+    }
+
+    fn start_tsd(&mut self) {
+        let d = self.dir().to_string();
+        let tsd = script_env("opentsdb-ref", &["up", &d], &[("OPENTSDB_REF_EXTRA_CONF", &self.tsd_conf)]);
         let port: u16 = tsd
             .lines()
             .find_map(|l| l.strip_prefix("port="))
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no port= line in {tsd:?}"));
-        eprintln!(
-            "{label}: cluster up in {cluster_secs}s, reference TSD on port {port} after {}s",
-            started.elapsed().as_secs()
-        );
-        tb.tsd = SocketAddr::from(([127, 0, 0, 1], port));
-        tb
+        self.tsd = SocketAddr::from(([127, 0, 0, 1], port));
+    }
+
+    /// Stops the reference TSD gracefully and starts it again (on a new port, [`Testbed::tsd`]). 2.4.1's shutdown
+    /// compacts every queued row of a closed hour (`CompactionQueue.flush()`): with
+    /// `tsd.storage.compaction.min_flush_threshold` set high, that is when closed hours get compacted, once all
+    /// their cells are in HBase.
+    pub fn restart_tsd(&mut self) {
+        script("opentsdb-ref", &["down", self.dir()]);
+        self.start_tsd();
     }
 
     /// The test bed's directory, as a string for the scripts' arguments.
