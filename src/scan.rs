@@ -375,16 +375,19 @@ fn raw_row(
         buf.push_str("  ");
         if q.len() % 2 == 1 && q.first() != Some(&codec::APPEND_PREFIX) {
             if q.first() == Some(&rtsd_protocol::annotation::PREFIX) {
-                // An annotation: qualifier, value bytes, offset in seconds, the JSON, its time and date.
-                let offset = q.get(1..3).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) as i64);
-                let ts = base + offset;
+                // An annotation: qualifier, value bytes, offset, the JSON, time and date, with the offset and
+                // time computed as 2.4.1's DumpSeries.appendAnnotation does: the offset read from the qualifier's
+                // second byte on (`getOffsetFromQualifier(q, 1) / 1000`), the time (in ms) from its first byte
+                // (`getTimestampFromQualifier`), so neither is the annotation's real time; the bytes are.
+                let offset = dump_offset_ms(q, 1) / 1000;
+                let ts = base * 1000 + dump_offset_ms(q, 0);
+                let date = if ts as u64 & 0xFFFF_FFFF_0000_0000 != 0 { java_date(ts) } else { java_date(ts * 1000) };
                 let _ = write!(
                     buf,
-                    "{}\t{}\t{offset}\t{}\t{ts}\t({})",
+                    "{}\t{}\t{offset}\t{}\t{ts}\t({date})",
                     javafmt::byte_array(q),
                     javafmt::byte_array(v),
                     v.iter().map(|&b| b as char).collect::<String>(),
-                    java_date(ts * 1000)
                 );
             } else {
                 let _ = write!(buf, "{}\t[Not a data point]", javafmt::byte_array(v));
@@ -436,6 +439,18 @@ fn raw_row(
         buf.push('\n');
     }
     Ok(points)
+}
+
+/// OpenTSDB's `Internal.getOffsetFromQualifier(q, at)` in ms: a 4-byte millisecond offset when the byte at `at`
+/// has the ms marker, else a 2-byte second offset (flags shifted out) times 1000. 0 where Java would throw.
+fn dump_offset_ms(q: &[u8], at: usize) -> i64 {
+    match q.get(at..) {
+        Some([b0, b1, b2, b3, ..]) if b0 & 0xF0 == 0xF0 => {
+            ((u32::from_be_bytes([*b0, *b1, *b2, *b3]) & 0x0FFF_FFC0) >> 6) as i64
+        }
+        Some([b0, b1, ..]) if b0 & 0xF0 != 0xF0 => ((u16::from_be_bytes([*b0, *b1]) >> 4) as i64) * 1000,
+        _ => 0,
+    }
 }
 
 fn single_column(q: &[u8], v: &[u8]) -> Vec<u8> {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const HELP: &str = "\
-rtsd-bench: rtsd and VictoriaMetrics side by side (shared/spec/performance.md)
+rtsd-bench: rtsd, VictoriaMetrics and OpenTSDB 2.4.1 side by side (shared/spec/performance.md)
 
 USAGE:
   rtsd-bench run  [OPTIONS]   start each server per measurement, ingest, measure, check; print the table and
@@ -29,7 +29,8 @@ OPTIONS:
   --per-request N    points per /api/put request (default 1000)
   --only LIST        comma-separated scenarios: a-telnet,a-http,b (default), a-import (`rtsd import` of A's
                      lines into a stopped directory; with a-telnet, the import/telnet ratio: issue 4's bar)
-  --servers LIST     rtsd,vm (default both)
+  --servers LIST     rtsd,vm,opentsdb (default rtsd,vm); opentsdb is OpenTSDB 2.4.1 on a fresh HBase test bed
+                     (scripts/hbase-cluster + scripts/opentsdb-ref: Java 17 and Maven) per measurement
   --rtsd PATH        the rtsd binary (default <workspace>/target/release/rtsd)
   --vm PATH          the victoria-metrics binary (default: from PATH)
   --scratch DIR      scratch directory (default $TMPDIR/rtsd-bench-<pid>; removed at the end)
@@ -65,6 +66,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
         servers: vec![Kind::Rtsd, Kind::Vm],
         rtsd: root.join("target/release/rtsd"),
         vm: server::which("victoria-metrics").unwrap_or_else(|| PathBuf::from("/usr/bin/victoria-metrics")),
+        scripts: root.join("scripts"),
         scratch: runner::default_scratch(),
         keep: false,
         results: Some(root.join("bench/RESULTS.md")),
@@ -120,6 +122,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
                     .map(|s| match s.trim() {
                         "rtsd" => Ok(Kind::Rtsd),
                         "vm" => Ok(Kind::Vm),
+                        "opentsdb" => Ok(Kind::OpenTsdb),
                         o => Err(format!("unknown server {o:?}")),
                     })
                     .collect::<Result<_, _>>()?

@@ -172,6 +172,32 @@ pub fn table(samples: &Samples, servers: &[Kind]) -> String {
     out
 }
 
+/// rtsd against another peer (OpenTSDB 2.4.1) as Markdown, figure by figure with the ratio rtsd/peer; `None`
+/// when the peer measured nothing. No bar: the spec's bars are against VictoriaMetrics.
+pub fn peer_table(samples: &Samples, peer: Kind) -> Option<String> {
+    let mut out = format!(
+        "| figure | rtsd | {} | rtsd/{} |\n|---|---|---|---|\n",
+        peer.label(),
+        peer.label()
+    );
+    let mut any = false;
+    for f in FIGURES {
+        let (r, p) = (samples.get(f.key, Kind::Rtsd), samples.get(f.key, peer));
+        if p.is_empty() {
+            continue;
+        }
+        any = true;
+        let ratio = if r.is_empty() { f64::NAN } else { median(r) / median(p) };
+        let ratio = match ratio {
+            x if !x.is_finite() => "-".into(),
+            x if x < 0.1 => format!("{x:.4}x"),
+            x => format!("{x:.2}x"),
+        };
+        out.push_str(&format!("| {} | {} | {} | {ratio} |\n", f.label, cell(r), cell(p)));
+    }
+    any.then_some(out)
+}
+
 /// `rtsd import` against rtsd's own telnet put of the same data set in the same session, as Markdown; `None`
 /// when no import was measured. The bar is issue 4's: an import at least 5x the telnet rate.
 pub fn import_table(samples: &Samples) -> Option<String> {

@@ -1,4 +1,4 @@
-//! The side-by-side runner: rtsd and VictoriaMetrics on loopback, fresh scratch data directories per
+//! The side-by-side runner: rtsd, VictoriaMetrics and OpenTSDB 2.4.1 (on its HBase test bed) on loopback, fresh scratch data directories per
 //! measurement, runs interleaved, medians and ratios, correctness checks, and a record in `bench/RESULTS.md`.
 
 use crate::data::{self, DataSet};
@@ -57,6 +57,8 @@ pub struct Options {
     pub servers: Vec<Kind>,
     pub rtsd: PathBuf,
     pub vm: PathBuf,
+    /// The workspace's `scripts/` (hbase-cluster, opentsdb-ref), for OpenTSDB.
+    pub scripts: PathBuf,
     pub scratch: PathBuf,
     pub keep: bool,
     pub results: Option<PathBuf>,
@@ -106,6 +108,13 @@ pub fn run(opts: &Options) -> Result<(), String> {
     if !opts.vm.is_file() && opts.servers.contains(&Kind::Vm) {
         return Err(format!("{} not found: `apt-get install -y victoria-metrics`", opts.vm.display()));
     }
+    if opts.servers.contains(&Kind::OpenTsdb) {
+        for tool in ["java", "mvn"] {
+            if server::which(tool).is_none() {
+                return Err(format!("OpenTSDB's test bed needs {tool}: run scripts/install-test-deps"));
+            }
+        }
+    }
     std::fs::create_dir_all(&opts.scratch).map_err(|e| format!("creating {}: {e}", opts.scratch.display()))?;
     let _scratch = Scratch { dir: opts.scratch.clone(), keep: opts.keep };
     // Run a copy of rtsd: target/release/rtsd may be rebuilt by someone else while the runs go on.
@@ -132,7 +141,13 @@ pub fn run(opts: &Options) -> Result<(), String> {
         run_scenario(opts, scenario, last_ts, &mut s);
     }
     let load_after = loadavg();
-    let mut table = report::table(&s.samples, &opts.servers);
+    let mut table = if opts.servers.contains(&Kind::Vm) { report::table(&s.samples, &opts.servers) } else { String::new() };
+    if let Some(peer) = report::peer_table(&s.samples, Kind::OpenTsdb) {
+        if !table.is_empty() {
+            table.push('\n');
+        }
+        table.push_str(&peer);
+    }
     if let Some(import) = report::import_table(&s.samples) {
         table.push('\n');
         table.push_str(&import);
@@ -240,10 +255,10 @@ fn run_scenario(opts: &Options, scenario: Scenario, last_ts: i64, s: &mut Sessio
             }
         }
     }
-    // q1/q2/q3 equal on both servers, run by run.
+    // q1/q2/q3 equal on every server, run by run (each against the first that answered).
     for ((run, q), per_server) in &answers {
-        if per_server.len() == 2 {
-            let (a, b) = (&per_server[0], &per_server[1]);
+        for b in per_server.iter().skip(1) {
+            let a = &per_server[0];
             let what = format!("{q} equal on {} and {} (run {})", a.0.label(), b.0.label(), run + 1);
             match compare_series(&a.1, &b.1) {
                 Ok(d) => {
@@ -348,6 +363,7 @@ fn measure(
     let bin = match kind {
         Kind::Rtsd => &opts.rtsd,
         Kind::Vm => &opts.vm,
+        Kind::OpenTsdb => &opts.scripts,
     };
     let dir = opts.scratch.join(format!("{}-{}-run{}", scenario_key(scenario), kind.short(), run + 1));
     let mut server = Server::start(kind, bin, &dir)?;
@@ -458,7 +474,7 @@ fn measure(
         }
     }
     server.stop(Duration::from_secs(300))?;
-    let (disk, apparent) = server::du(&server.data_dir)?;
+    let (disk, apparent) = server::du(&server.disk_dir())?;
     eprintln!(
         "{tag}: after flush{} and stop: du {} bytes ({} apparent) = {:.2} bytes/point",
         if kind == Kind::Vm { " + merge" } else { "" },
@@ -644,7 +660,7 @@ fn query_path(kind: Kind, set: &DataSet, hosts: Option<&[u32]>) -> String {
     let last_bucket = set.last_ts - set.last_ts.rem_euclid(60);
     let names = |sep: &str| hosts.map(|h| h.iter().map(|&h| data::host_name(h)).collect::<Vec<_>>().join(sep));
     match kind {
-        Kind::Rtsd => {
+        Kind::Rtsd | Kind::OpenTsdb => {
             let filter = match (hosts, names("|")) {
                 (Some([_]), Some(name)) => format!("{{host={name}}}"),
                 // In the second braces: a filter that does not group by host.
@@ -680,7 +696,7 @@ fn parse_answer(kind: Kind, body: &[u8]) -> Result<Vec<(i64, f64)>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("answer is not JSON: {e}"))?;
     let mut out = Vec::new();
     match kind {
-        Kind::Rtsd => {
+        Kind::Rtsd | Kind::OpenTsdb => {
             let arr = v.as_array().ok_or("answer is not an array")?;
             if arr.len() != 1 {
                 return Err(format!("{} result groups, expected 1", arr.len()));
@@ -752,7 +768,7 @@ fn visibility(server: &Server, probes: usize) -> Result<Vec<f64>, String> {
             return Err(format!("put answered {}: {}", r.status, r.text()));
         }
         let path = match server.kind {
-            Kind::Rtsd => {
+            Kind::Rtsd | Kind::OpenTsdb => {
                 format!("/api/query?start={}&end={}&m={}", ts - 1, ts + 1, enc("sum:bench.visible{host=probe}"))
             }
             Kind::Vm => format!(
@@ -789,7 +805,7 @@ fn visibility(server: &Server, probes: usize) -> Result<Vec<f64>, String> {
 fn sees(kind: Kind, body: &[u8], ts: i64, value: i64) -> bool {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
     match kind {
-        Kind::Rtsd => v
+        Kind::Rtsd | Kind::OpenTsdb => v
             .as_array()
             .and_then(|a| a.first())
             .and_then(|g| g["dps"].get(ts.to_string()))

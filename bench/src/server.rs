@@ -2,7 +2,10 @@
 //!
 //! rtsd speaks telnet, `/api/put`, `/api/query` and `/metrics` on one port. VictoriaMetrics takes telnet puts on
 //! `-opentsdbListenAddr`, `/api/put` on `-opentsdbHTTPListenAddr`, and queries and `/metrics` on
-//! `-httpListenAddr`.
+//! `-httpListenAddr`. OpenTSDB 2.4.1 runs on its HBase test bed (`scripts/hbase-cluster` + `scripts/opentsdb-ref`:
+//! ZooKeeper, an HMaster, 3 region servers and the TSD, each a JVM), telnet and HTTP on the TSD's one port; its
+//! stored-points count is `tsd.datapoints.added` of `/api/stats`, and its CPU, RSS and disk are the whole test
+//! bed's (the TSD does nothing without HBase).
 
 use crate::http;
 use std::fs::File;
@@ -16,6 +19,7 @@ use std::time::{Duration, Instant};
 pub enum Kind {
     Rtsd,
     Vm,
+    OpenTsdb,
 }
 
 impl Kind {
@@ -23,12 +27,14 @@ impl Kind {
         match self {
             Kind::Rtsd => "rtsd",
             Kind::Vm => "VictoriaMetrics",
+            Kind::OpenTsdb => "OpenTSDB",
         }
     }
     pub fn short(self) -> &'static str {
         match self {
             Kind::Rtsd => "rtsd",
             Kind::Vm => "vm",
+            Kind::OpenTsdb => "opentsdb",
         }
     }
 }
@@ -53,6 +59,8 @@ pub struct Server {
     pub http_put: SocketAddr,
     /// Where `/metrics` and queries go.
     pub api: SocketAddr,
+    /// OpenTSDB: the workspace's `scripts/` directory (the test bed is `data_dir`, stopped by its scripts).
+    scripts: Option<PathBuf>,
 }
 
 /// `n` distinct free loopback ports (all held until all are chosen).
@@ -82,6 +90,9 @@ impl Server {
 
     /// [`Server::start`] with extra command-line arguments (e.g. `--set key=value` for rtsd).
     pub fn start_with_args(kind: Kind, bin: &Path, dir: &Path, extra: &[String]) -> Result<Server, String> {
+        if kind == Kind::OpenTsdb {
+            return Server::start_opentsdb(bin, dir);
+        }
         let data_dir = dir.join(format!("{}-data", kind.short()));
         let log = dir.join(format!("{}.log", kind.short()));
         if data_dir.exists() {
@@ -113,6 +124,7 @@ impl Server {
                     .arg("--bind")
                     .arg("127.0.0.1");
             }
+            Kind::OpenTsdb => unreachable!("started by start_opentsdb"),
             Kind::Vm => {
                 let p = free_ports(3)?;
                 (api, telnet, http_put) = (p[0], p[1], p[2]);
@@ -127,9 +139,97 @@ impl Server {
         cmd.stdin(Stdio::null()).stdout(log_file).stderr(log_err);
         let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let pid = child.id();
-        let mut server = Server { kind, child: Some(child), pid, data_dir, log, telnet, http_put, api };
+        let mut server = Server { kind, child: Some(child), pid, data_dir, log, telnet, http_put, api, scripts: None };
         server.wait_ready(Duration::from_secs(60))?;
         Ok(server)
+    }
+
+    /// A fresh HBase test bed under `dir/opentsdb-data` and OpenTSDB 2.4.1's TSD on it, by the workspace's
+    /// `scripts` (the scripts wait until HBase has its tables and the TSD answers).
+    fn start_opentsdb(scripts: &Path, dir: &Path) -> Result<Server, String> {
+        let data_dir = dir.join("opentsdb-data");
+        if data_dir.exists() {
+            std::fs::remove_dir_all(&data_dir).map_err(|e| format!("clearing {}: {e}", data_dir.display()))?;
+        }
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let run = |script: &str, args: &[&str]| -> Result<String, String> {
+            let out = Command::new(scripts.join(script))
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("running scripts/{script}: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "scripts/{script} {} failed: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).lines().rev().take(15).collect::<Vec<_>>().join(" | ")
+                ));
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        let d = data_dir.to_string_lossy().into_owned();
+        let mut server = Server {
+            kind: Kind::OpenTsdb,
+            child: None,
+            pid: 0,
+            log: data_dir.join("tsd/tsd.log"),
+            data_dir: data_dir.clone(),
+            telnet: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http_put: SocketAddr::from(([127, 0, 0, 1], 0)),
+            api: SocketAddr::from(([127, 0, 0, 1], 0)),
+            // From here on, dropping the server stops whatever did start.
+            scripts: Some(scripts.to_path_buf()),
+        };
+        run("hbase-cluster", &["up", &d])?;
+        // Rollups off: with them on (the test bed's default, as rtsd.conf), 2.4.1 answers a 1m downsample (q1-q3)
+        // from the rollup table, which nothing here writes, so it would answer [] (differences.json,
+        // query/rollup/*).
+        let out = Command::new(scripts.join("opentsdb-ref"))
+            .args(["up", &d])
+            .env("OPENTSDB_REF_EXTRA_CONF", "tsd.rollups.enable = false")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running scripts/opentsdb-ref: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("scripts/opentsdb-ref up failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let up = String::from_utf8_lossy(&out.stdout).into_owned();
+        let port: u16 = up
+            .lines()
+            .find_map(|l| l.strip_prefix("port="))
+            .and_then(|p| p.trim().parse().ok())
+            .ok_or_else(|| format!("opentsdb-ref printed no port: {up:?}"))?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        (server.telnet, server.http_put, server.api) = (addr, addr, addr);
+        server.pid = std::fs::read_to_string(data_dir.join("tsd/tsd.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or("no tsd/tsd.pid")?;
+        Ok(server)
+    }
+
+    /// Every process of the server: the server itself, or for OpenTSDB the TSD and the test bed's JVMs.
+    fn pids(&self) -> Vec<u32> {
+        if self.kind != Kind::OpenTsdb {
+            return vec![self.pid];
+        }
+        let mut pids = vec![self.pid];
+        for entry in std::fs::read_dir(self.data_dir.join("pids")).into_iter().flatten().flatten() {
+            if entry.path().extension().and_then(|e| e.to_str()) == Some("pid") {
+                if let Some(p) = std::fs::read_to_string(entry.path()).ok().and_then(|s| s.trim().parse().ok()) {
+                    pids.push(p);
+                }
+            }
+        }
+        pids
+    }
+
+    /// Where the server keeps its data (for OpenTSDB: HBase's root directory, WALs included).
+    pub fn disk_dir(&self) -> PathBuf {
+        match self.kind {
+            Kind::OpenTsdb => self.data_dir.join("hbase"),
+            _ => self.data_dir.clone(),
+        }
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
@@ -174,34 +274,56 @@ impl Server {
 
     /// The server's own count of stored points for `proto`.
     pub fn stored(&self, proto: Proto) -> Result<u64, String> {
+        if self.kind == Kind::OpenTsdb {
+            // Counted as the TSD hands a point to asynchbase, which sends it to HBase within
+            // tsd.storage.flush_interval (1 s); the q1/q2 checks read every point back.
+            let r = http::get(self.api, "/api/stats", Duration::from_secs(30)).map_err(|e| format!("/api/stats: {e}"))?;
+            let v: serde_json::Value = serde_json::from_slice(&r.body).map_err(|e| format!("/api/stats: {e}"))?;
+            return Ok(v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["metric"] == "tsd.datapoints.added")
+                .and_then(|s| s["value"].as_f64().or_else(|| s["value"].as_str()?.parse().ok()))
+                .unwrap_or(0.0) as u64);
+        }
         let series = match (self.kind, proto) {
             (Kind::Rtsd, Proto::Telnet) => r#"rtsd_datapoints_added_total{protocol="telnet"}"#,
             (Kind::Rtsd, Proto::Http) => r#"rtsd_datapoints_added_total{protocol="http"}"#,
             (Kind::Vm, Proto::Telnet) => r#"vm_rows_inserted_total{type="opentsdb"}"#,
             (Kind::Vm, Proto::Http) => r#"vm_rows_inserted_total{type="opentsdbhttp"}"#,
+            (Kind::OpenTsdb, _) => unreachable!("read from /api/stats above"),
         };
         Ok(metric_value(&self.metrics()?, series).unwrap_or(0.0) as u64)
     }
 
-    /// User + system CPU seconds the server has used so far (all threads).
+    /// User + system CPU seconds the server has used so far (all threads; OpenTSDB: all its JVMs).
     pub fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split(' ').collect();
-        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        Some(ticks as f64 / clock_ticks() as f64)
+        let mut total = 0.0;
+        for pid in self.pids() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split(' ').collect();
+            let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            total += ticks as f64 / clock_ticks() as f64;
+        }
+        Some(total)
     }
 
-    /// Peak resident set size so far (`VmHWM`, what `/usr/bin/time -v` reports as maximum RSS), in KiB.
+    /// Peak resident set size so far (`VmHWM`, what `/usr/bin/time -v` reports as maximum RSS), in KiB; for
+    /// OpenTSDB the sum of its JVMs' peaks.
     pub fn peak_rss_kib(&self) -> Option<u64> {
-        peak_rss_kib_of(self.pid)
+        self.pids().into_iter().map(peak_rss_kib_of).sum()
     }
 
     /// VictoriaMetrics: `/internal/force_flush`, then `/internal/force_merge` of each month prefix, then waits
     /// (at most `limit`) until no forced merge is active; rtsd: waits until RocksDB has settled ([`Server::settle`]).
     pub fn flush_and_merge(&self, months: &[String], limit: Duration) -> Result<(), String> {
-        if self.kind == Kind::Rtsd {
-            return self.settle(limit);
+        match self.kind {
+            Kind::Rtsd => return self.settle(limit),
+            // The data sets end in the current hour, which OpenTSDB's compaction leaves alone until it closes.
+            Kind::OpenTsdb => return Ok(()),
+            Kind::Vm => {}
         }
         let t = Duration::from_secs(120);
         let r = http::get(self.api, "/internal/force_flush", t).map_err(|e| format!("force_flush: {e}"))?;
@@ -254,8 +376,20 @@ impl Server {
         Ok(())
     }
 
-    /// Stops the server with SIGTERM (both flush their data on it) and waits at most `limit`, then SIGKILL.
+    /// Stops the server with SIGTERM (all flush their data on it) and waits at most `limit`, then SIGKILL.
     pub fn stop(&mut self, limit: Duration) -> Result<(), String> {
+        if let Some(scripts) = self.scripts.take() {
+            // The scripts stop by PID: SIGTERM (region servers flush their memstores), SIGKILL after a timeout.
+            let d = self.data_dir.to_string_lossy().into_owned();
+            let mut failed = Vec::new();
+            for script in ["opentsdb-ref", "hbase-cluster"] {
+                let ok = Command::new(scripts.join(script)).args(["down", &d]).stdin(Stdio::null()).output();
+                if !matches!(&ok, Ok(o) if o.status.success()) {
+                    failed.push(script);
+                }
+            }
+            return if failed.is_empty() { Ok(()) } else { Err(format!("{failed:?} down failed")) };
+        }
         let Some(mut child) = self.child.take() else { return Ok(()) };
         signal(self.pid, "TERM");
         let until = Instant::now() + limit;
@@ -275,13 +409,16 @@ impl Server {
 
     /// True while the process runs.
     pub fn running(&mut self) -> bool {
+        if self.kind == Kind::OpenTsdb {
+            return self.scripts.is_some() && std::path::Path::new(&format!("/proc/{}", self.pid)).exists();
+        }
         self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if self.child.is_some() {
+        if self.child.is_some() || self.scripts.is_some() {
             let _ = self.stop(Duration::from_secs(10));
         }
     }

@@ -16,6 +16,7 @@
 //! * [`venv_python`] / [`collectd_binary`]: the external clients installed by `scripts/install-test-deps`; missing
 //!   ones fail the test with instructions.
 pub mod chukwa_agent;
+pub mod differential;
 pub mod testbed;
 pub mod webdriver;
 

@@ -22,9 +22,15 @@ pub fn root() -> PathBuf {
 
 /// Runs a test-bed script; panics with its output when it fails. Returns stdout.
 pub fn script(name: &str, args: &[&str]) -> String {
+    script_env(name, args, &[])
+}
+
+/// [`script`] with extra environment variables.
+pub fn script_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let path = root().join("scripts").join(name);
     let out = Command::new(&path)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
@@ -88,11 +94,19 @@ pub struct Testbed {
     down: bool,
     /// The name log lines are prefixed with (the test binary's).
     label: &'static str,
+    /// The extra opentsdb.conf lines the TSD started with (again on a restart).
+    tsd_conf: String,
 }
 
 impl Testbed {
     /// Starts the cluster and the reference TSD; `label` prefixes the progress and failure output.
     pub fn start(label: &'static str) -> Testbed {
+        Testbed::start_with(label, &[])
+    }
+
+    /// [`Testbed::start`] with extra properties for the reference TSD's opentsdb.conf (e.g. the compaction
+    /// queue's `tsd.storage.compaction.*`), appended after the ones that mirror rtsd.conf.
+    pub fn start_with(label: &'static str, tsd_conf: &[(&str, &str)]) -> Testbed {
         require_tools();
         let dir = tempfile::Builder::new().prefix("rtsd-hbase-").tempdir().expect("temp dir");
         let d = dir.path().to_string_lossy().into_owned();
@@ -114,22 +128,38 @@ impl Testbed {
             .expect("spawn the test bed watcher");
         let started = Instant::now();
         // From here on a panic (a script failing) drops the Testbed, which stops whatever did start.
-        let mut tb = Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label };
+        let tsd_conf: String = tsd_conf.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        let mut tb = Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label, tsd_conf };
         let up = script("hbase-cluster", &["up", &d]);
         assert!(up.lines().any(|l| l.starts_with("zk_quorum=127.0.0.1:")), "no zk_quorum line in {up:?}");
         let cluster_secs = started.elapsed().as_secs();
-        let tsd = script("opentsdb-ref", &["up", &d]);
+        tb.start_tsd();
+        eprintln!(
+            "{label}: cluster up in {cluster_secs}s, reference TSD on port {} after {}s",
+            tb.tsd.port(),
+            started.elapsed().as_secs()
+        );
+        tb
+    }
+
+    fn start_tsd(&mut self) {
+        let d = self.dir().to_string();
+        let tsd = script_env("opentsdb-ref", &["up", &d], &[("OPENTSDB_REF_EXTRA_CONF", &self.tsd_conf)]);
         let port: u16 = tsd
             .lines()
             .find_map(|l| l.strip_prefix("port="))
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no port= line in {tsd:?}"));
-        eprintln!(
-            "{label}: cluster up in {cluster_secs}s, reference TSD on port {port} after {}s",
-            started.elapsed().as_secs()
-        );
-        tb.tsd = SocketAddr::from(([127, 0, 0, 1], port));
-        tb
+        self.tsd = SocketAddr::from(([127, 0, 0, 1], port));
+    }
+
+    /// Stops the reference TSD gracefully and starts it again (on a new port, [`Testbed::tsd`]). 2.4.1's shutdown
+    /// compacts every queued row of a closed hour (`CompactionQueue.flush()`): with
+    /// `tsd.storage.compaction.min_flush_threshold` set high, that is when closed hours get compacted, once all
+    /// their cells are in HBase.
+    pub fn restart_tsd(&mut self) {
+        script("opentsdb-ref", &["down", self.dir()]);
+        self.start_tsd();
     }
 
     /// The test bed's directory, as a string for the scripts' arguments.
@@ -148,6 +178,66 @@ impl Testbed {
         conn.stream().set_read_timeout(Some(timeout)).expect("set read timeout");
         let headers: &[(&str, &str)] = if body.is_empty() { &[] } else { &[("Content-Type", "application/json")] };
         conn.request(method, path, headers, body.as_bytes())
+    }
+
+    /// Runs one of OpenTSDB 2.4.1's command-line tools (`scripts/opentsdb-ref tool`, e.g.
+    /// `net.opentsdb.tools.DumpSeries` for `tsdb scan`) against the test bed; returns its stdout. `TZ=UTC`: the
+    /// tools print dates with the JVM's default time zone, rtsd's tools in UTC.
+    pub fn tool(&self, class: &str, args: &[&str]) -> String {
+        self.try_tool(class, args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Testbed::tool`], with its failure (the tool's output and exception) as the error.
+    pub fn try_tool(&self, class: &str, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(root().join("scripts/opentsdb-ref"))
+            .args(["tool", self.dir(), class])
+            .args(args)
+            .env("TZ", "UTC")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run scripts/opentsdb-ref: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            let tail: Vec<&str> = stdout.lines().rev().take(5).collect();
+            return Err(format!(
+                "opentsdb-ref tool {class} {} failed ({}): ...{:?}\n{}",
+                args.join(" "),
+                out.status,
+                tail,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(stdout)
+    }
+
+    /// The properties of the reference's own opentsdb.conf that change what the compared requests answer, for an
+    /// rtsd started beside it (`--set`), so both run the same configuration.
+    pub fn rtsd_settings(&self) -> Vec<(String, String)> {
+        let conf = std::fs::read_to_string(self.path().join("tsd/opentsdb.conf")).expect("reference opentsdb.conf");
+        let wanted = [
+            "tsd.core.auto_create_metrics",
+            "tsd.core.auto_create_tagks",
+            "tsd.core.auto_create_tagvs",
+            "tsd.storage.fix_duplicates",
+            "tsd.storage.max_tags",
+            "tsd.storage.uid.width.metric",
+            "tsd.storage.uid.width.tagk",
+            "tsd.storage.uid.width.tagv",
+            "tsd.storage.salt.width",
+            "tsd.storage.salt.buckets",
+            "tsd.rollups.enable",
+            "tsd.rollups.config",
+            "tsd.core.enable_api",
+            "tsd.no_diediedie",
+            "tsd.http.query.allow_delete",
+            "tsd.rpc.telnet.return_errors",
+            "tsd.http.request.enable_chunked",
+        ];
+        conf.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .filter(|(k, _)| wanted.contains(&k.as_str()))
+            .collect()
     }
 
     /// The PIDs the scripts recorded: ZooKeeper, master, region servers, TSD.

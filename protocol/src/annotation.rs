@@ -59,6 +59,34 @@ impl Annotation {
         out
     }
 
+    /// The bytes OpenTSDB 2.4.1 stores in the annotation's column (`Annotation.getStorageJSON`, not the API form):
+    /// `tsuid` (left out for a global annotation), `startTime`, `endTime`, `description` and `notes` (`""` when
+    /// not given, the Java fields' defaults), `custom` with its keys sorted (a `TreeMap`) or `null`. Checked
+    /// against the real 2.4.1's `tsdb scan` by compat-tests/tests/layout_vs_opentsdb.rs (spec: ingest §4.8).
+    pub fn to_storage_json(&self) -> String {
+        let mut out = String::from("{");
+        if let Some(t) = &self.tsuid {
+            out.push_str(&format!("\"tsuid\":{},", json_string(t)));
+        }
+        out.push_str(&format!("\"startTime\":{},\"endTime\":{}", self.start_time, self.end_time));
+        for (name, value) in [("description", &self.description), ("notes", &self.notes)] {
+            out.push_str(&format!(",{}:{}", json_string(name), json_string(value.as_deref().unwrap_or(""))));
+        }
+        match &self.custom {
+            Some(c) => {
+                let mut sorted: Vec<&(String, String)> = c.iter().collect();
+                // Java's TreeMap<String, String> orders by String.compareTo: UTF-16 code units.
+                sorted.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                let body: Vec<String> =
+                    sorted.iter().map(|(k, v)| format!("{}:{}", json_string(k), json_string(v))).collect();
+                out.push_str(&format!(",\"custom\":{{{}}}", body.join(",")));
+            }
+            None => out.push_str(",\"custom\":null"),
+        }
+        out.push('}');
+        out
+    }
+
     /// Reads the fields present in a JSON object; absent fields stay as they are in `self` (so a POST can merge
     /// into a stored annotation). Fields take values as Jackson coerces them
     /// ([`jackson_string`], [`jackson_long`]).
@@ -77,12 +105,15 @@ impl Annotation {
         Ok(())
     }
 
-    /// Parses a stored or received annotation object.
+    /// Parses a stored annotation object. The empty `description` / `notes` that 2.4.1's storage form always
+    /// carries ([`Annotation::to_storage_json`]) read as absent, so answers stay as they were before the form.
     pub fn from_json(bytes: &[u8]) -> Result<Annotation, String> {
         let v: Json = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         let Json::Object(obj) = v else { return Err("an annotation must be a JSON object".to_string()) };
         let mut a = Annotation::default();
         a.apply_json(&obj)?;
+        a.description = a.description.filter(|d| !d.is_empty());
+        a.notes = a.notes.filter(|n| !n.is_empty());
         Ok(a)
     }
 
@@ -263,6 +294,25 @@ pub fn time_from_qualifier(qualifier: &[u8], base_time: u32) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_json_is_2_4_1_s_bytes() {
+        // What the real 2.4.1 stored for POST /api/annotation {"tsuid":"000001000001000001","startTime":1700000008,
+        // "description":"d","custom":{"k":"v"}} (its `tsdb scan`); spec: ingest §4.8.
+        let mut a = Annotation::from_json(br#"{"tsuid":"000001000001000001","startTime":1700000008,"description":"d","custom":{"k":"v"}}"#).unwrap();
+        assert_eq!(
+            a.to_storage_json(),
+            r#"{"tsuid":"000001000001000001","startTime":1700000008,"endTime":0,"description":"d","notes":"","custom":{"k":"v"}}"#
+        );
+        // Global, no custom map: no tsuid, custom null; custom keys sorted.
+        a.tsuid = None;
+        a.custom = None;
+        assert_eq!(a.to_storage_json(), r#"{"startTime":1700000008,"endTime":0,"description":"d","notes":"","custom":null}"#);
+        a.custom = Some(vec![("b".into(), "2".into()), ("a".into(), "1".into())]);
+        assert!(a.to_storage_json().ends_with(r#""custom":{"a":"1","b":"2"}}"#));
+        // Read back, the empty notes are absent again.
+        assert_eq!(Annotation::from_json(a.to_storage_json().as_bytes()).unwrap().notes, None);
+    }
 
     #[test]
     fn qualifiers_follow_the_stored_layout() {

@@ -95,9 +95,9 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
                     headers: Vec::new(),
                 };
             };
-            let json = updated.to_json();
-            match store.put_annotation(&key, &qualifier, Some(json.as_bytes())) {
-                Ok(()) => Reply::json(StatusCode::OK, json),
+            let stored = updated.to_storage_json();
+            match store.put_annotation(&key, &qualifier, Some(stored.as_bytes())) {
+                Ok(()) => Reply::json(StatusCode::OK, updated.to_json()),
                 Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
             }
         }
@@ -123,7 +123,18 @@ fn updated(
         }
         _ => given.clone(),
     };
-    (stored.as_ref() != Some(&result)).then_some(result)
+    // Stored annotations carry 2.4.1's defaults (`""` for a missing description or notes) and `custom` sorted
+    // (Annotation::to_storage_json): those are the same annotation as one without them.
+    let plain = |a: &Annotation| {
+        let mut a = a.clone();
+        a.description = a.description.filter(|d| !d.is_empty());
+        a.notes = a.notes.filter(|n| !n.is_empty());
+        if let Some(c) = a.custom.as_mut() {
+            c.sort();
+        }
+        a
+    };
+    (stored.as_ref().map(plain) != Some(plain(&result))).then_some(result)
 }
 
 /// `/api/annotation/bulk` (spec: query §6.9): POST (merge) or PUT (replace) a list of annotations, answered
@@ -189,12 +200,14 @@ fn bulk_update(req: &ApiRequest, tsd: &Tsd) -> Reply {
             pending.insert(slot, updated);
         }
     }
-    let written: Vec<(&Slot, String)> = order.iter().map(|slot| (slot, pending[slot].to_json())).collect();
+    // Stored in 2.4.1's storage form, answered in the API form.
+    let written: Vec<(&Slot, String)> = order.iter().map(|slot| (slot, pending[slot].to_storage_json())).collect();
     let columns = written.iter().map(|((key, qualifier), json)| (&key[..], &qualifier[..], Some(json.as_bytes())));
     if let Err(e) = store.write_annotations(columns) {
         return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None);
     }
-    let items: Vec<&str> = written.iter().map(|(_, json)| json.as_str()).collect();
+    let answers: Vec<String> = order.iter().map(|slot| pending[slot].to_json()).collect();
+    let items: Vec<&str> = answers.iter().map(String::as_str).collect();
     Reply::json(StatusCode::OK, format!("[{}]", items.join(",")))
 }
 
