@@ -127,7 +127,8 @@ fn compact_and_dump(tb: &mut Testbed, args: &[&str]) -> String {
     let dump = tb.tool("net.opentsdb.tools.DumpSeries", args);
     // Seen: 2.4.1's shutdown compacted some closed rows and left others (lay.int, lay.float) as single cells, with
     // nothing in its log; those rows are compared cell by cell (see `layout`).
-    let left: Vec<&String> = rows(&dump).iter().filter(|(_, c)| !compacted_row(c)).map(|(k, _)| &k.2).collect();
+    let dumped = rows(&dump);
+    let left: Vec<&String> = dumped.iter().filter(|(_, c)| !compacted_row(c)).map(|(k, _)| &k.2).collect();
     eprintln!("layout_vs_opentsdb: rows OpenTSDB left uncompacted: {left:?}");
     eprintln!("layout_vs_opentsdb: TSD restarted (compacting) and rows dumped in {:.1}s", t.elapsed().as_secs_f64());
     dump
