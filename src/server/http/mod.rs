@@ -7,6 +7,7 @@
 pub mod annotation;
 pub mod discovery;
 pub mod graph;
+pub mod meta;
 pub mod put;
 pub mod query;
 pub mod reply;
