@@ -383,3 +383,141 @@ pub fn fsck(store: &Store, fix: bool, delete_unknown: bool, out: &mut impl Write
     }
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::Config;
+
+    /// The report without its timing line, which is checked apart.
+    fn run_fsck(store: &Store, fix: bool, delete_unknown: bool) -> (u64, Vec<String>) {
+        let mut out = Vec::new();
+        let errors = fsck(store, fix, delete_unknown, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let timing: Vec<&str> = text.lines().filter(|l| l.contains(" KVs analyzed in ")).collect();
+        assert_eq!(timing.len(), 1, "{text}");
+        (errors, text.lines().filter(|l| !l.contains(" KVs analyzed in ")).map(str::to_string).collect())
+    }
+
+    #[test]
+    fn fsck_reports_and_repairs_damaged_uid_maps() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::for_data_dir(dir.path(), &[]).unwrap();
+        let store = Store::open(&config.store_options(), Arc::new(crate::metrics::Metrics::new())).unwrap();
+        for name in ["a", "b", "c"] {
+            store.uids().assign_new(UidKind::Metric, name).unwrap();
+        }
+        store.uids().assign_new(UidKind::TagKey, "host").unwrap();
+        let (errors, report) = run_fsck(&store, false, false);
+        assert_eq!(errors, 0);
+        assert_eq!(
+            report,
+            ["Running in log only mode", "Maximum ID for metrics: 3", "Maximum ID for tagk: 1", "No errors found."]
+        );
+        let m = b"metrics".to_vec();
+        let cell = |family, q: &[u8], row: &[u8], value: Option<&[u8]>| -> UidCellWrite {
+            (family, q.to_vec(), row.to_vec(), value.map(<[u8]>::to_vec))
+        };
+        store
+            .write_uid_cells(&[
+                // Two names on one UID.
+                cell(UidFamily::Id, &m, b"x", Some(&[0, 0, 1])),
+                // A forward mapping without its reverse, past the max ID.
+                cell(UidFamily::Id, &m, b"d", Some(&[0, 0, 5])),
+                // A reverse mapping that disagrees with the forward one, and one more for a name mapped elsewhere.
+                cell(UidFamily::Name, &m, &[0, 0, 2], Some(b"zz")),
+                cell(UidFamily::Name, &m, &[0, 0, 9], Some(b"c")),
+                // An ID of the wrong width, an unknown qualifier, a max ID not on 8 bytes.
+                cell(UidFamily::Id, b"tagk", b"bad", Some(&[0, 1])),
+                cell(UidFamily::Id, b"weird", b"r", Some(b"v")),
+                cell(UidFamily::Id, b"tagv", &[0], Some(&[0, 0, 0, 1])),
+            ])
+            .unwrap();
+        // The first pass reports in cell order: by kind (qualifier), then by row.
+        let (errors, report) = run_fsck(&store, false, false);
+        let expected_log: Vec<String> = [
+            "Running in log only mode",
+            "Maximum ID for metrics: 3",
+            "Maximum ID for tagk: 1",
+            "Invalid tagk ID of length 2 (expected: 3): bad -> 0001",
+            "Invalid maximum ID for tagv: should be on 8 bytes: 00000001",
+            "Unknown qualifier 7765697264 in row 72",
+        ]
+        .into_iter()
+        .chain([
+            "UID collision: metrics a, x all map to 000001",
+            "Forward metrics mapping b -> 000002 is different than reverse mapping: 000002 -> zz",
+            "Forward metrics mapping is missing reverse mapping: d -> 000005",
+            "Reverse metrics mapping is missing forward mapping: zz -> 000002",
+            "Inconsistent reverse metrics mapping 000009 -> c vs 000003 -> c",
+            "We found an ID of 5 for metrics but the max ID is only 3!  Future IDs may be double-assigned!",
+            "metrics: Found 5 errors.",
+            "tagk: Found 1 errors.",
+            "tagv: Found 1 errors.",
+            "7 errors found.",
+        ])
+        .map(str::to_string)
+        .collect();
+        assert_eq!((errors, report), (7, expected_log));
+
+        let (errors, report) = run_fsck(&store, true, true);
+        assert_eq!(errors, 7);
+        assert_eq!(
+            report,
+            [
+                "Running fsck in FIX mode (remove unknowns: true)",
+                "Maximum ID for metrics: 3",
+                "Maximum ID for tagk: 1",
+                "Invalid tagk ID of length 2 (expected: 3): bad -> 0001",
+                "Invalid maximum ID for tagv: should be on 8 bytes: 00000001",
+                "Unknown qualifier 7765697264 in row 72",
+                "FIX: Removed unknown qualifier 7765697264 in row 72",
+                "UID collision: metrics a, x all map to 000001",
+                "Forward metrics mapping b -> 000002 is different than reverse mapping: 000002 -> zz",
+                "FIX: Restoring metrics reverse mapping: 000002 -> b",
+                "Forward metrics mapping is missing reverse mapping: d -> 000005",
+                "FIX: Restoring metrics reverse mapping: 000005 -> d",
+                "FIX: Removed forward metrics mapping for a -> 000001",
+                "FIX: Removed forward metrics mapping for x -> 000001",
+                "FIX: Created forward metrics mapping for fsck'd UID fsck.a.x -> 000001",
+                "Corrupted UID [000001] renamed to [fsck.a.x]",
+                "Reverse metrics mapping is missing forward mapping: zz -> 000002",
+                "FIX: Removed metrics reverse mapping: 000002 -> zz",
+                "Inconsistent reverse metrics mapping 000009 -> c vs 000003 -> c",
+                "FIX: Removed metrics reverse mapping: 000009 -> c",
+                "We found an ID of 5 for metrics but the max ID is only 3!  Future IDs may be double-assigned!",
+                "FIX: Updated max ID for metrics to 5",
+                "metrics: Found 5 errors.",
+                "tagk: Found 1 errors.",
+                "tagv: Found 1 errors.",
+                "7 errors found.",
+            ]
+        );
+        // What fix leaves: the cells fix does not touch (the bad width, the bad max ID) stay, and b's reverse
+        // mapping is gone: the fix restored it and then removed zz's, the same cell, and the later write wins.
+        let (errors, report) = run_fsck(&store, false, false);
+        assert_eq!(
+            (errors, report),
+            (
+                3,
+                [
+                    "Running in log only mode",
+                    "Maximum ID for metrics: 5",
+                    "Maximum ID for tagk: 1",
+                    "Invalid tagk ID of length 2 (expected: 3): bad -> 0001",
+                    "Invalid maximum ID for tagv: should be on 8 bytes: 00000001",
+                    "Forward metrics mapping is missing reverse mapping: b -> 000002",
+                    "Max ID for metrics is 5 but only 4 entries were found.  Maybe 1 IDs were deleted?",
+                    "metrics: Found 1 errors.",
+                    "tagk: Found 1 errors.",
+                    "tagv: Found 1 errors.",
+                    "3 errors found.",
+                ]
+                .map(str::to_string)
+                .to_vec()
+            )
+        );
+    }
+}
