@@ -396,6 +396,45 @@ impl From<PutError> for RollupError {
     }
 }
 
+/// The point's aggregate tag (`_aggregate`, `tsd.rollups.agg_tag_key`) as `addAggregatePointInternal` completes
+/// it: added when missing (for a raw rollup only with `tsd.rollups.tag_raw`), upper-cased when it names the group
+/// by aggregator, refused when it does not. Returns its value.
+fn set_agg_tag(settings: &RollupSettings, point: &mut DataPoint<'_>, spec: &RollupSpec) -> Result<String, RollupError> {
+    use std::borrow::Cow;
+    let illegal = |m: String| RollupError::Put(PutError::IllegalArgument(m));
+    let is_groupby = spec.groupby_aggregator.is_some();
+    let groupby = spec.groupby_aggregator.as_deref().unwrap_or("");
+    let key = settings.agg_tag_key.as_str();
+    let existing = point.tags.iter().position(|(k, _)| k == key);
+    Ok(match existing {
+        None if !is_groupby => {
+            if settings.tag_raw {
+                point.tags.push((Cow::Owned(key.to_string()), Cow::Owned(settings.raw_agg_tag_value.clone())));
+            }
+            settings.raw_agg_tag_value.clone()
+        }
+        None => {
+            let v = groupby.to_ascii_uppercase();
+            point.tags.push((Cow::Owned(key.to_string()), Cow::Owned(v.clone())));
+            v
+        }
+        Some(i) => {
+            if !is_groupby || !point.tags[i].1.eq_ignore_ascii_case(groupby) {
+                return Err(illegal(format!(
+                    "Given tag value for {key} of {} did not match the group by aggregator of {} for {} {}",
+                    point.tags[i].1,
+                    spec.groupby_aggregator.as_deref().unwrap_or("null"),
+                    point.metric,
+                    point.tags_java()
+                )));
+            }
+            let v = groupby.to_ascii_uppercase();
+            point.tags[i].1 = Cow::Owned(v.clone());
+            v
+        }
+    })
+}
+
 /// The checks of OpenTSDB's `TSDB.addAggregatePointInternal`, in its order and with its texts, up to the point
 /// where UIDs are resolved: completes the tags (the `_aggregate` tag) and says where the point is stored. The
 /// point's syntax (timestamp > 0, a number, finite) was checked by the protocol parser.
@@ -405,7 +444,6 @@ pub fn prepare(
     spec: &RollupSpec,
     rules: &rtsd_protocol::point::Rules,
 ) -> Result<RollupTarget, RollupError> {
-    use std::borrow::Cow;
     let illegal = |m: String| RollupError::Put(PutError::IllegalArgument(m));
     let interval = spec.interval.as_deref().filter(|i| !i.is_empty());
     let config = settings.config.as_ref();
@@ -449,35 +487,7 @@ pub fn prepare(
         }
         return Err(illegal("No rollup or aggregations were configured".into()));
     };
-    let key = settings.agg_tag_key.as_str();
-    let existing = point.tags.iter().position(|(k, _)| k == key);
-    let agg_tag_value = match existing {
-        None if !is_groupby => {
-            if settings.tag_raw {
-                point.tags.push((Cow::Owned(key.to_string()), Cow::Owned(settings.raw_agg_tag_value.clone())));
-            }
-            settings.raw_agg_tag_value.clone()
-        }
-        None => {
-            let v = groupby.to_ascii_uppercase();
-            point.tags.push((Cow::Owned(key.to_string()), Cow::Owned(v.clone())));
-            v
-        }
-        Some(i) => {
-            if !is_groupby || !point.tags[i].1.eq_ignore_ascii_case(groupby) {
-                return Err(illegal(format!(
-                    "Given tag value for {key} of {} did not match the group by aggregator of {} for {} {}",
-                    point.tags[i].1,
-                    spec.groupby_aggregator.as_deref().unwrap_or("null"),
-                    point.metric,
-                    point.tags_java()
-                )));
-            }
-            let v = groupby.to_ascii_uppercase();
-            point.tags[i].1 = Cow::Owned(v.clone());
-            v
-        }
-    };
+    let agg_tag_value = set_agg_tag(settings, point, spec)?;
     let derived = |agg: &str| settings.block_derived && (agg == "AVG" || agg == "DEV");
     if is_groupby {
         if crate::query::Aggregator::from_name(&groupby.to_ascii_lowercase()).is_none() {

@@ -131,6 +131,30 @@ pub fn json_string(s: &str) -> String {
     out
 }
 
+/// A Java `HashMap<String, String>` as Jackson writes it (`null` for None): the pairs in that map's iteration
+/// order. OpenTSDB's meta records write their `custom` map this way, in storage and in API replies alike.
+pub fn jackson_string_map_json(map: Option<&[(String, String)]>) -> String {
+    let Some(pairs) = map else { return "null".to_string() };
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let body: Vec<String> = crate::javafmt::hashmap_order(&keys)
+        .into_iter()
+        .map(|i| format!("{}:{}", json_string(&pairs[i].0), json_string(&pairs[i].1)))
+        .collect();
+    format!("{{{}}}", body.join(","))
+}
+
+/// A `double` as Jackson writes it: Java's `Double.toString`, the non-finite values as quoted strings
+/// (`"NaN"`, `"Infinity"`, `"-Infinity"`).
+pub fn jackson_double_json(d: f64) -> String {
+    if d.is_nan() {
+        "\"NaN\"".to_string()
+    } else if d.is_infinite() {
+        if d > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" }.to_string()
+    } else {
+        crate::javafmt::double_to_string(d)
+    }
+}
+
 /// OpenTSDB's API error body: `{"error":{"code":400,"message":"...","details":"..."}}` (spec: ingest §3.7).
 ///
 /// Every `/api/*` failure uses this one shape, and clients such as pyopentsdb read `message` from it. `details` is
@@ -237,6 +261,19 @@ mod tests {
             error_envelope(405, "Method not allowed", Some("The HTTP method [GET] is not permitted for this endpoint")),
             r#"{"error":{"code":405,"message":"Method not allowed","details":"The HTTP method [GET] is not permitted for this endpoint"}}"#
         );
+    }
+
+    #[test]
+    fn jackson_maps_and_doubles() {
+        assert_eq!(jackson_string_map_json(None), "null");
+        assert_eq!(jackson_string_map_json(Some(&[])), "{}");
+        let pairs = [("owner".to_string(), "Jane \"J\"".to_string())];
+        assert_eq!(jackson_string_map_json(Some(&pairs)), r#"{"owner":"Jane \"J\""}"#);
+        assert_eq!(jackson_double_json(f64::NAN), r#""NaN""#);
+        assert_eq!(jackson_double_json(f64::INFINITY), r#""Infinity""#);
+        assert_eq!(jackson_double_json(f64::NEG_INFINITY), r#""-Infinity""#);
+        assert_eq!(jackson_double_json(1024.0), "1024.0");
+        assert_eq!(jackson_double_json(0.5), "0.5");
     }
 
     #[test]

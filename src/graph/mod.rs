@@ -10,6 +10,9 @@
 //! Nothing here does I/O or reads the store: [`render_png`] takes the series and the options.
 use std::sync::Once;
 
+use plotters::chart::DualCoordChartContext;
+use plotters::coord::cartesian::Cartesian2d;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, RGBColor};
@@ -407,8 +410,6 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         .build_cartesian_2d(x0..x1, left.range.0..left.range.1)?
         .set_secondary_coord(x0..x1, right.range.0..right.range.1);
 
-    let span = (x1 - x0) as i64;
-    let time_label = time_label(o.xformat.clone().unwrap_or_else(|| default_time_format(span).to_string()), &o.zone);
     let left_label = y_label(&o.yformat, left.log);
     let y_labels = ((o.height / 60) as usize).clamp(2, 12);
     let mut mesh = chart.configure_mesh();
@@ -426,22 +427,7 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         mesh.y_desc(l.as_str());
     }
     mesh.draw()?;
-    let step = time_step(span, i64::from(o.width / 110).max(2));
-    let offset =
-        i64::from(jiff::Timestamp::from_second(o.start_s).map(|t| o.zone.to_offset(t).seconds()).unwrap_or_default());
-    let label_style = small.pos(plotters::style::text_anchor::Pos::new(
-        plotters::style::text_anchor::HPos::Center,
-        plotters::style::text_anchor::VPos::Top,
-    ));
-    let mut t = ((o.start_s + offset).div_euclid(step) + 1) * step - offset;
-    while (t as f64) <= x1 {
-        let x = t as f64;
-        chart.draw_series(LineSeries::new([(x, left.range.0), (x, left.range.1)], fg.mix(0.15)))?;
-        let (px, py) = chart.backend_coord(&(x, left.range.0));
-        root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], fg))?;
-        root.draw(&Text::new(time_label(&x), (px, py + 7), label_style.clone()))?;
-        t += step;
-    }
+    draw_time_ticks(root, &mut chart, o, (x0, x1), left.range, &small)?;
 
     if dual {
         let right_label = y_label(&o.y2format, right.log);
@@ -453,7 +439,72 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         axes.draw()?;
     }
 
-    for (i, (s, pts)) in series.iter().zip(&lines).enumerate() {
+    draw_lines(&mut chart, o, series, &lines)?;
+
+    if series.is_empty() || !any_points {
+        // Gnuplot's `set label "No data" at graph 0.5,0.9 center` (OpenTSDB sets it when nothing matched).
+        let (w, h) = root.dim_in_pixel();
+        let style = font(14.0).pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        ));
+        root.draw(&Text::new("No data", (w as i32 / 2, (h as f64 * 0.15) as i32), style))?;
+    } else if o.key.shown {
+        let mut labels = chart.configure_series_labels();
+        labels.position(o.key.label_position()).label_font(small).background_style(o.background.mix(0.85));
+        if o.key.boxed {
+            labels.border_style(fg);
+        }
+        labels.draw()?;
+    }
+    Ok(())
+}
+
+/// The chart `draw` builds: time on x, the left axis' values and the right axis' (secondary) values on y.
+type Chart<'a, 'b> = DualCoordChartContext<'a, BitMapBackend<'b>, Xy, Xy>;
+type Xy = Cartesian2d<RangedCoordf64, RangedCoordf64>;
+
+/// The time axis: on every whole step of the zone (minutes, hours, days; plotters' own ticks would fall
+/// anywhere) a light grid line, a tick and its label in `xformat`, or the format OpenTSDB picks for the span.
+fn draw_time_ticks<'b>(
+    root: &DrawingArea<BitMapBackend<'b>, Shift>,
+    chart: &mut Chart<'_, 'b>,
+    o: &PlotOptions,
+    (x0, x1): (f64, f64),
+    (y_lo, y_hi): (f64, f64),
+    small: &TextStyle<'_>,
+) -> DrawResult {
+    let fg = o.foreground;
+    let span = (x1 - x0) as i64;
+    let time_label = time_label(o.xformat.clone().unwrap_or_else(|| default_time_format(span).to_string()), &o.zone);
+    let step = time_step(span, i64::from(o.width / 110).max(2));
+    let offset =
+        i64::from(jiff::Timestamp::from_second(o.start_s).map(|t| o.zone.to_offset(t).seconds()).unwrap_or_default());
+    let label_style = small.pos(plotters::style::text_anchor::Pos::new(
+        plotters::style::text_anchor::HPos::Center,
+        plotters::style::text_anchor::VPos::Top,
+    ));
+    let mut t = ((o.start_s + offset).div_euclid(step) + 1) * step - offset;
+    while (t as f64) <= x1 {
+        let x = t as f64;
+        chart.draw_series(LineSeries::new([(x, y_lo), (x, y_hi)], fg.mix(0.15)))?;
+        let (px, py) = chart.backend_coord(&(x, y_lo));
+        root.draw(&PathElement::new(vec![(px, py), (px, py + 4)], fg))?;
+        root.draw(&Text::new(time_label(&x), (px, py + 7), label_style.clone()))?;
+        t += step;
+    }
+    Ok(())
+}
+
+/// Each result in its palette colour against its axis: its line and marks as its style (or the graph's) asks,
+/// and its legend entry.
+fn draw_lines(
+    chart: &mut Chart<'_, '_>,
+    o: &PlotOptions,
+    series: &[PlotSeries],
+    lines: &[Vec<(f64, f64)>],
+) -> DrawResult {
+    for (i, (s, pts)) in series.iter().zip(lines).enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let style = s.style.unwrap_or(o.style);
         let smoothed = matches!(o.smooth, Some(Smooth::Spline) | Some(Smooth::Bezier));
@@ -491,22 +542,6 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, o: &PlotOptions, series: &
         }
     }
 
-    if series.is_empty() || !any_points {
-        // Gnuplot's `set label "No data" at graph 0.5,0.9 center` (OpenTSDB sets it when nothing matched).
-        let (w, h) = root.dim_in_pixel();
-        let style = font(14.0).pos(plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Center,
-        ));
-        root.draw(&Text::new("No data", (w as i32 / 2, (h as f64 * 0.15) as i32), style))?;
-    } else if o.key.shown {
-        let mut labels = chart.configure_series_labels();
-        labels.position(o.key.label_position()).label_font(small).background_style(o.background.mix(0.85));
-        if o.key.boxed {
-            labels.border_style(fg);
-        }
-        labels.draw()?;
-    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! UIDMeta and TSMeta: the descriptive records OpenTSDB keeps beside UIDs and series (spec: query §6.7, §6.8;
-//! ingest §4.10, §4.11), in OpenTSDB's cells and JSON.
+//! ingest §4.10, §4.11): typed records, and their cells and storage JSON as OpenTSDB 2.4 writes them. The JSON
+//! that `/api/uid/uidmeta` and `/api/uid/tsmeta` answer with is another form, rendered by `server/http/meta.rs`.
 //!
 //! * UIDMeta lives where OpenTSDB puts it: `tsdb-uid:name`, row = UID, qualifier `metric_meta` / `tagk_meta` /
 //!   `tagv_meta`, value = OpenTSDB's storage JSON (no name, no UID). rtsd writes it when it assigns a UID (so
@@ -22,8 +23,7 @@ use std::sync::Mutex;
 
 use super::engine::{cell_key, Durability, ReadHints, WriteBatch};
 use rtsd_protocol::codec;
-use rtsd_protocol::http_json::json_string;
-use rtsd_protocol::javafmt;
+use rtsd_protocol::http_json::{jackson_double_json, jackson_string_map_json, json_string};
 use rtsd_protocol::point::UidKind;
 use serde_json::Value as Json;
 
@@ -50,22 +50,12 @@ pub fn uid_meta_qualifier(kind: UidKind) -> &'static [u8] {
     }
 }
 
-/// The `type` of a UIDMeta in JSON: `METRIC`, `TAGK`, `TAGV`.
+/// The `type` of a UIDMeta in its JSON (stored and answered): `METRIC`, `TAGK`, `TAGV`.
 pub fn type_name(kind: UidKind) -> &'static str {
     match kind {
         UidKind::Metric => "METRIC",
         UidKind::TagKey => "TAGK",
         UidKind::TagValue => "TAGV",
-    }
-}
-
-/// OpenTSDB's `UniqueId.stringToUniqueIdType`: `metric`/`metrics`, `tagk`, `tagv`, any case.
-pub fn parse_type(s: &str) -> Result<UidKind, String> {
-    match s.to_lowercase().as_str() {
-        "metric" | "metrics" => Ok(UidKind::Metric),
-        "tagk" => Ok(UidKind::TagKey),
-        "tagv" => Ok(UidKind::TagValue),
-        _ => Err(format!("Invalid type requested: {s}")),
     }
 }
 
@@ -75,28 +65,6 @@ pub(crate) fn now_seconds() -> i64 {
 
 /// A `custom` map: null, or string pairs (a repeated key keeps its first place and its last value).
 pub type Custom = Option<Vec<(String, String)>>;
-
-/// `custom` as Jackson writes OpenTSDB's `HashMap<String, String>`: in that map's iteration order.
-fn custom_json(custom: &Custom) -> String {
-    let Some(pairs) = custom else { return "null".to_string() };
-    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-    let body: Vec<String> = javafmt::hashmap_order(&keys)
-        .into_iter()
-        .map(|i| format!("{}:{}", json_string(&pairs[i].0), json_string(&pairs[i].1)))
-        .collect();
-    format!("{{{}}}", body.join(","))
-}
-
-/// A double as Jackson writes it: Java's `Double.toString`, non-finite values as quoted strings.
-fn json_double(d: f64) -> String {
-    if d.is_nan() {
-        "\"NaN\"".to_string()
-    } else if d.is_infinite() {
-        if d > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" }.to_string()
-    } else {
-        javafmt::double_to_string(d)
-    }
-}
 
 /// A value a request sets, tracked as OpenTSDB's setters track it: `changed` once a value different from the
 /// current one was given (so setting a field to its default is no change, and `NaN` is always one).
@@ -172,7 +140,7 @@ impl UidMetaFields {
             json_string(&self.description),
             json_string(&self.notes),
             self.created,
-            custom_json(&self.custom)
+            jackson_string_map_json(self.custom.as_deref())
         )
     }
 
@@ -208,32 +176,13 @@ fn stored_custom(v: Option<&Json>) -> Custom {
     )
 }
 
-/// A UIDMeta as `/api/uid/uidmeta` and TSMeta objects show it.
+/// A UIDMeta with its UID and current name: what `/api/uid/uidmeta` and TSMeta objects show.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UidMeta {
     pub uid: Vec<u8>,
     pub kind: UidKind,
     pub name: String,
     pub fields: UidMetaFields,
-}
-
-impl UidMeta {
-    /// The object as Jackson serialises OpenTSDB's `UIDMeta` (field order, `custom` null included).
-    pub fn to_json(&self) -> String {
-        let f = &self.fields;
-        format!(
-            "{{\"uid\":\"{}\",\"type\":\"{}\",\"name\":{},\"description\":{},\"notes\":{},\"created\":{},\
-             \"custom\":{},\"displayName\":{}}}",
-            codec::uid_to_string(&self.uid),
-            type_name(self.kind),
-            json_string(&self.name),
-            json_string(&f.description),
-            json_string(&f.notes),
-            f.created,
-            custom_json(&f.custom),
-            json_string(&f.display_name)
-        )
-    }
 }
 
 /// What a UIDMeta POST or PUT sets: OpenTSDB's `UIDMeta` as a request fills it, starting from defaults.
@@ -322,12 +271,12 @@ impl TsMetaFields {
             json_string(&self.description),
             json_string(&self.notes),
             self.created,
-            custom_json(&self.custom),
+            jackson_string_map_json(self.custom.as_deref()),
             json_string(&self.units),
             json_string(&self.data_type),
             self.retention,
-            json_double(self.max),
-            json_double(self.min)
+            jackson_double_json(self.max),
+            jackson_double_json(self.min)
         )
     }
 
@@ -442,7 +391,7 @@ impl TsMetaEdit {
     }
 }
 
-/// A TSMeta as `/api/uid/tsmeta` shows it.
+/// A TSMeta with its UIDMetas and point counts: what `/api/uid/tsmeta` shows.
 #[derive(Debug, Clone)]
 pub struct TsMeta {
     pub tsuid: Vec<u8>,
@@ -453,54 +402,6 @@ pub struct TsMeta {
     /// Seconds; 0 when no point is stored.
     pub last_received: i64,
     pub total_datapoints: u64,
-}
-
-impl TsMeta {
-    /// The object as Jackson serialises OpenTSDB's `TSMeta`: declared fields first in declaration order, then the
-    /// getter-only properties, null `custom` left out (`@JsonInclude(NON_NULL)`). The docs' example, which puts
-    /// `custom` after `min`, is not what the code writes (spec: query §6.8).
-    pub fn to_json(&self) -> String {
-        let f = &self.fields;
-        let mut out = format!(
-            "{{\"tsuid\":\"{}\",\"metric\":{},\"tags\":[",
-            codec::uid_to_string(&self.tsuid),
-            self.metric.to_json()
-        );
-        for (i, t) in self.tags.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&t.to_json());
-        }
-        out.push_str(&format!(
-            "],\"description\":{},\"notes\":{},\"created\":{}",
-            json_string(&f.description),
-            json_string(&f.notes),
-            f.created
-        ));
-        if f.custom.is_some() {
-            out.push_str(&format!(",\"custom\":{}", custom_json(&f.custom)));
-        }
-        out.push_str(&format!(
-            ",\"units\":{},\"retention\":{},\"max\":{},\"min\":{},\"displayName\":{},\"dataType\":{},\
-             \"lastReceived\":{},\"totalDatapoints\":{}}}",
-            json_string(&f.units),
-            f.retention,
-            json_double(f.max),
-            json_double(f.min),
-            json_string(&f.display_name),
-            json_string(&f.data_type),
-            self.last_received,
-            self.total_datapoints
-        ));
-        out
-    }
-}
-
-/// A JSON array of TSMeta objects.
-pub fn ts_metas_json(metas: &[TsMeta]) -> String {
-    let body: Vec<String> = metas.iter().map(TsMeta::to_json).collect();
-    format!("[{}]", body.join(","))
 }
 
 /// A TSUID's metric UID and its (tagk, tagv) UID pairs.
@@ -850,22 +751,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn uid_meta_json_is_jacksons() {
-        // OpenTSDB test/meta/TestUIDMeta.java `serialize` field order; spec: query §6.7 example
-        let m = UidMeta {
-            uid: vec![0, 0, 0x2A],
-            kind: UidKind::Metric,
-            name: "sys.cpu.0".into(),
-            fields: UidMetaFields { created: 1350425579, ..UidMetaFields::default() },
-        };
-        assert_eq!(
-            m.to_json(),
-            r#"{"uid":"00002A","type":"METRIC","name":"sys.cpu.0","description":"","notes":"","created":1350425579,"custom":null,"displayName":""}"#
-        );
+    fn uid_meta_storage_json_is_opentsdbs() {
+        // OpenTSDB's `UIDMeta.getStorageJSON`: no UID and no name, `type` first.
         assert_eq!(
             uid_meta_storage_json(UidKind::TagValue, 5),
             r#"{"type":"TAGV","displayName":"","description":"","notes":"","created":5,"custom":null}"#
         );
+        let fields = UidMetaFields {
+            display_name: "CPU".into(),
+            created: 7,
+            custom: Some(vec![("owner".into(), "Jane".into())]),
+            ..UidMetaFields::default()
+        };
+        let stored = fields.storage_json(UidKind::Metric);
+        assert_eq!(
+            stored,
+            r#"{"type":"METRIC","displayName":"CPU","description":"","notes":"","created":7,"custom":{"owner":"Jane"}}"#
+        );
+        assert_eq!(UidMetaFields::from_storage(stored.as_bytes()), fields);
     }
 
     #[test]
@@ -916,41 +819,6 @@ mod tests {
         let back = TsMetaFields::from_storage(with.storage_json(&[0, 0, 1]).as_bytes());
         assert_eq!(back.max, 1024.0);
         assert_eq!(back.custom, with.custom);
-    }
-
-    #[test]
-    fn ts_meta_json_orders_fields_as_jackson_and_drops_null_custom() {
-        let uid = |kind, b: u8, name: &str| UidMeta {
-            uid: vec![0, 0, b],
-            kind,
-            name: name.into(),
-            fields: UidMetaFields::default(),
-        };
-        let mut m = TsMeta {
-            tsuid: vec![0, 0, 1, 0, 0, 1, 0, 0, 1],
-            metric: uid(UidKind::Metric, 1, "sys.cpu.0"),
-            tags: vec![uid(UidKind::TagKey, 1, "host"), uid(UidKind::TagValue, 1, "web01")],
-            fields: TsMetaFields { created: 7, ..TsMetaFields::default() },
-            last_received: 9,
-            total_datapoints: 3,
-        };
-        let meta = |b: u8, t: &str, n: &str| {
-            format!(
-                r#"{{"uid":"00000{b}","type":"{t}","name":"{n}","description":"","notes":"","created":0,"custom":null,"displayName":""}}"#
-            )
-        };
-        assert_eq!(
-            m.to_json(),
-            format!(
-                r#"{{"tsuid":"000001000001000001","metric":{},"tags":[{},{}],"description":"","notes":"","created":7,"units":"","retention":0,"max":"NaN","min":"NaN","displayName":"","dataType":"","lastReceived":9,"totalDatapoints":3}}"#,
-                meta(1, "METRIC", "sys.cpu.0"),
-                meta(1, "TAGK", "host"),
-                meta(1, "TAGV", "web01")
-            )
-        );
-        m.fields.custom = Some(vec![("owner".into(), "Jane".into())]);
-        m.fields.max = 0.5;
-        assert!(m.to_json().contains(r#""created":7,"custom":{"owner":"Jane"},"units":"","retention":0,"max":0.5,"#));
     }
 
     mod store {

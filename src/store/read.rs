@@ -47,6 +47,56 @@ impl RowRef<'_> {
     }
 }
 
+/// Which series a scan of a metric's rows keeps, asked once per series: the first row of a series met offers
+/// it to the scan's `keep` and, if kept, adds it to the scan's output; its later rows find it there (or find it
+/// left out) by their tags.
+pub(super) struct SeriesSlots<'m> {
+    metric: &'m [u8],
+    /// Where the tags start in a row key.
+    tags_offset: usize,
+    /// A series' tags (its row keys' bytes from `tags_offset`) -> its index in the output, `None` if left out.
+    index: std::collections::HashMap<Vec<u8>, Option<usize>>,
+}
+
+impl<'m> SeriesSlots<'m> {
+    pub(super) fn new(metric: &'m [u8], tags_offset: usize) -> SeriesSlots<'m> {
+        SeriesSlots { metric, tags_offset, index: std::collections::HashMap::new() }
+    }
+
+    /// The index in `out` of `row`'s series, `None` when `keep` left it out. A series met for the first time is
+    /// offered to `keep`; if kept, `new` makes its entry of `out` from the series with nothing read yet.
+    pub(super) fn slot<T, K>(
+        &mut self,
+        row: &RowRef<'_>,
+        out: &mut Vec<T>,
+        keep: &mut K,
+        new: impl FnOnce(StoredSeries) -> T,
+    ) -> Result<Option<usize>, StoreError>
+    where
+        K: FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError> + ?Sized,
+    {
+        let tags_bytes = &row.key[self.tags_offset..];
+        if let Some(slot) = self.index.get(tags_bytes) {
+            return Ok(*slot);
+        }
+        let slot = if keep(&row.tags)? {
+            let mut tsuid = self.metric.to_vec();
+            tsuid.extend_from_slice(tags_bytes);
+            out.push(new(StoredSeries {
+                tsuid,
+                tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                points: Vec::new(),
+                annotations: Vec::new(),
+            }));
+            Some(out.len() - 1)
+        } else {
+            None
+        };
+        self.index.insert(tags_bytes.to_vec(), slot);
+        Ok(slot)
+    }
+}
+
 impl Store {
     /// Every series of a metric with its newest hour, in TSUID order (from the series index).
     pub fn series_of_metric(&self, metric: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, StoreError> {
@@ -224,32 +274,10 @@ impl Store {
         let last = codec::MAX_SECONDS * 1000 + 999;
         let start_hour = codec::base_time(start_ms.clamp(0, last));
         let end_hour = codec::base_time((end_ms - 1).clamp(0, last));
-        let tags_offset = self.layout.tags_offset();
-        let mut index: std::collections::HashMap<Vec<u8>, Option<usize>> = std::collections::HashMap::new();
+        let mut slots = SeriesSlots::new(metric, self.layout.tags_offset());
         let mut series: Vec<StoredSeries> = Vec::new();
         self.for_each_row_in(family, metric, start_hour, end_hour, |row| {
-            let tags_bytes = &row.key[tags_offset..];
-            let slot = match index.get(tags_bytes) {
-                Some(slot) => *slot,
-                None => {
-                    let slot = if keep(&row.tags)? {
-                        let mut tsuid = metric.to_vec();
-                        tsuid.extend_from_slice(tags_bytes);
-                        series.push(StoredSeries {
-                            tsuid,
-                            tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
-                            points: Vec::new(),
-                            annotations: Vec::new(),
-                        });
-                        Some(series.len() - 1)
-                    } else {
-                        None
-                    };
-                    index.insert(tags_bytes.to_vec(), slot);
-                    slot
-                }
-            };
-            if let Some(i) = slot {
+            if let Some(i) = slots.slot(&row, &mut series, &mut keep, |s| s)? {
                 let points = codec::row_points(row.base_time, row.value)
                     .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(row.key))))?;
                 // Bytes in OpenTSDB's form, as the limit means them (packed or not).

@@ -279,6 +279,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::RequestErrorKind;
 
     fn parse(exp: &str) -> (Result<GexpCall, RequestError>, Vec<String>) {
         let mut mq = Vec::new();
@@ -330,7 +331,10 @@ mod tests {
             assert!(parse(&format!("{f}(sum:m)")).0.is_ok(), "{f}");
         }
         let err = parse("Scale(sum:m,2)").0.unwrap_err();
-        assert_eq!((err.status, err.message.as_str()), (500, "Function Scale has not been implemented"));
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (RequestErrorKind::Internal, "Function Scale has not been implemented")
+        );
         // FirstDifference exists in 2.4's source but is not registered.
         let err = parse("firstDiff(sum:m)").0.unwrap_err();
         assert_eq!(err.message, "Function firstDiff has not been implemented");
@@ -361,7 +365,11 @@ mod tests {
             "(sum:m)",
         ] {
             let err = parse(exp).0.unwrap_err();
-            assert_eq!((err.status, err.message.clone()), (500, format!("Failed to parse {exp}")), "{exp:?}");
+            assert_eq!(
+                (err.kind, err.message.clone()),
+                (RequestErrorKind::Internal, format!("Failed to parse {exp}")),
+                "{exp:?}"
+            );
             assert_eq!(err.details, None);
         }
     }
@@ -396,13 +404,19 @@ mod tests {
     #[test]
     fn get_request_errors() {
         let e = parse_gexp_get(&p(&[("exp", "scale(sum:a,2)")]), 0).unwrap_err();
-        assert_eq!((e.status, e.message.as_str()), (400, "Missing parameter <code>start</code>"));
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (RequestErrorKind::BadRequest, "Missing parameter <code>start</code>")
+        );
         let e = parse_gexp_get(&p(&[("start", "1h-ago")]), 1_000_000_000_000).unwrap_err();
-        assert_eq!((e.status, e.message.as_str()), (400, "Missing sub queries"));
+        assert_eq!((e.kind, e.message.as_str()), (RequestErrorKind::BadRequest, "Missing sub queries"));
         let e = parse_gexp_get(&p(&[("start", "1h-ago"), ("exp", "nope(sum:a)")]), 0).unwrap_err();
-        assert_eq!((e.status, e.message.as_str()), (500, "Function nope has not been implemented"));
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (RequestErrorKind::Internal, "Function nope has not been implemented")
+        );
         let e = parse_gexp_get(&p(&[("start", "1h-ago"), ("exp", "scale(nope:a,2)")]), 1_000_000_000_000).unwrap_err();
-        assert_eq!((e.status, e.message.as_str()), (400, "No such aggregation function: nope"));
+        assert_eq!((e.kind, e.message.as_str()), (RequestErrorKind::BadRequest, "No such aggregation function: nope"));
     }
 
     // spec: query §6.2 — nesting is bounded, so a hostile exp= cannot exhaust the stack.
@@ -412,7 +426,7 @@ mod tests {
         assert!(parse(&nested(MAX_DEPTH)).0.is_ok());
         let deep = nested(100_000);
         let err = parse(&deep).0.unwrap_err();
-        assert_eq!((err.status, err.message), (500, format!("Failed to parse {deep}")));
+        assert_eq!((err.kind, err.message), (RequestErrorKind::Internal, format!("Failed to parse {deep}")));
     }
 
     // spec: query §6.2 — 2.4 stops at the call's closing parenthesis.

@@ -126,6 +126,7 @@ fn last_sub_from_json(v: &JVal) -> Result<LastPointSubQuery, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::RequestErrorKind;
 
     fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -181,7 +182,7 @@ mod tests {
         );
         let same = parse_last_get(&params(&[("timeseries", "m{host=a,host=a}")])).unwrap();
         assert_eq!(same.queries[0].tags, vec![("host".to_string(), "a".to_string())]);
-        assert_eq!(err(&[("timeseries", "m{x}")]).status, 400);
+        assert_eq!(err(&[("timeseries", "m{x}")]).kind, RequestErrorKind::BadRequest);
     }
 
     // spec: query §6.1 (POST)

@@ -4,8 +4,8 @@
 //!
 //! Everything here is pure: "now" is always a parameter, and nothing touches storage. The daemon's engine
 //! takes a validated [`TsQuery`] and uses its [`SubQuery`]s (aggregator, [`DownsampleSpec`], [`RateOptions`],
-//! [`Filter`]s) to plan scans; errors are [`RequestError`]s whose `message` is OpenTSDB's text, ready for the
-//! error envelope ([`RequestError::to_envelope`]).
+//! [`Filter`]s) to plan scans; errors are [`RequestError`]s whose `message` is OpenTSDB's text and whose
+//! [`RequestErrorKind`] says whose fault it is (the daemon's HTTP layer turns that into a status).
 //!
 //! ```
 //! use rtsd_protocol::query::{parse_get, parse_post};
@@ -109,16 +109,24 @@ pub fn aggregators_json() -> String {
     out
 }
 
-/// A rejected query request: the HTTP status, OpenTSDB's `message`, and the optional `details` of the error
-/// envelope (spec: query §0.4, §1.4).
-///
-/// Status is 400 for everything a client can get wrong, with one replicated quirk: an unknown filter type inside
-/// the tag braces of a GET `m=` escapes OpenTSDB as an internal error, 500 (spec: query §1.1).
+/// Which of OpenTSDB's two answers a rejected request gets; the protocol names it, the daemon's HTTP layer
+/// decides its status (spec: query §0.4, §1.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestErrorKind {
+    /// Everything a client can get wrong: OpenTSDB's `BadRequestException` (400).
+    BadRequest,
+    /// Where 2.4 lets an exception escape its handler and answers with an internal error (500): an unknown filter
+    /// type inside the tag braces of a GET `m=` (spec: query §1.1), most refusals of `/api/query/exp` and
+    /// `/api/query/gexp` (spec: query §6.2, §6.3).
+    Internal,
+}
+
+/// A rejected query request: its [`RequestErrorKind`], OpenTSDB's `message`, and the optional `details` of the
+/// error envelope (spec: query §0.4, §1.4).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct RequestError {
-    /// HTTP status code of the reply.
-    pub status: u16,
+    pub kind: RequestErrorKind,
     /// The envelope's `message`, OpenTSDB's text.
     pub message: String,
     /// The envelope's `details`; OpenTSDB puts a dump of the parsed query here for validation failures and the
@@ -127,23 +135,23 @@ pub struct RequestError {
 }
 
 impl RequestError {
-    /// A 400 with no details (OpenTSDB's `new BadRequestException(message)`).
+    /// A client's mistake with no details (OpenTSDB's `new BadRequestException(message)`).
     pub fn bad_request(message: impl Into<String>) -> RequestError {
-        RequestError { status: 400, message: message.into(), details: None }
+        RequestError { kind: RequestErrorKind::BadRequest, message: message.into(), details: None }
     }
 
-    /// A 400 with details.
+    /// A client's mistake with details.
     pub fn bad_request_with(message: impl Into<String>, details: impl Into<String>) -> RequestError {
-        RequestError { status: 400, message: message.into(), details: Some(details.into()) }
+        RequestError { kind: RequestErrorKind::BadRequest, message: message.into(), details: Some(details.into()) }
     }
 
-    /// A 500, as OpenTSDB answers when an unexpected exception escapes a handler (no details).
+    /// An exception escaping OpenTSDB's handler (no details).
     pub fn internal(message: impl Into<String>) -> RequestError {
-        RequestError { status: 500, message: message.into(), details: None }
+        RequestError { kind: RequestErrorKind::Internal, message: message.into(), details: None }
     }
 
-    /// The `{"error":{...}}` body for this error (spec: query §0.4).
-    pub fn to_envelope(&self) -> String {
-        crate::http_json::error_envelope(self.status, &self.message, self.details.as_deref())
+    /// The same refusal, as an exception escaping the handler (where 2.4 does not catch it).
+    pub fn into_internal(self) -> RequestError {
+        RequestError { kind: RequestErrorKind::Internal, ..self }
     }
 }

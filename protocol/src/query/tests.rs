@@ -158,7 +158,7 @@ fn get_tag_braces() {
 fn get_brace_errors() {
     let err = |m: &str| get_err(&[("start", "1h-ago"), ("m", m)]);
     let e = err("sum:m{host=a");
-    assert_eq!((e.status, e.message.as_str()), (400, "Missing '}' at the end of: m{host=a"));
+    assert_eq!((e.kind, e.message.as_str()), (RequestErrorKind::BadRequest, "Missing '}' at the end of: m{host=a"));
     assert_eq!(err("sum:m{host}").message, "When parsing tag 'host': invalid tag: host");
     assert_eq!(err("sum:m{host=a=b}").message, "When parsing tag 'host=a=b': invalid tag: host=a=b");
     assert_eq!(err("sum:m{host=a,}").message, "When parsing tag '': invalid tag: ");
@@ -170,13 +170,13 @@ fn get_brace_errors() {
     );
     // The one replicated 500: an unknown filter type inside the braces.
     let e = err("sum:m{host=nosuchfilter(x)}");
-    assert_eq!(e.status, 500);
+    assert_eq!(e.kind, RequestErrorKind::Internal);
     assert_eq!(
         e.message,
         "When parsing tag 'host=nosuchfilter(x)': Could not find a tag value filter of the type: nosuchfilter"
     );
     assert_eq!(e.details, None);
-    assert_eq!(err("sum:m{}{host=not_key(x)}").status, 500);
+    assert_eq!(err("sum:m{}{host=not_key(x)}").kind, RequestErrorKind::Internal);
     assert_eq!(err("sum:").message, "Metric cannot be null or empty");
     // The second group is read first.
     assert_eq!(err("sum:a}b{c}").message, "When parsing filter 'c': invalid tag: c");
@@ -209,7 +209,10 @@ fn get_m_errors() {
 #[test]
 fn get_missing_things() {
     let e = get_err(&[("m", "sum:m")]);
-    assert_eq!((e.status, e.message.as_str(), e.details), (400, "Missing parameter <code>start</code>", None));
+    assert_eq!(
+        (e.kind, e.message.as_str(), e.details),
+        (RequestErrorKind::BadRequest, "Missing parameter <code>start</code>", None)
+    );
     assert_eq!(get_err(&[("start", ""), ("m", "sum:m")]).message, "Missing parameter <code>start</code>");
     assert_eq!(get_err(&[("start", "1h-ago")]).message, "Missing sub queries");
     assert_eq!(get_err(&[("start", "1h-ago"), ("ms", "")]).message, "Missing sub queries");
@@ -401,11 +404,15 @@ fn post_coercions_and_aliases() {
 fn post_errors() {
     let e = post_err("");
     assert_eq!(
-        e.to_envelope(),
-        r#"{"error":{"code":400,"message":"Missing message content","details":"Supply valid JSON formatted data in the body of your request"}}"#
+        (e.kind, e.message.as_str(), e.details.as_deref()),
+        (
+            RequestErrorKind::BadRequest,
+            "Missing message content",
+            Some("Supply valid JSON formatted data in the body of your request")
+        )
     );
     let e = post_err("{");
-    assert_eq!((e.status, e.message.as_str()), (400, "Unable to parse the given JSON"));
+    assert_eq!((e.kind, e.message.as_str()), (RequestErrorKind::BadRequest, "Unable to parse the given JSON"));
     assert!(e.details.is_some());
     assert_eq!(post_err("   ").message, "Unable to parse the given JSON");
     assert_eq!(post_err("[]").message, "Unable to parse the given JSON");
@@ -417,7 +424,7 @@ fn post_errors() {
     assert_eq!(post_err(r#"{"start":1356998400}"#).message, "Missing queries");
     assert_eq!(post_err(r#"{"start":1356998400,"queries":[]}"#).message, "Missing queries");
     let e = post_err(r#"{"start":1356998400,"queries":[{"aggregator":"foo","metric":"m"}]}"#);
-    assert_eq!((e.status, e.message.as_str()), (400, "No such aggregation function: foo"));
+    assert_eq!((e.kind, e.message.as_str()), (RequestErrorKind::BadRequest, "No such aggregation function: foo"));
     assert!(e.details.unwrap().contains("TSSubQuery(metric=m, filters=[], tsuids=[], agg=foo"));
     assert_eq!(
         post_err(r#"{"start":1356998400,"queries":[{"metric":"m"}]}"#).message,
@@ -438,7 +445,7 @@ fn post_errors() {
     let e = post_err(
         r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","filters":[{"type":"nosuch","tagk":"host","filter":"x"}]}]}"#,
     );
-    assert_eq!((e.status, e.message.as_str()), (400, "Unable to parse the given JSON"));
+    assert_eq!((e.kind, e.message.as_str()), (RequestErrorKind::BadRequest, "Unable to parse the given JSON"));
     assert_eq!(e.details.as_deref(), Some("Could not find a tag value filter of the type: nosuch"));
     let filter_err = |f: &str| {
         post_err(&format!(r#"{{"start":1,"queries":[{{"aggregator":"sum","metric":"m","filters":[{f}]}}]}}"#))
@@ -457,7 +464,10 @@ fn post_errors() {
         .details
         .unwrap()
         .contains("Could not find a tag value filter of the type: nosuch"));
-    assert_eq!(post_err(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rate":"yes"}]}"#).status, 400);
+    assert_eq!(
+        post_err(r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rate":"yes"}]}"#).kind,
+        RequestErrorKind::BadRequest
+    );
     assert_eq!(post_err(r#"{"start":[1],"queries":[]}"#).message, "Unable to parse the given JSON");
     assert_eq!(post_err(r#"{"start":1,"queries":[null]}"#).message, "Unable to parse the given JSON");
     // Time zones (POST only).
@@ -785,14 +795,24 @@ fn query_echo_matches_opentsdb() {
 
 // spec: query §0.4, §1.4
 #[test]
-fn error_envelopes() {
+fn errors_carry_kind_message_and_details() {
     let e = post_err(r#"{"start":1356998400,"queries":[{"aggregator":"foo","metric":"m"}]}"#);
-    let env = e.to_envelope();
-    assert!(env.starts_with(r#"{"error":{"code":400,"message":"No such aggregation function: foo","details":"TSQuery(start_time=1356998400, end_time=null, subQueries[TSSubQuery(metric=m, filters=[], tsuids=[], agg=foo, downsample=null, ds_interval=0, rate=false, rate_options=null, explicit_tags=explicit_tags, index=0, percentiles=null, show_histogram_buckets=false)] padding=false, no_annotations=false, with_global_annotations=false, show_tsuids=false, ms_resolution=false, options=[])"}}"#), "{env}");
+    assert_eq!(
+        (e.kind, e.message.as_str(), e.details.as_deref()),
+        (
+            RequestErrorKind::BadRequest,
+            "No such aggregation function: foo",
+            Some("TSQuery(start_time=1356998400, end_time=null, subQueries[TSSubQuery(metric=m, filters=[], tsuids=[], agg=foo, downsample=null, ds_interval=0, rate=false, rate_options=null, explicit_tags=explicit_tags, index=0, percentiles=null, show_histogram_buckets=false)] padding=false, no_annotations=false, with_global_annotations=false, show_tsuids=false, ms_resolution=false, options=[])")
+        )
+    );
     let e = get_err(&[("start", "1h-ago"), ("m", "sum:m{host=nosuch(x)}")]);
     assert_eq!(
-        e.to_envelope(),
-        r#"{"error":{"code":500,"message":"When parsing tag 'host=nosuch(x)': Could not find a tag value filter of the type: nosuch"}}"#
+        (e.kind, e.message.as_str(), e.details.as_deref()),
+        (
+            RequestErrorKind::Internal,
+            "When parsing tag 'host=nosuch(x)': Could not find a tag value filter of the type: nosuch",
+            None
+        )
     );
     assert_eq!(format!("{e}"), e.message);
 }

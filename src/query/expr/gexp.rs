@@ -33,70 +33,15 @@ pub fn eval_gexp(
     let all = || inputs.iter().flatten().cloned();
     match call.function.as_str() {
         "absolute" => Ok(all().map(|s| map_values(s, |v| v.abs(), |i| i.wrapping_abs())).collect()),
-        "scale" => {
-            let factor = params.first().ok_or("Missing scaling factor")?;
-            let ok = !factor.is_empty() && factor.chars().all(|c| c.is_ascii_digit() || c == '-' || c == '.');
-            let factor: f64 = if ok {
-                rtsd_protocol::number::parse_java_double(factor)
-                    .map_err(|_| "Invalid parameter, must be an integer or floating point".to_string())?
-            } else {
-                // 2.4 prints the factor it did not parse: always its initial 0.
-                return Err("Unparseable scale factor value: 0.0".into());
-            };
-            let whole = factor == factor.floor() && factor.is_finite();
-            Ok(all()
-                .map(|s| {
-                    map_points(s, |v| match v {
-                        OutValue::Int(i) if whole => OutValue::Int((factor as i64).wrapping_mul(i)),
-                        other => double(factor * other.to_f64()),
-                    })
-                })
-                .collect())
-        }
-        "alias" => {
-            if params.is_empty() {
-                return Err("Missing the alias".into());
-            }
-            let template = params.join(",");
-            Ok(all()
-                .map(|mut s| {
-                    let mut name = template.clone();
-                    if name.contains('@') && !s.tags.is_empty() {
-                        let keys: Vec<&str> = s.tags.iter().map(|t| t.key.as_str()).collect();
-                        for i in javafmt::hashmap_order(&keys) {
-                            name = name.replace(&format!("@{}", s.tags[i].key), &s.tags[i].value);
-                        }
-                    }
-                    s.alias = Some(name);
-                    s
-                })
-                .collect())
-        }
+        "scale" => scale(all(), &params),
+        "alias" => alias(all(), &params),
         "movingAverage" => {
             let (window, timed) = moving_window(params.first().copied())?;
             Ok(all().map(|s| moving_average(s, window, timed)).collect())
         }
         "highestCurrent" | "highestMax" => {
             let n = top_n(params.first().copied())?;
-            let current = call.function == "highestCurrent";
-            // highestCurrent leaves out series without points before ranking; highestMax ranks them last.
-            let candidates: Vec<Series> = all().filter(|s| !current || !s.points.is_empty()).collect();
-            let mut ranked: Vec<(f64, usize)> = candidates
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let values = s.points.iter().map(|p| p.1.to_f64()).filter(|v| !v.is_nan());
-                    let rank = if current {
-                        s.points.last().map_or(f64::NEG_INFINITY, |p| p.1.to_f64())
-                    } else {
-                        values.fold(f64::NEG_INFINITY, f64::max)
-                    };
-                    (if rank.is_nan() { f64::NEG_INFINITY } else { rank }, i)
-                })
-                .collect();
-            // Descending and stable, as Java's Arrays.sort on the (value, position) entries.
-            ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-            Ok(ranked.into_iter().take(n).map(|(_, i)| candidates[i].clone()).collect())
+            Ok(highest(all(), n, call.function == "highestCurrent"))
         }
         "shift" | "timeShift" => {
             let shift = time_shift(params.first().copied())?;
@@ -127,6 +72,73 @@ pub fn eval_gexp(
         }
         other => Err(format!("Function {other} has not been implemented")),
     }
+}
+
+/// `scale(series, factor)`: every value times the factor; integers stay integers when the factor is whole.
+fn scale(series: impl Iterator<Item = Series>, params: &[&str]) -> Result<Vec<Series>, GexpError> {
+    let factor = params.first().ok_or("Missing scaling factor")?;
+    let ok = !factor.is_empty() && factor.chars().all(|c| c.is_ascii_digit() || c == '-' || c == '.');
+    let factor: f64 = if ok {
+        rtsd_protocol::number::parse_java_double(factor)
+            .map_err(|_| "Invalid parameter, must be an integer or floating point".to_string())?
+    } else {
+        // 2.4 prints the factor it did not parse: always its initial 0.
+        return Err("Unparseable scale factor value: 0.0".into());
+    };
+    let whole = factor == factor.floor() && factor.is_finite();
+    Ok(series
+        .map(|s| {
+            map_points(s, |v| match v {
+                OutValue::Int(i) if whole => OutValue::Int((factor as i64).wrapping_mul(i)),
+                other => double(factor * other.to_f64()),
+            })
+        })
+        .collect())
+}
+
+/// `alias(series, name...)`: the parameters joined by commas name each series, `@tagk` replaced by the series'
+/// value of that tag (in the tags' `HashMap` order, as 2.4 replaces them).
+fn alias(series: impl Iterator<Item = Series>, params: &[&str]) -> Result<Vec<Series>, GexpError> {
+    if params.is_empty() {
+        return Err("Missing the alias".into());
+    }
+    let template = params.join(",");
+    Ok(series
+        .map(|mut s| {
+            let mut name = template.clone();
+            if name.contains('@') && !s.tags.is_empty() {
+                let keys: Vec<&str> = s.tags.iter().map(|t| t.key.as_str()).collect();
+                for i in javafmt::hashmap_order(&keys) {
+                    name = name.replace(&format!("@{}", s.tags[i].key), &s.tags[i].value);
+                }
+            }
+            s.alias = Some(name);
+            s
+        })
+        .collect())
+}
+
+/// `highestCurrent(series, n)` / `highestMax(series, n)` (`current` false): the `n` series with the highest last
+/// (or largest) value, highest first.
+fn highest(series: impl Iterator<Item = Series>, n: usize, current: bool) -> Vec<Series> {
+    // highestCurrent leaves out series without points before ranking; highestMax ranks them last.
+    let candidates: Vec<Series> = series.filter(|s| !current || !s.points.is_empty()).collect();
+    let mut ranked: Vec<(f64, usize)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let values = s.points.iter().map(|p| p.1.to_f64()).filter(|v| !v.is_nan());
+            let rank = if current {
+                s.points.last().map_or(f64::NEG_INFINITY, |p| p.1.to_f64())
+            } else {
+                values.fold(f64::NEG_INFINITY, f64::max)
+            };
+            (if rank.is_nan() { f64::NEG_INFINITY } else { rank }, i)
+        })
+        .collect();
+    // Descending and stable, as Java's Arrays.sort on the (value, position) entries.
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranked.into_iter().take(n).map(|(_, i)| candidates[i].clone()).collect()
 }
 
 /// 2.4's `ExpressionTree.toString()`: the function's name as its class writes it, with the nested calls and then

@@ -1,9 +1,11 @@
 //! What a handler answers, before transport details ([`Reply`]), OpenTSDB's error envelope and HTML pages, and
 //! the one place an error of a layer below becomes a status: a refused write ([`Reply::storage_status`]), a
-//! query that has no answer ([`query_status`], [`Reply::query_error`]).
+//! query that has no answer ([`query_status`], [`Reply::query_error`]), a request the protocol refused
+//! ([`request_status`]).
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use rtsd_protocol::http_json;
+use rtsd_protocol::query::{RequestError, RequestErrorKind};
 
 use crate::query::error::LookupError;
 use crate::query::QueryError;
@@ -195,8 +197,7 @@ impl Reply {
 /// The status of a query that has no answer (spec: query §0.4, §1.4).
 pub fn query_status(e: &QueryError) -> StatusCode {
     match e {
-        // The parser decides: 400, or 500 where 2.4 lets an exception escape (spec: query §1.1, §6.2, §6.3).
-        QueryError::Request(r) => StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
+        QueryError::Request(r) => request_status(r),
         QueryError::Invalid(_) => StatusCode::BAD_REQUEST,
         // OpenTSDB 2.4's 413 for its query limits.
         QueryError::TooManyPoints(_) | QueryError::TooManyBytes(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -211,6 +212,15 @@ pub fn query_status(e: &QueryError) -> StatusCode {
     }
 }
 
+/// The status of a request the protocol refused: 400, or 500 where 2.4 lets an exception escape (spec: query
+/// §1.1, §6.2, §6.3).
+pub fn request_status(e: &RequestError) -> StatusCode {
+    match e.kind {
+        RequestErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+        RequestErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 /// nginx's 499 (client closed request); not a standard status, so built from its number.
 const CLIENT_CLOSED_REQUEST: StatusCode = match StatusCode::from_u16(499) {
     Ok(s) => s,
@@ -219,3 +229,34 @@ const CLIENT_CLOSED_REQUEST: StatusCode = match StatusCode::from_u16(499) {
 
 /// What a 503 asks a client to wait before resending.
 pub const RETRY_AFTER_SECS: u64 = 5;
+
+#[cfg(test)]
+mod tests {
+    use rtsd_protocol::query::{parse_get, parse_post};
+
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    // spec: query §0.4, §1.4: a refused request's status and envelope, decided here from the protocol's kind.
+    #[test]
+    fn refused_requests_answer_with_their_kinds_status() {
+        let e = parse_post(b"", 1_357_000_000_000).unwrap_err();
+        let reply = Reply::query_error(&QueryError::Request(e));
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            reply.body,
+            r#"{"error":{"code":400,"message":"Missing message content","details":"Supply valid JSON formatted data in the body of your request"}}"#
+        );
+        let e =
+            parse_get(&params(&[("start", "1h-ago"), ("m", "sum:m{host=nosuch(x)}")]), 1_357_000_000_000).unwrap_err();
+        let reply = Reply::query_error(&QueryError::Request(e));
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            reply.body,
+            r#"{"error":{"code":500,"message":"When parsing tag 'host=nosuch(x)': Could not find a tag value filter of the type: nosuch"}}"#
+        );
+    }
+}

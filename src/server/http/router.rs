@@ -7,9 +7,10 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use rtsd_protocol::http_json;
 
+use super::body::read_body;
 use super::reply::{Reply, JSON, JSON_V0};
 use super::request::{parse_query, ApiRequest};
-use super::{annotation, discovery, graph, put, query, read_body, stats, ui, uid};
+use super::{annotation, discovery, graph, put, query, stats, ui, uid};
 use crate::ingest::SeriesCache;
 use crate::server::Tsd;
 

@@ -17,10 +17,11 @@ use rtsd_protocol::point::{self, UidKind};
 use rtsd_protocol::query::parse_with_metric;
 use serde_json::Value as Json;
 
+use super::meta::{ts_meta_json, ts_metas_json, uid_meta_json};
 use super::reply::Reply;
 use super::request::ApiRequest;
 use crate::server::Tsd;
-use crate::store::meta::{self, TsMetaEdit, UidMetaEdit};
+use crate::store::meta::{TsMeta, TsMetaEdit, UidMetaEdit};
 use crate::store::uid::{AssignError, RenameError, UidError};
 use crate::store::StoreError;
 
@@ -102,6 +103,17 @@ fn java_split(s: &str, sep: char) -> Vec<&str> {
     parts
 }
 
+/// OpenTSDB's `UniqueId.stringToUniqueIdType`: `metric`/`metrics`, `tagk`, `tagv`, any case.
+fn parse_type(s: &str) -> Result<UidKind, String> {
+    match s.to_lowercase().as_str() {
+        "metric" | "metrics" => Ok(UidKind::Metric),
+        "tagk" => Ok(UidKind::TagKey),
+        "tagv" => Ok(UidKind::TagValue),
+        _ => Err(format!("Invalid type requested: {s}")),
+    }
+}
+
+/// The type names `/api/uid/assign` and `/api/uid/rename` take (`metrics` is not one of them).
 fn kind_of(type_name: &str) -> Option<UidKind> {
     match type_name.to_lowercase().as_str() {
         "metric" => Some(UidKind::Metric),
@@ -281,7 +293,7 @@ fn uid_meta_request(req: &ApiRequest) -> Result<UidMetaRequest, Reply> {
                     "uid" => r.uid = jackson_string(&v)?.unwrap_or_default(),
                     "type" => {
                         r.kind = match jackson_string(&v)? {
-                            Some(t) => Some(meta::parse_type(&t)?),
+                            Some(t) => Some(parse_type(&t)?),
                             None => None,
                         }
                     }
@@ -299,7 +311,7 @@ fn uid_meta_request(req: &ApiRequest) -> Result<UidMetaRequest, Reply> {
         return Ok(r);
     }
     r.uid = required(req, "uid")?.to_string();
-    r.kind = Some(meta::parse_type(required(req, "type")?).map_err(|e| bad(&e))?);
+    r.kind = Some(parse_type(required(req, "type")?).map_err(|e| bad(&e))?);
     if let Some(v) = req.param("display_name") {
         r.edit.display_name.set(v.to_string());
     }
@@ -321,10 +333,10 @@ fn uidmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
     match req.method {
         Method::GET => {
             let uid = required(req, "uid")?;
-            let kind = meta::parse_type(required(req, "type")?).map_err(|e| bad(&e))?;
+            let kind = parse_type(required(req, "type")?).map_err(|e| bad(&e))?;
             let uid = codec::string_to_uid(uid, None).map_err(|e| bad_wrapped(&e.to_string()))?;
             match tsd.store.uid_meta(kind, &uid).map_err(internal)? {
-                Some(m) => Ok(Reply::json(StatusCode::OK, m.to_json())),
+                Some(m) => Ok(Reply::json(StatusCode::OK, uid_meta_json(&m))),
                 None => Err(not_found(kind, &uid)),
             }
         }
@@ -339,7 +351,7 @@ fn uidmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
             }
             let uid = codec::string_to_uid(&r.uid, None).map_err(|e| bad_wrapped(&e.to_string()))?;
             match tsd.store.update_uid_meta(kind, &uid, &r.edit, req.method == Method::PUT).map_err(internal)? {
-                Some(m) => Ok(Reply::json(StatusCode::OK, m.to_json())),
+                Some(m) => Ok(Reply::json(StatusCode::OK, uid_meta_json(&m))),
                 None => Err(not_found(kind, &uid)),
             }
         }
@@ -466,7 +478,7 @@ fn tsmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
             let tsuid = req.param("tsuid").unwrap_or_default();
             let tsuid = codec::string_to_uid(tsuid, None).map_err(|e| bad_wrapped(&e.to_string()))?;
             match store.ts_meta(&tsuid).map_err(internal)? {
-                Some(m) => Ok(Reply::json(StatusCode::OK, m.to_json())),
+                Some(m) => Ok(Reply::json(StatusCode::OK, ts_meta_json(&m))),
                 None => Err(Reply::error(StatusCode::NOT_FOUND, "Could not find Timeseries meta data", None)),
             }
         }
@@ -476,15 +488,15 @@ fn tsmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
             let metric = resolve(tsd, UidKind::Metric, &metric)?.map_err(not_found)?;
             let tags = resolve_tags(tsd, &tags)?.map_err(not_found)?;
             let metas = store.ts_metas_of_metric(&metric, &tags).map_err(internal)?;
-            Ok(Reply::json(StatusCode::OK, meta::ts_metas_json(&metas)))
+            Ok(Reply::json(StatusCode::OK, ts_metas_json(&metas)))
         }
         Method::POST | Method::PUT => {
             let overwrite = req.method == Method::PUT;
             let edit = ts_meta_request(req)?;
             let unresolved =
                 |e: String| Reply::error(StatusCode::NOT_FOUND, "Unable to find one or more UIDs", Some(&e));
-            let updated = |m: Option<crate::store::meta::TsMeta>| match m {
-                Some(m) => Ok(Reply::json(StatusCode::OK, m.to_json())),
+            let updated = |m: Option<TsMeta>| match m {
+                Some(m) => Ok(Reply::json(StatusCode::OK, ts_meta_json(&m))),
                 None => Err(bad_wrapped("Requested TSMeta did not exist")),
             };
             if edit.tsuid.is_empty() {

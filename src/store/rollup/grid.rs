@@ -110,17 +110,13 @@ impl Store {
                 let read = &read;
                 if tsuids.len() >= SPLIT_SERIES {
                     let (earlier, later) = tsuids.split_at(tsuids.len() / 2);
-                    let (out, later) = std::thread::scope(|scope| {
-                        let mut forked = budget.fork();
-                        let bases = &bases;
-                        let later = scope.spawn(move || {
-                            self.grid_series(read, bases, later, &mut forked, stage_row).map(|r| (r, forked))
-                        });
-                        let out = self.grid_series(read, bases, earlier, budget, stage_row);
-                        (out, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                    });
-                    let (later, forked) = later?;
-                    budget.join(forked)?;
+                    let bases = &bases;
+                    let (out, later) = read_halves(
+                        budget,
+                        |budget| self.grid_series(read, bases, earlier, budget, stage_row),
+                        |forked| self.grid_series(read, bases, later, forked, stage_row),
+                    );
+                    let later = later?;
                     let mut out = out?;
                     out.extend(later);
                     out
@@ -138,33 +134,18 @@ impl Store {
                 // Buckets from `split` on come from the later half's rows.
                 let split =
                     usize::try_from((i64::from(middle) * 1000 - first_ms).div_euclid(step_ms)).unwrap_or(0).min(len);
-                let (earlier, later) = std::thread::scope(|scope| {
-                    let mut forked = budget.fork();
-                    let read = &read;
-                    let later = scope.spawn(move || {
-                        self.grid_rows(
-                            read,
-                            (middle, last_base),
-                            (split, len),
-                            &mut forked,
-                            &mut |_| Ok(true),
-                            stage_row,
-                        )
-                        .map(|r| (r, forked))
-                    });
-                    let earlier = self.grid_rows(
-                        read,
-                        (first_base, middle - 1),
-                        (0, split),
-                        budget,
-                        &mut |_| Ok(true),
-                        stage_row,
-                    );
-                    (earlier, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                });
+                let read = &read;
+                let (earlier, later) = read_halves(
+                    budget,
+                    |budget| {
+                        self.grid_rows(read, (first_base, middle - 1), (0, split), budget, &mut |_| Ok(true), stage_row)
+                    },
+                    |forked| {
+                        self.grid_rows(read, (middle, last_base), (split, len), forked, &mut |_| Ok(true), stage_row)
+                    },
+                );
                 let mut out = earlier?;
-                let (later, forked) = later?;
-                budget.join(forked)?;
+                let later = later?;
                 let at: HashMap<Vec<u8>, usize> =
                     out.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
                 let mut added = Vec::new();

@@ -1,5 +1,7 @@
 //! Reads of rollups: rtsd's own rows (`<table>:a`) and OpenTSDB's cells, per series or per metric.
 use super::*;
+use crate::store::read::SeriesSlots;
+use crate::store::ReadBudget;
 
 /// The row base times of `interval` from `first` to `last` (inclusive).
 pub(super) fn bases_from(interval: &RollupInterval, first: u32, last: u32) -> Vec<u32> {
@@ -17,6 +19,24 @@ pub(super) fn bases_from(interval: &RollupInterval, first: u32, last: u32) -> Ve
 /// From how many series a targeted rollup read goes over two threads (a thread costs tens of microseconds; a
 /// series' day of one-minute rollups about as much to read).
 pub(super) const SPLIT_SERIES: usize = 8;
+
+/// Reads two halves side by side: `earlier` on this thread with `budget`, `later` on another with a fork of it,
+/// whose reads are added back ([`ReadBudget::join`]) when it succeeds. Both results are returned: each caller
+/// reports the halves' errors in its own order.
+pub(super) fn read_halves<A, B: Send>(
+    budget: &mut ReadBudget,
+    earlier: impl FnOnce(&mut ReadBudget) -> Result<A, StoreError>,
+    later: impl FnOnce(&mut ReadBudget) -> Result<B, StoreError> + Send,
+) -> (Result<A, StoreError>, Result<B, StoreError>) {
+    let (earlier, later) = std::thread::scope(|scope| {
+        let mut forked = budget.fork();
+        let later = scope.spawn(move || later(&mut forked).map(|r| (r, forked)));
+        let earlier = earlier(budget);
+        (earlier, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    let later = later.and_then(|(r, forked)| budget.join(forked).map(|()| r));
+    (earlier, later)
+}
 
 /// Decides from a series' (tag key UID, tag value UID) pairs whether a read keeps it.
 pub type Keep<'a> = dyn FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError> + 'a;
@@ -230,23 +250,19 @@ impl Store {
             return Ok(finish_rollup_series(out));
         }
         let range = (start_ms, end_ms);
-        let (earlier, later) = std::thread::scope(|scope| {
-            let mut forked = budget.fork();
-            let later = scope.spawn(move || {
-                self.rollup_rows(family, interval, ids, metric, (middle, last_base), range, &mut forked, &mut |_| {
-                    Ok(true)
-                })
-                .map(|r| (r, forked))
-            });
-            let earlier =
+        let (earlier, later) = read_halves(
+            budget,
+            |budget| {
                 self.rollup_rows(family, interval, ids, metric, (first_base, middle - 1), range, budget, &mut |_| {
                     Ok(true)
-                });
-            (earlier, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-        });
+                })
+            },
+            |forked| {
+                self.rollup_rows(family, interval, ids, metric, (middle, last_base), range, forked, &mut |_| Ok(true))
+            },
+        );
         let mut out = earlier?;
-        let (later, forked) = later?;
-        budget.join(forked)?;
+        let later = later?;
         let mut at: HashMap<Vec<u8>, usize> =
             out.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
         for s in later {
@@ -313,8 +329,7 @@ impl Store {
         budget: &mut crate::store::ReadBudget,
         keep: &mut Keep<'_>,
     ) -> Result<Vec<RollupSeries>, StoreError> {
-        let tags_offset = self.layout.tags_offset();
-        let mut index: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
+        let mut slots = SeriesSlots::new(metric, self.layout.tags_offset());
         let mut out: Vec<RollupSeries> = Vec::new();
         let expected = expected_buckets(interval, start_ms, end_ms);
         let auto_family = RollupInterval::auto_family(family);
@@ -327,31 +342,11 @@ impl Store {
                 break;
             }
             self.for_each_row_in(if auto { &auto_family } else { family }, metric, first_base, last_base, |row| {
-                let tags_bytes = &row.key[tags_offset..];
-                let slot = match index.get(tags_bytes) {
-                    Some(slot) => *slot,
-                    None => {
-                        let slot = if keep(&row.tags)? {
-                            let mut tsuid = metric.to_vec();
-                            tsuid.extend_from_slice(tags_bytes);
-                            out.push(RollupSeries {
-                                series: StoredSeries {
-                                    tsuid,
-                                    tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
-                                    points: Vec::new(),
-                                    annotations: Vec::new(),
-                                },
-                                values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
-                            });
-                            Some(out.len() - 1)
-                        } else {
-                            None
-                        };
-                        index.insert(tags_bytes.to_vec(), slot);
-                        slot
-                    }
+                let new = |series| RollupSeries {
+                    series,
+                    values: (0..ids.len()).map(|_| Vec::with_capacity(expected)).collect(),
                 };
-                let Some(i) = slot else {
+                let Some(i) = slots.slot(&row, &mut out, keep, new)? else {
                     budget.rows_skipped += 1;
                     return Ok(true);
                 };
@@ -389,21 +384,15 @@ impl Store {
         // Several series: read in two halves side by side, as an unfiltered read is (the halves keep TSUID order).
         if tsuids.len() >= SPLIT_SERIES {
             let (earlier, later) = tsuids.split_at(tsuids.len() / 2);
-            let (mut out, later) = std::thread::scope(|scope| {
-                let mut forked = budget.fork();
-                let later = scope.spawn(move || {
-                    self.read_rollup_series_in(family, interval, ids, later, start_ms, end_ms, &mut forked)
-                        .map(|r| (r, forked))
-                });
-                let out = self.read_rollup_series_in(family, interval, ids, earlier, start_ms, end_ms, budget);
-                (out, later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            });
-            let (later, forked) = later?;
-            budget.join(forked)?;
-            if let Ok(out) = &mut out {
-                out.extend(later);
-            }
-            return out;
+            let (out, later) = read_halves(
+                budget,
+                |budget| self.read_rollup_series_in(family, interval, ids, earlier, start_ms, end_ms, budget),
+                |forked| self.read_rollup_series_in(family, interval, ids, later, start_ms, end_ms, forked),
+            );
+            let later = later?;
+            let mut out = out?;
+            out.extend(later);
+            return Ok(out);
         }
         self.read_rollup_series_in(family, interval, ids, tsuids, start_ms, end_ms, budget)
     }
