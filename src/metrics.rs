@@ -278,7 +278,7 @@ impl Metrics {
         );
         registry.register(
             "storage_errors",
-            "Storage failures, by kind: low_space (refused by rtsd.storage.min_free_mb), no_space, no_files, other",
+            "Storage failures, by kind: low_space (refused by rtsd.storage.min_free_mb), no_space, no_files, unreachable (a storage cluster down), other",
             self.storage_errors.clone(),
         );
     }

@@ -175,7 +175,7 @@ impl Store {
                 seek.extend_from_slice(&newest.to_be_bytes());
                 let Some(mut iter) = self.engine.cursor(CF_DATA, ReadHints::default()) else { break };
                 // The last key before `seek`: rows of hours before the newest deleted one, newest first.
-                iter.seek_for_prev(&seek);
+                iter.seek_for_prev_from(&seek, &prefix);
                 while !series.is_empty() && iter.valid() {
                     let key = iter.key();
                     if key.len() < tags_offset || !key.starts_with(&prefix) {

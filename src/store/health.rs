@@ -39,6 +39,8 @@ pub enum FailureKind {
     NoFiles,
     /// Any other failure.
     Other,
+    /// The storage cluster cannot be reached for now (the HBase engine: region servers or ZooKeeper down).
+    Unreachable,
 }
 
 impl FailureKind {
@@ -48,6 +50,7 @@ impl FailureKind {
             FailureKind::NoSpace => "no_space",
             FailureKind::NoFiles => "no_files",
             FailureKind::Other => "other",
+            FailureKind::Unreachable => "unreachable",
         }
     }
 
@@ -64,6 +67,7 @@ impl FailureKind {
                 EngineErrorKind::NoSpace => FailureKind::NoSpace,
                 EngineErrorKind::NoFiles => FailureKind::NoFiles,
                 EngineErrorKind::Other => FailureKind::Other,
+                EngineErrorKind::Unavailable => FailureKind::Unreachable,
             },
             _ => FailureKind::Other,
         }
@@ -86,7 +90,7 @@ pub struct Health {
     /// When a write last failed (ms; 0: never since the last success).
     failed_ms: AtomicI64,
     /// One log throttle per [`FailureKind`], indexed by the variant.
-    throttles: [Throttle; 4],
+    throttles: [Throttle; 5],
 }
 
 impl Health {
@@ -99,7 +103,7 @@ impl Health {
             free_bytes: AtomicU64::new(u64::MAX),
             low_space: AtomicBool::new(false),
             failed_ms: AtomicI64::new(0),
-            throttles: [const { Throttle::new(LOG_EVERY) }; 4],
+            throttles: [const { Throttle::new(LOG_EVERY) }; 5],
         }
     }
 

@@ -206,7 +206,13 @@ impl Store {
                     None => Ok(true),
                 }
             };
-            cursor.seek(&start);
+            // Keys stop before the hour after `end_hour` (the last hour wraps to the next metric's prefix).
+            let mut end = start[..prefix_len].to_vec();
+            match end_hour.checked_add(1) {
+                Some(next) => end.extend_from_slice(&next.to_be_bytes()),
+                None => end = prefix_successor(end),
+            }
+            cursor.seek_until(&start, &end);
             while cursor.valid() {
                 let (key, value) = (cursor.key(), cursor.value());
                 if !in_range(key) {
@@ -379,4 +385,15 @@ impl Store {
         }
         cursor.status()
     }
+}
+
+/// The first key after every key that starts with `prefix` (empty: no such key, the scan runs to the end).
+fn prefix_successor(mut prefix: Vec<u8>) -> Vec<u8> {
+    while let Some(last) = prefix.pop() {
+        if last < 0xFF {
+            prefix.push(last + 1);
+            return prefix;
+        }
+    }
+    prefix
 }

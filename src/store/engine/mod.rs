@@ -17,6 +17,9 @@
 //! [`Engine::table_files`]) and as per-table hooks that need an engine that runs them ([`Merge`],
 //! [`TableSpec::filter`]); the store asks for them and does without when they are absent.
 pub mod batch;
+#[doc(hidden)]
+pub mod conformance;
+pub mod hbase;
 pub mod rocks;
 
 use std::sync::Arc;
@@ -156,10 +159,22 @@ impl TableSpec {
 pub trait Cursor {
     /// Positions at the first row whose key is >= `key`.
     fn seek(&mut self, key: &[u8]);
+    /// [`Cursor::seek`], telling the engine that no key at or past `end` will be read: one that fetches rows
+    /// ahead of the reader (HBase's scanner) stops there instead of reading on to the end of the table.
+    fn seek_until(&mut self, key: &[u8], end: &[u8]) {
+        let _ = end;
+        self.seek(key);
+    }
     /// Positions at the last row of the table.
     fn seek_to_last(&mut self);
     /// Positions at the last row whose key is <= `key` (a reversed scan).
     fn seek_for_prev(&mut self, key: &[u8]);
+    /// [`Cursor::seek_for_prev`], telling the engine that no key before `floor` will be read (by [`Cursor::prev`]):
+    /// an engine without reversed scans (HBase here) reads `floor..=key` forward instead of the whole table.
+    fn seek_for_prev_from(&mut self, key: &[u8], floor: &[u8]) {
+        let _ = floor;
+        self.seek_for_prev(key);
+    }
     fn valid(&self) -> bool;
     /// The current row's key; only while [`Cursor::valid`].
     fn key(&self) -> &[u8];
@@ -298,5 +313,7 @@ pub struct EngineError {
 pub enum EngineErrorKind {
     NoSpace,
     NoFiles,
+    /// The engine cannot be reached for now (a storage cluster down); it heals by itself.
+    Unavailable,
     Other,
 }

@@ -556,6 +556,17 @@ mod tests {
     // OpenTSDB's UID assignment rests on these two (spec: hbase §4): an increment returns the new value of an
     // 8-byte big-endian counter, and a compare-and-set with no expected value succeeds only on an absent cell.
     #[test]
+    fn the_rocksdb_engine_keeps_the_engine_contract() {
+        let dir = tempfile::tempdir().unwrap();
+        let specs = super::super::conformance::tables("t:data", "t:uid", "t:plain");
+        let options =
+            RocksOptions { memtable_bytes: 8 << 20, block_cache_bytes: 1 << 20, max_open_files: 64, read_only: false };
+        let engine = RocksEngine::open(dir.path(), &specs, &options).unwrap();
+        super::super::conformance::check(&engine, ("t:data", "t:uid", "t:plain"), "run1/");
+        super::super::conformance::check(&engine, ("t:data", "t:uid", "t:plain"), "run2/");
+    }
+
+    #[test]
     fn increment_and_check_and_put_are_hbase_s() {
         let dir = tempfile::tempdir().unwrap();
         let e = open(dir.path());

@@ -1,0 +1,176 @@
+//! The engine contract as one set of checks every engine must pass, the same for each (RocksDB in the unit
+//! tests, HBase against a real cluster in `compat-tests/tests/hbase_engine.rs`). Panics on the first breach,
+//! with what was expected: this is test support, kept beside the trait it checks.
+use std::sync::Arc;
+
+use rtsd_protocol::codec;
+
+use super::{CellMap, Durability, Engine, Merge, MergeContext, ReadHints, TableSpec, Tuning, WriteBatch};
+
+/// The tables the checks use, as the store declares its own: a data-like table of cells merged by OpenTSDB's
+/// compaction rule (here: later cell wins, cells sorted), a UID-like table of single cells, and one of rtsd's
+/// plain tables with a summing merge.
+pub fn tables(data: &str, uid: &str, plain: &str) -> Vec<TableSpec> {
+    let latest = Arc::new(|_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
+        let mut cells: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
+        for row in existing.into_iter().chain(operands.iter().copied()) {
+            for c in codec::columns(row).flatten() {
+                cells.insert(c.qualifier.to_vec(), c.value.to_vec());
+            }
+        }
+        let mut out = Vec::new();
+        for (q, v) in &cells {
+            codec::push_column(&mut out, q, v);
+        }
+        out
+    });
+    let sum = Arc::new(|_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
+        let value = |b: &[u8]| b.try_into().map(i64::from_be_bytes).unwrap_or(0);
+        let total = operands.iter().fold(existing.map_or(0, value), |acc, op| acc + value(op));
+        total.to_be_bytes().to_vec()
+    });
+    vec![
+        TableSpec::new(data, CellMap::RowColumns, Tuning::Data).with_merge(Merge {
+            name: "conformance-latest",
+            full: latest,
+            partial: None,
+        }),
+        TableSpec::new(uid, CellMap::QualifierRow, Tuning::Small),
+        TableSpec::new(plain, CellMap::Plain, Tuning::Small).with_merge(Merge {
+            name: "conformance-sum",
+            full: sum.clone(),
+            partial: Some(sum),
+        }),
+    ]
+}
+
+fn columns(cells: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (q, v) in cells {
+        codec::push_column(&mut out, q, v);
+    }
+    out
+}
+
+fn write(engine: &dyn Engine, f: impl FnOnce(&mut WriteBatch)) {
+    let mut batch = WriteBatch::default();
+    f(&mut batch);
+    engine.write(batch, Durability::Logged).unwrap_or_else(|e| panic!("{}: write: {e}", engine.name()));
+}
+
+/// Every (key, value) a cursor reads from `from` while keys start with `prefix`.
+fn scan(engine: &dyn Engine, table: &str, from: &[u8], prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut cursor = engine.cursor(table, ReadHints::default()).expect("declared table");
+    cursor.seek(from);
+    let mut out = Vec::new();
+    while cursor.valid() && cursor.key().starts_with(prefix) {
+        out.push((cursor.key().to_vec(), cursor.value().to_vec()));
+        cursor.next();
+    }
+    cursor.status().unwrap_or_else(|e| panic!("{}: scan: {e}", engine.name()));
+    out
+}
+
+/// Runs every check on `engine`, whose tables are [`tables`]`(data, uid, plain)`. `run` makes keys unique to one
+/// run, so a shared cluster can be checked more than once.
+pub fn check(engine: &dyn Engine, (data, uid, plain): (&str, &str, &str), run: &str) {
+    let name = engine.name();
+    let key = |k: &str| format!("{run}{k}").into_bytes();
+    let get = |table: &str, k: &[u8]| engine.get(table, k, ReadHints::default()).unwrap();
+
+    // Cells added by merges read back merged, later cell winning (OpenTSDB's puts of one qualifier).
+    let row = key("row1");
+    write(engine, |b| b.merge(data, &row, &columns(&[(b"\x00\x10", b"\x01"), (b"\x00\x20", b"\x02")])));
+    write(engine, |b| b.merge(data, &row, &columns(&[(b"\x00\x10", b"\x07"), (b"\x00\x30", b"\x03")])));
+    let want = columns(&[(b"\x00\x10", b"\x07"), (b"\x00\x20", b"\x02"), (b"\x00\x30", b"\x03")]);
+    assert_eq!(get(data, &row), Some(want.clone()), "{name}: merged row");
+    // A put replaces the whole row.
+    write(engine, |b| b.put(data, &row, &columns(&[(b"\x00\x40", b"\x04")])));
+    assert_eq!(get(data, &row), Some(columns(&[(b"\x00\x40", b"\x04")])), "{name}: replaced row");
+
+    // A batch over several tables lands; cursors read in key order from a key; deletes remove.
+    let (r2, r3, r4) = (key("row2"), key("row3"), key("row4"));
+    write(engine, |b| {
+        b.merge(data, &r3, &columns(&[(b"\x00\x10", b"\x03")]));
+        b.merge(data, &r2, &columns(&[(b"\x00\x10", b"\x02")]));
+        b.merge(data, &r4, &columns(&[(b"\x00\x10", b"\x04")]));
+        b.put(plain, &key("p1"), b"one");
+    });
+    let keys: Vec<Vec<u8>> = scan(engine, data, &r2, run.as_bytes()).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![r2.clone(), r3.clone(), r4.clone()], "{name}: scan from row2");
+    write(engine, |b| b.delete(data, &r3));
+    let keys: Vec<Vec<u8>> = scan(engine, data, &r2, run.as_bytes()).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![r2.clone(), r4.clone()], "{name}: scan after a delete");
+    // Backward reads: the last row at or before a key, then the one before it (`row3` is gone: `row2`, `row1`).
+    let mut cursor = engine.cursor(data, ReadHints::default()).expect("declared table");
+    cursor.seek_for_prev_from(&r3, run.as_bytes());
+    assert_eq!(cursor.valid().then(|| cursor.key().to_vec()), Some(r2.clone()), "{name}: seek_for_prev");
+    cursor.prev();
+    assert_eq!(cursor.valid().then(|| cursor.key().to_vec()), Some(row.clone()), "{name}: prev");
+    cursor.status().unwrap_or_else(|e| panic!("{name}: backward read: {e}"));
+    drop(cursor);
+    let mut many = Vec::new();
+    engine
+        .get_many(data, &[&r2, &r3, &r4], true, ReadHints::default(), &mut |i, v| {
+            many.push((i, v.map(<[u8]>::to_vec)));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        many,
+        vec![(0, Some(columns(&[(b"\x00\x10", b"\x02")]))), (1, None), (2, Some(columns(&[(b"\x00\x10", b"\x04")])))],
+        "{name}: get_many"
+    );
+
+    // Plain tables: one value per key, merges by the table's function, range deletes.
+    assert_eq!(get(plain, &key("p1")), Some(b"one".to_vec()), "{name}: plain put");
+    let counter = key("c");
+    for n in [5i64, 7, -2] {
+        write(engine, |b| b.merge(plain, &counter, &n.to_be_bytes()));
+    }
+    assert_eq!(get(plain, &counter), Some(10i64.to_be_bytes().to_vec()), "{name}: plain merge");
+    let (m1, m2, m3) = (key("m1"), key("m2"), key("m3"));
+    write(engine, |b| {
+        for k in [&m1, &m2, &m3] {
+            b.put(plain, k, b"");
+        }
+    });
+    write(engine, |b| b.delete_range(plain, &m1, &m3));
+    let marks: Vec<Vec<u8>> = scan(engine, plain, &key("m"), &key("m")).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(marks, vec![m3.clone()], "{name}: delete_range keeps the end");
+    // The table's last row (runs are checked in key order, so this run's keys are the last).
+    let mut cursor = engine.cursor(plain, ReadHints::default()).expect("declared table");
+    cursor.seek_to_last();
+    assert_eq!(cursor.valid().then(|| cursor.key().to_vec()), Some(key("p1")), "{name}: seek_to_last");
+    drop(cursor);
+
+    // UID-like cells: `qualifier 0 row`; a counter by increment; mappings by compare-and-set, absent = None.
+    let counter_key = super::cell_key(b"metrics", format!("\0{run}").as_bytes());
+    assert_eq!(engine.increment(uid, &counter_key, 1).unwrap(), 1, "{name}: first increment");
+    assert_eq!(engine.increment(uid, &counter_key, 2).unwrap(), 3, "{name}: increment by 2");
+    assert_eq!(get(uid, &counter_key), Some(3i64.to_be_bytes().to_vec()), "{name}: counter bytes");
+    let forward = super::cell_key(b"metrics", &key("sys.cpu"));
+    assert!(engine.check_and_put(uid, &forward, None, b"\0\0\x01").unwrap(), "{name}: CAS on absent");
+    assert!(!engine.check_and_put(uid, &forward, None, b"\0\0\x02").unwrap(), "{name}: CAS lost");
+    assert!(!engine.check_and_put(uid, &forward, Some(b"\0\0\x09"), b"\0\0\x02").unwrap(), "{name}: CAS mismatch");
+    assert!(engine.check_and_put(uid, &forward, Some(b"\0\0\x01"), b"\0\0\x02").unwrap(), "{name}: CAS match");
+    assert_eq!(get(uid, &forward), Some(b"\0\0\x02".to_vec()), "{name}: CAS value");
+    // One kind's names, in name order, from a prefix (what `suggest` reads).
+    write(engine, |b| {
+        b.put(uid, &super::cell_key(b"metrics", &key("sys.mem")), b"\0\0\x03");
+        b.put(uid, &super::cell_key(b"tagk", &key("sys.host")), b"\0\0\x01");
+    });
+    let names: Vec<Vec<u8>> =
+        scan(engine, uid, &super::cell_key(b"metrics", &key("sys.")), &super::cell_key(b"metrics", &key("sys.")))
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+    assert_eq!(
+        names,
+        vec![super::cell_key(b"metrics", &key("sys.cpu")), super::cell_key(b"metrics", &key("sys.mem"))],
+        "{name}: one kind's names from a prefix"
+    );
+    write(engine, |b| b.delete(uid, &forward));
+    assert_eq!(get(uid, &forward), None, "{name}: cell delete");
+    assert!(engine.cursor("no:such", ReadHints::default()).is_none(), "{name}: undeclared table");
+}

@@ -1,0 +1,713 @@
+//! The HBase engine: the store's tables as OpenTSDB's own HBase tables, through rtsd's native client
+//! (`rtsd-hbase`, no JVM). Each store table `<table>:<family>` is the HBase table `<table>` (renamed by
+//! [`HBaseTables`], OpenTSDB's `tsd.storage.hbase.*_table`) and its family `<family>`; its keys and values become
+//! cells by the table's [`CellMap`]:
+//! * [`CellMap::RowColumns`] (`tsdb`, rollup tables): a row's columns are its cells. A merge is a put of the
+//!   operand's columns (what OpenTSDB writes: one cell per point, later wins); a read gives the row's cells as
+//!   columns, run through the table's merge (OpenTSDB's compaction on read), so the store sees what RocksDB's
+//!   merge operator would have made.
+//! * [`CellMap::QualifierRow`] (`tsdb-uid`, `tsdb-meta`): the key `qualifier 0x00 row` is the cell `(row,
+//!   qualifier)`; increments and compare-and-sets are HBase's own, so UIDs are assigned exactly as OpenTSDB's
+//!   TSDs assign them, and concurrently with them.
+//! * [`CellMap::Plain`] (rtsd's own tables, in the HBase table `rtsd`): the key is the row, the value the cell
+//!   with the empty qualifier. A merge there is read-modify-write by compare-and-set, retried until it applies.
+//!
+//! The store's code is synchronous; the client is async. The engine owns a small runtime and each call blocks
+//! its caller until the runtime answers (as a RocksDB call blocks on disk). What HBase cannot do the way RocksDB
+//! does is said where it matters: a batch is one Multi per region server, applied row by row (HBase has no
+//! atomic multi-row write; a failure leaves the rows before it written, and the store's retry rewrites them as the
+//! same cells), and cursors only go forward.
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use rtsd_hbase::{Cell, Client, Mutation, ScanRequest};
+use rtsd_protocol::codec;
+
+use super::{
+    CellMap, Cursor, Durability, Engine, EngineError, EngineErrorKind, Merge, MergeContext, Op, ReadHints, RowVisitor,
+    TableSpec, WriteBatch,
+};
+use crate::store::StoreError;
+
+/// HBase table names of OpenTSDB's tables (`tsd.storage.hbase.data_table`, `uid_table`, `meta_table`), and of
+/// rtsd's own.
+#[derive(Debug, Clone)]
+pub struct HBaseTables {
+    pub data: String,
+    pub uid: String,
+    pub meta: String,
+    /// rtsd's own tables (the series index, rollup marks, settings, Chukwa stream state), one family each.
+    pub rtsd: String,
+}
+
+impl Default for HBaseTables {
+    fn default() -> Self {
+        HBaseTables { data: "tsdb".into(), uid: "tsdb-uid".into(), meta: "tsdb-meta".into(), rtsd: "rtsd".into() }
+    }
+}
+
+/// Where the cluster is and how OpenTSDB's tables are written there (`tsd.storage.hbase.*`,
+/// `tsd.storage.enable_appends`).
+#[derive(Debug, Clone)]
+pub struct HBaseOptions {
+    /// `tsd.storage.hbase.zk_quorum`: `host[:port],...`.
+    pub zk_quorum: String,
+    /// `tsd.storage.hbase.zk_basedir`: HBase's znode.
+    pub zk_basedir: String,
+    pub tables: HBaseTables,
+    /// `tsd.storage.enable_appends`: points go into a row's append column (qualifier `0x050000`) as OpenTSDB's
+    /// appends do, instead of one cell per point.
+    pub appends: bool,
+}
+
+/// One store table as HBase cells.
+#[derive(Clone)]
+struct Table {
+    hbase: String,
+    family: Vec<u8>,
+    cells: CellMap,
+    merge: Option<Merge>,
+    /// Merges go into the append column (the data table with `tsd.storage.enable_appends`).
+    appends: bool,
+}
+
+pub struct HBaseEngine {
+    runtime: Option<tokio::runtime::Runtime>,
+    client: Arc<Client>,
+    tables: HashMap<String, Table>,
+}
+
+/// How many compare-and-set rounds a merge into a [`CellMap::Plain`] table tries before giving up.
+const MERGE_ROUNDS: usize = 64;
+
+/// Rows a cursor asks for per RPC.
+const SCAN_CACHING: u32 = 512;
+
+impl HBaseEngine {
+    /// Connects to the cluster whose ZooKeeper quorum and base znode are given (`tsd.storage.hbase.zk_quorum`,
+    /// `zk_basedir`) and declares the store's tables.
+    pub fn connect(options: &HBaseOptions, tables: &[TableSpec]) -> Result<HBaseEngine, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rtsd-hbase")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Io { context: "starting the HBase client", source: e })?;
+        let (quorum, base) = (options.zk_quorum.clone(), options.zk_basedir.clone());
+        let client = block(&runtime, async move { Client::connect(&quorum, &base).await }).map_err(hbase_error)?;
+        let tables = tables.iter().map(|spec| (spec.name.clone(), table_of(spec, options))).collect();
+        Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables })
+    }
+
+    fn table(&self, name: &str) -> Result<&Table, StoreError> {
+        self.tables.get(name).ok_or_else(|| StoreError::Corrupt(format!("no table {name}")))
+    }
+
+    /// Runs `f` on the engine's runtime and waits for it (callable from any thread, a runtime's too).
+    fn run<T: Send + 'static>(&self, f: impl Future<Output = T> + Send + 'static) -> T {
+        block(self.runtime.as_ref().expect("runtime lives as long as the engine"), f)
+    }
+
+    /// The cells of one row of `table`'s family.
+    fn row_cells(&self, table: &Table, row: &[u8], qualifier: Option<&[u8]>) -> Result<Vec<Cell>, StoreError> {
+        let (client, name, family, row) =
+            (self.client.clone(), table.hbase.clone(), table.family.clone(), row.to_vec());
+        let qualifier = qualifier.map(<[u8]>::to_vec);
+        self.run(async move {
+            let qualifiers: Vec<&[u8]> = qualifier.iter().map(Vec::as_slice).collect();
+            client.get(&name, &row, Some(family.as_slice()), &qualifiers).await
+        })
+        .map_err(hbase_error)
+    }
+}
+
+impl Drop for HBaseEngine {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which a runtime thread may not do; shutting it down in the background may.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+fn block<T: Send + 'static>(runtime: &tokio::runtime::Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let _ = tx.send(f.await);
+    });
+    rx.recv().expect("the HBase engine's runtime dropped a call")
+}
+
+/// Polls `f` to completion on this thread, parking between wake-ups: a cursor's reader may be any thread, a
+/// runtime's own included, where tokio's `blocking_recv` would panic.
+fn park_on<F: Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
+    let names = &options.tables;
+    let (table, family) = spec.name.split_once(':').unwrap_or((spec.name.as_str(), ""));
+    let hbase = match table {
+        "tsdb" => names.data.clone(),
+        "tsdb-uid" => names.uid.clone(),
+        "tsdb-meta" => names.meta.clone(),
+        "rtsd" => names.rtsd.clone(),
+        other => other.to_string(),
+    };
+    let appends = options.appends && spec.name == crate::store::CF_DATA;
+    Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends }
+}
+
+fn hbase_error(e: rtsd_hbase::Error) -> StoreError {
+    let kind = match e {
+        rtsd_hbase::Error::Unreachable(_) | rtsd_hbase::Error::Deadline { .. } => EngineErrorKind::Unavailable,
+        _ => EngineErrorKind::Other,
+    };
+    StoreError::Engine(EngineError { kind, message: format!("HBase error: {e}") })
+}
+
+/// A [`CellMap::QualifierRow`] key split into (qualifier, row).
+fn split_cell_key(key: &[u8]) -> (&[u8], &[u8]) {
+    match key.iter().position(|&b| b == 0) {
+        Some(i) => (&key[..i], &key[i + 1..]),
+        None => (&key[..0], key),
+    }
+}
+
+/// A row's cells as the store's value of it (see the module comment).
+fn value_of(table: &Table, key: &[u8], cells: &[Cell]) -> Option<Vec<u8>> {
+    if cells.is_empty() {
+        return None;
+    }
+    match table.cells {
+        CellMap::RowColumns => {
+            let mut columns = Vec::new();
+            for cell in cells {
+                codec::push_column(&mut columns, &cell.qualifier, &cell.value);
+            }
+            Some(match &table.merge {
+                Some(merge) => (merge.full)(key, None, &[&columns], MergeContext { stored: false }),
+                None => columns,
+            })
+        }
+        CellMap::QualifierRow | CellMap::Plain => Some(cells[0].value.clone()),
+    }
+}
+
+impl HBaseEngine {
+    /// The mutations of one batch operation.
+    fn mutations(&self, op: Op, table: &Table, key: &[u8], value: &[u8]) -> Result<Vec<Mutation>, StoreError> {
+        let (name, family) = (table.hbase.as_str(), table.family.as_slice());
+        // A packed row (the embedded engine's form of a closed hour, which bulk loads may hand over) goes to HBase
+        // as OpenTSDB's cells: OpenTSDB reads these tables too.
+        let expanded;
+        let value = match (table.cells, op) {
+            (CellMap::RowColumns, Op::Put | Op::Merge) => {
+                expanded = codec::expand_row(value).map_err(|e| StoreError::Corrupt(format!("a row to write: {e}")))?;
+                expanded.as_ref()
+            }
+            _ => value,
+        };
+        Ok(match (table.cells, op) {
+            (CellMap::RowColumns, Op::Merge) if table.appends => {
+                // OpenTSDB's append: each point's qualifier and value concatenated onto the one append column
+                // (spec: ingest §4.7); HBase keeps arrival order, the read's merge sorts and de-duplicates.
+                let mut record = Vec::with_capacity(value.len());
+                for column in codec::columns(value) {
+                    let c = column.map_err(|e| StoreError::Corrupt(format!("columns of a write: {e}")))?;
+                    record.extend_from_slice(c.qualifier);
+                    record.extend_from_slice(c.value);
+                }
+                vec![Mutation::append(name, key, family, vec![(codec::APPEND_QUALIFIER.to_vec(), record)])]
+            }
+            (CellMap::RowColumns, Op::Put | Op::Merge) => {
+                let mut columns = Vec::new();
+                for column in codec::columns(value) {
+                    let c = column.map_err(|e| StoreError::Corrupt(format!("columns of a write: {e}")))?;
+                    columns.push((c.qualifier.to_vec(), c.value.to_vec()));
+                }
+                if op == Op::Put {
+                    // A whole row replaced: a delete of every cell up to now, and the new cells one millisecond
+                    // later. HBase masks a put by a delete marker of the same timestamp, and both would get the
+                    // server's clock within one Multi.
+                    let now = crate::timefmt::now_ms().max(1) as u64;
+                    return Ok(vec![
+                        Mutation::delete(name, key, family, &[]).with_timestamp(now),
+                        Mutation::put(name, key, family, columns).with_timestamp(now + 1),
+                    ]);
+                }
+                vec![Mutation::put(name, key, family, columns)]
+            }
+            (CellMap::RowColumns, Op::Delete) => vec![Mutation::delete(name, key, family, &[])],
+            (CellMap::QualifierRow, Op::Put) => {
+                let (qualifier, row) = split_cell_key(key);
+                vec![Mutation::put(name, row, family, vec![(qualifier.to_vec(), value.to_vec())])]
+            }
+            (CellMap::QualifierRow, Op::Delete) => {
+                let (qualifier, row) = split_cell_key(key);
+                vec![Mutation::delete(name, row, family, &[qualifier])]
+            }
+            (CellMap::Plain, Op::Put) => vec![Mutation::put(name, key, family, vec![(Vec::new(), value.to_vec())])],
+            (CellMap::Plain, Op::Delete) => vec![Mutation::delete(name, key, family, &[&b""[..]])],
+            (_, Op::Merge) | (_, Op::DeleteRange) => {
+                unreachable!("merges into cell tables and range deletes are applied one by one")
+            }
+        })
+    }
+
+    /// Applies merges into [`CellMap::Plain`] and [`CellMap::QualifierRow`] tables, each key's operands in
+    /// one read-merge-compare-and-set, many keys at once (see [`merge_cell`]).
+    fn apply_merges(&self, merges: Vec<PendingMerge>) -> Result<(), StoreError> {
+        if merges.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.clone();
+        let outcomes = self.run(async move {
+            let mut calls = tokio::task::JoinSet::new();
+            let mut outcomes = Vec::new();
+            for merge in merges {
+                if calls.len() >= MERGES_IN_FLIGHT {
+                    if let Some(done) = calls.join_next().await {
+                        outcomes.push(done);
+                    }
+                }
+                calls.spawn(merge_cell(client.clone(), merge));
+            }
+            while let Some(done) = calls.join_next().await {
+                outcomes.push(done);
+            }
+            outcomes
+        });
+        for outcome in outcomes {
+            outcome.expect("a merge task panicked")?;
+        }
+        Ok(())
+    }
+
+    fn cas(
+        &self,
+        table: &Table,
+        row: &[u8],
+        qualifier: &[u8],
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, StoreError> {
+        let put = Mutation::put(&table.hbase, row, &table.family, vec![(qualifier.to_vec(), value.to_vec())]);
+        let (client, family, qualifier) = (self.client.clone(), table.family.clone(), qualifier.to_vec());
+        let expected = expected.unwrap_or_default().to_vec();
+        self.run(async move { client.check_and_put(&put, &family, &qualifier, &expected).await }).map_err(hbase_error)
+    }
+
+    fn delete_range(&self, table: &Table, start: &[u8], end: &[u8]) -> Result<(), StoreError> {
+        let mut keys = Vec::new();
+        let mut cursor = self.unstarted_cursor(table);
+        cursor.seek_until(start, end);
+        while cursor.valid() && cursor.key() < end {
+            keys.push(cursor.key().to_vec());
+            cursor.next();
+        }
+        cursor.status()?;
+        let deletes: Vec<Mutation> =
+            keys.iter().map(|k| Mutation::delete(&table.hbase, k, &table.family, &[])).collect();
+        self.apply(deletes)
+    }
+
+    fn apply(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.clone();
+        let outcomes = self.run(async move { client.multi(mutations).await });
+        for outcome in outcomes {
+            outcome.map_err(hbase_error)?;
+        }
+        Ok(())
+    }
+
+    /// A cursor that reads nothing until it is positioned.
+    fn unstarted_cursor(&self, table: &Table) -> HBaseCursor {
+        HBaseCursor {
+            engine_client: self.client.clone(),
+            handle: self.runtime.as_ref().expect("runtime lives as long as the engine").handle().clone(),
+            table: table.clone(),
+            rows: None,
+            current: None,
+            error: None,
+            behind: Vec::new(),
+        }
+    }
+}
+
+fn family_text(table: &Table) -> String {
+    String::from_utf8_lossy(&table.family).into_owned()
+}
+
+impl Engine for HBaseEngine {
+    fn name(&self) -> &'static str {
+        "hbase"
+    }
+
+    fn has_table(&self, table: &str) -> bool {
+        self.tables.contains_key(table)
+    }
+
+    fn get(&self, table: &str, key: &[u8], _hints: ReadHints) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = self.table(table)?;
+        let (qualifier, row) = match t.cells {
+            CellMap::QualifierRow => {
+                let (q, r) = split_cell_key(key);
+                (Some(q), r)
+            }
+            CellMap::Plain => (Some(&b""[..]), key),
+            CellMap::RowColumns => (None, key),
+        };
+        Ok(value_of(t, key, &self.row_cells(t, row, qualifier)?))
+    }
+
+    fn get_many(
+        &self,
+        table: &str,
+        keys: &[&[u8]],
+        _sorted: bool,
+        _hints: ReadHints,
+        f: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        // Batched Gets (one Multi per region server), one batch per qualifier asked for: a cell table's keys name
+        // the qualifier, the other tables read whole rows of the family (or its one plain cell).
+        let t = self.table(table)?.clone();
+        let mut groups: std::collections::BTreeMap<Option<Vec<u8>>, Vec<(usize, Vec<u8>)>> = Default::default();
+        for (i, key) in keys.iter().enumerate() {
+            let (qualifier, row) = match t.cells {
+                CellMap::QualifierRow => {
+                    let (q, r) = split_cell_key(key);
+                    (Some(q.to_vec()), r.to_vec())
+                }
+                CellMap::Plain => (Some(Vec::new()), key.to_vec()),
+                CellMap::RowColumns => (None, key.to_vec()),
+            };
+            groups.entry(qualifier).or_default().push((i, row));
+        }
+        let client = self.client.clone();
+        let (name, family) = (t.hbase.clone(), t.family.clone());
+        let found = self.run(async move {
+            let mut found = Vec::new();
+            for (qualifier, rows) in groups {
+                let qualifiers: Vec<&[u8]> = qualifier.iter().map(Vec::as_slice).collect();
+                let row_keys: Vec<Vec<u8>> = rows.iter().map(|(_, r)| r.clone()).collect();
+                let outcomes = client.get_many(&name, &row_keys, Some(family.as_slice()), &qualifiers).await;
+                found.extend(rows.into_iter().map(|(i, _)| i).zip(outcomes));
+            }
+            found
+        });
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for (i, outcome) in found {
+            values[i] = value_of(&t, keys[i], &outcome.map_err(hbase_error)?);
+        }
+        for (i, value) in values.iter().enumerate() {
+            f(i, value.as_deref())?;
+        }
+        Ok(())
+    }
+
+    fn cursor(&self, table: &str, _hints: ReadHints) -> Option<Box<dyn Cursor + '_>> {
+        let t = self.tables.get(table)?;
+        Some(Box::new(self.unstarted_cursor(t)))
+    }
+
+    fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), StoreError> {
+        // HBase acknowledges a write once its WAL has it: Logged and Synced are the same here. Puts and deletes go
+        // first (one Multi per region server), then the merges into cell tables; a range delete applies
+        // everything before it first. (The store never merges into a key and then puts it in one batch.)
+        let mut mutations = Vec::new();
+        let mut merges: Vec<PendingMerge> = Vec::new();
+        let mut merge_at: HashMap<(String, Vec<u8>), usize> = HashMap::new();
+        for (op, table, key, value) in batch.iter() {
+            let t = self.table(table)?;
+            match (op, t.cells) {
+                (Op::DeleteRange, _) => {
+                    self.apply(std::mem::take(&mut mutations))?;
+                    merge_at.clear();
+                    self.apply_merges(std::mem::take(&mut merges))?;
+                    self.delete_range(t, key, value)?;
+                }
+                (Op::Merge, CellMap::Plain | CellMap::QualifierRow) => {
+                    match merge_at.get(&(table.to_string(), key.to_vec())) {
+                        Some(&i) => merges[i].operands.push(value.to_vec()),
+                        None => {
+                            merge_at.insert((table.to_string(), key.to_vec()), merges.len());
+                            merges.push(PendingMerge {
+                                table: t.clone(),
+                                key: key.to_vec(),
+                                operands: vec![value.to_vec()],
+                            });
+                        }
+                    }
+                }
+                _ => mutations.extend(self.mutations(op, t, key, value)?),
+            }
+        }
+        self.apply(mutations)?;
+        self.apply_merges(merges)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn increment(&self, table: &str, key: &[u8], delta: i64) -> Result<i64, StoreError> {
+        let t = self.table(table)?;
+        let (qualifier, row) = match t.cells {
+            CellMap::QualifierRow => split_cell_key(key),
+            _ => (&b""[..], key),
+        };
+        let (client, name, family) = (self.client.clone(), t.hbase.clone(), t.family.clone());
+        let (row, qualifier) = (row.to_vec(), qualifier.to_vec());
+        self.run(async move { client.increment(&name, &row, &family, &qualifier, delta).await }).map_err(hbase_error)
+    }
+
+    fn check_and_put(
+        &self,
+        table: &str,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, StoreError> {
+        let t = self.table(table)?;
+        let (qualifier, row) = match t.cells {
+            CellMap::QualifierRow => split_cell_key(key),
+            _ => (&b""[..], key),
+        };
+        self.cas(t, row, qualifier, expected, value)
+    }
+}
+
+/// Merges into cell tables under way at once (each a Get and a CheckAndPut).
+const MERGES_IN_FLIGHT: usize = 64;
+
+/// A batch's merge operands for one key of a cell table, in batch order.
+struct PendingMerge {
+    table: Table,
+    key: Vec<u8>,
+    operands: Vec<Vec<u8>>,
+}
+
+/// One key's merge: read the cell, merge the operands into it with the table's merge, compare-and-set; again
+/// when another writer changed the cell in between.
+async fn merge_cell(client: Arc<Client>, m: PendingMerge) -> Result<(), StoreError> {
+    let PendingMerge { table, key, operands } = m;
+    let merge = table.merge.as_ref().ok_or_else(|| {
+        StoreError::Corrupt(format!("a merge into {}:{}, which has none", table.hbase, family_text(&table)))
+    })?;
+    let (qualifier, row) = match table.cells {
+        CellMap::QualifierRow => split_cell_key(&key),
+        _ => (&b""[..], key.as_slice()),
+    };
+    let operands: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+    for _ in 0..MERGE_ROUNDS {
+        let cells =
+            client.get(&table.hbase, row, Some(table.family.as_slice()), &[qualifier]).await.map_err(hbase_error)?;
+        let current = cells.into_iter().next().map(|c| c.value);
+        let merged = (merge.full)(&key, current.as_deref(), &operands, MergeContext { stored: true });
+        let put = Mutation::put(&table.hbase, row, &table.family, vec![(qualifier.to_vec(), merged)]);
+        // An empty expected value stands for an absent cell (HBase's CheckAndPut).
+        let expected = current.as_deref().unwrap_or_default();
+        if client.check_and_put(&put, &table.family, qualifier, expected).await.map_err(hbase_error)? {
+            return Ok(());
+        }
+    }
+    Err(StoreError::Engine(EngineError {
+        kind: EngineErrorKind::Unavailable,
+        message: format!("HBase error: a merge into {} lost {MERGE_ROUNDS} compare-and-sets", table.hbase),
+    }))
+}
+
+/// A forward scan of one table (see [`Cursor`]): rows are fetched by a task on the engine's runtime, a batch
+/// ahead of the reader.
+struct HBaseCursor {
+    engine_client: Arc<Client>,
+    handle: tokio::runtime::Handle,
+    table: Table,
+    rows: Option<tokio::sync::mpsc::Receiver<Result<(Vec<u8>, Vec<u8>), rtsd_hbase::Error>>>,
+    current: Option<(Vec<u8>, Vec<u8>)>,
+    error: Option<StoreError>,
+    /// Backward reads: the rows of a bounded forward scan, walked from the end (HBase's reversed scans are not
+    /// in rtsd's client), and the position in them.
+    behind: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl HBaseCursor {
+    fn unsupported(&mut self, what: &str) {
+        self.rows = None;
+        self.current = None;
+        self.error = Some(StoreError::Engine(EngineError {
+            kind: EngineErrorKind::Other,
+            message: format!("HBase error: the HBase engine cannot {what} yet"),
+        }));
+    }
+}
+
+impl HBaseCursor {
+    /// Starts a scan at `key`, up to `end` (exclusive; empty = the table's end).
+    fn start(&mut self, key: &[u8], end: &[u8]) {
+        // An async channel: the scan task never blocks a runtime thread when the reader is slow (two blocked
+        // tasks would stall every other call of the engine).
+        let (tx, rx) = tokio::sync::mpsc::channel(SCAN_CACHING as usize);
+        let (client, table) = (self.engine_client.clone(), self.table.clone());
+        let (qualifier, start) = match table.cells {
+            CellMap::QualifierRow => {
+                let (q, r) = split_cell_key(key);
+                (Some(q.to_vec()), r.to_vec())
+            }
+            _ => (None, key.to_vec()),
+        };
+        let stop = match table.cells {
+            // The end of a cell key names a row of some qualifier; rows of one qualifier are not contiguous.
+            CellMap::QualifierRow => Vec::new(),
+            _ => end.to_vec(),
+        };
+        self.handle.spawn(async move {
+            // A QualifierRow scan reads one qualifier's cells (one UID kind's names): the store's keys put the
+            // qualifier first, so its key order is that kind's rows in order.
+            let qualifiers: Vec<Vec<u8>> = qualifier.iter().filter(|q| !q.is_empty()).cloned().collect();
+            let mut scanner = client.scan(ScanRequest {
+                table: table.hbase.clone(),
+                start,
+                stop,
+                families: vec![(table.family.clone(), qualifiers)],
+                caching: SCAN_CACHING,
+                ..Default::default()
+            });
+            loop {
+                let row = match scanner.next().await {
+                    Ok(Some(cells)) => cells,
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                };
+                let Some(first) = row.first() else { continue };
+                let entries: Vec<(Vec<u8>, Vec<u8>)> = match table.cells {
+                    CellMap::QualifierRow => {
+                        row.iter().map(|c| (super::cell_key(&c.qualifier, &c.row), c.value.clone())).collect()
+                    }
+                    _ => value_of(&table, &first.row, &row).map(|v| (first.row.clone(), v)).into_iter().collect(),
+                };
+                for entry in entries {
+                    // The reader went away: the scan ends (the scanner is closed when dropped).
+                    if tx.send(Ok(entry)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        self.rows = Some(rx);
+        self.error = None;
+        self.behind.clear();
+        self.next();
+    }
+
+    /// Positions at the last row of `floor..=key` (`floor` empty: the table's first row), read forward.
+    fn read_backward(&mut self, key: Option<&[u8]>, floor: &[u8]) {
+        let end = key.map(|k| {
+            let mut end = k.to_vec();
+            end.push(0);
+            end
+        });
+        self.start(floor, end.as_deref().unwrap_or_default());
+        let mut rows = Vec::new();
+        while let Some(row) = self.current.take() {
+            rows.push(row);
+            self.next();
+        }
+        self.rows = None;
+        self.behind = rows;
+        self.current = self.behind.pop();
+    }
+}
+
+impl Cursor for HBaseCursor {
+    fn seek(&mut self, key: &[u8]) {
+        self.start(key, b"");
+    }
+
+    fn seek_until(&mut self, key: &[u8], end: &[u8]) {
+        self.start(key, end);
+    }
+
+    /// Reads the whole table forward: for rtsd's small tables (the rollup marks).
+    fn seek_to_last(&mut self) {
+        self.read_backward(None, b"");
+    }
+
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.read_backward(Some(key), b"");
+    }
+
+    fn seek_for_prev_from(&mut self, key: &[u8], floor: &[u8]) {
+        self.read_backward(Some(key), floor);
+    }
+
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(k, _)| k)
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(_, v)| v)
+    }
+
+    fn next(&mut self) {
+        if self.rows.is_none() && self.current.is_some() {
+            // Positioned by a backward read, which keeps no rows after the current one.
+            self.unsupported("turn a backward read forwards (next after seek_for_prev)");
+            return;
+        }
+        self.current = match self.rows.as_mut().map(|rx| park_on(rx.recv())) {
+            Some(Some(Ok(entry))) => Some(entry),
+            Some(Some(Err(e))) => {
+                self.error = Some(hbase_error(e));
+                None
+            }
+            // The scan task finished.
+            Some(None) | None => None,
+        };
+    }
+
+    fn prev(&mut self) {
+        if self.rows.is_some() {
+            // Positioned by a forward seek: HBase would need a reversed scan from here.
+            self.unsupported("turn a forward scan backwards (prev after seek)");
+            return;
+        }
+        self.current = self.behind.pop();
+    }
+
+    fn status(&self) -> Result<(), StoreError> {
+        match &self.error {
+            Some(StoreError::Engine(e)) => {
+                Err(StoreError::Engine(EngineError { kind: e.kind, message: e.message.clone() }))
+            }
+            Some(e) => Err(StoreError::Corrupt(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
