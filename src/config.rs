@@ -50,8 +50,14 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.query.timeout", "0"),
     ("tsd.stats.canonical", "false"),
     ("tsd.storage.fix_duplicates", "false"),
+    ("tsd.storage.enable_appends", "false"),
+    ("tsd.storage.enable_compaction", "true"),
     ("tsd.storage.hbase.data_table", "tsdb"),
+    ("tsd.storage.hbase.meta_table", "tsdb-meta"),
+    ("tsd.storage.hbase.tree_table", "tsdb-tree"),
     ("tsd.storage.hbase.uid_table", "tsdb-uid"),
+    ("tsd.storage.hbase.zk_basedir", "/hbase"),
+    ("tsd.storage.hbase.zk_quorum", "localhost"),
     ("tsd.storage.max_tags", "8"),
     ("tsd.storage.salt.buckets", "20"),
     ("tsd.storage.salt.width", "0"),
@@ -64,6 +70,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("rtsd.block_cache_mb", "256"),
     ("rtsd.data_dir", "./rtsd-data"),
     ("rtsd.memtable_mb", "32"),
+    ("rtsd.storage.engine", "rocksdb"),
+    ("rtsd.storage.hbase.rtsd_table", "rtsd"),
     ("rtsd.storage.min_free_mb", "128"),
     ("rtsd.rocksdb.max_open_files", "0"),
     ("rtsd.http.max_body_bytes", "67108864"),
@@ -167,6 +175,8 @@ pub struct Config {
     pub rollups: crate::rollup::RollupSettings,
     /// `rtsd.retention.*`.
     pub retention: crate::store::retention::RetentionSettings,
+    /// `rtsd.storage.engine` and, for HBase, `tsd.storage.hbase.*`.
+    pub engine: crate::store::EngineChoice,
 }
 
 /// `tsd.query.timeout` (ms) and `tsd.query.limits.*`; 0 means unlimited.
@@ -325,6 +335,7 @@ impl Config {
             chukwa: crate::chukwa::ChukwaConfig::from_properties(&properties, bind)?,
             rollups: crate::rollup::RollupSettings::from_properties(&properties)?,
             retention: crate::store::retention::RetentionSettings::from_properties(&properties)?,
+            engine: engine_choice(&p)?,
             properties,
         })
     }
@@ -344,6 +355,7 @@ impl Config {
             min_free_bytes: self.min_free_bytes,
             // 0: the daemon decides at start (`crate::fds`); tools opening a directory keep RocksDB's unbounded.
             max_open_files: if self.max_open_files > 0 { self.max_open_files } else { -1 },
+            engine: self.engine.clone(),
         }
     }
 
@@ -352,6 +364,40 @@ impl Config {
         let mut flags = Flags { data_dir: Some(dir.to_path_buf()), ..Flags::default() };
         flags.set = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::load(&flags)
+    }
+}
+
+/// `rtsd.storage.engine`: `rocksdb` (embedded, the default) or `hbase` (OpenTSDB's tables on the cluster that
+/// `tsd.storage.hbase.zk_quorum` names, under OpenTSDB's own property names, so an `opentsdb.conf` works as is).
+fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigError> {
+    use crate::store::engine::hbase::{HBaseOptions, HBaseTables};
+    match p.get("rtsd.storage.engine").trim().to_ascii_lowercase().as_str() {
+        "rocksdb" => Ok(crate::store::EngineChoice::RocksDb),
+        "hbase" => {
+            let name = |key: &str| -> Result<String, ConfigError> {
+                let v = p.get(key).trim();
+                if v.is_empty() {
+                    return Err(p.invalid(key, "a table name cannot be empty"));
+                }
+                Ok(v.to_string())
+            };
+            let zk_quorum = p.get("tsd.storage.hbase.zk_quorum").trim().to_string();
+            if zk_quorum.is_empty() {
+                return Err(p.invalid("tsd.storage.hbase.zk_quorum", "the HBase engine needs a ZooKeeper quorum"));
+            }
+            Ok(crate::store::EngineChoice::HBase(HBaseOptions {
+                zk_quorum,
+                zk_basedir: p.get("tsd.storage.hbase.zk_basedir").trim().to_string(),
+                tables: HBaseTables {
+                    data: name("tsd.storage.hbase.data_table")?,
+                    uid: name("tsd.storage.hbase.uid_table")?,
+                    meta: name("tsd.storage.hbase.meta_table")?,
+                    rtsd: name("rtsd.storage.hbase.rtsd_table")?,
+                },
+                appends: p.boolean("tsd.storage.enable_appends"),
+            }))
+        }
+        _ => Err(p.invalid("rtsd.storage.engine", "the storage engine is rocksdb or hbase")),
     }
 }
 

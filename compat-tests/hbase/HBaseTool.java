@@ -19,7 +19,8 @@
 // Row arguments are Bytes.toBytesBinary strings (printable text, \xNN for other bytes).
 //
 // Tables follow OpenTSDB 2.4.1's src/create_table.sh with COMPRESSION NONE (no LZO on Maven Central), plus the rollup
-// and pre-aggregate tables of the default rollup configuration rtsd documents (README "Rollups").
+// and pre-aggregate tables of the default rollup configuration rtsd documents (README "Rollups"), and rtsd's own
+// table `rtsd` with the `a` families of rollup tables (README "rtsd on HBase").
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -94,8 +95,12 @@ public class HBaseTool {
     // Default rollup config: 1s raw interval (table tsdb, pre-aggregates tsdb-agg), 1m, 10m, 1h.
     for (String t : new String[] {"tsdb-agg", "tsdb-rollup-1m", "tsdb-rollup-10m", "tsdb-rollup-1h",
         "tsdb-rollup-agg-1m", "tsdb-rollup-agg-10m", "tsdb-rollup-agg-1h"}) {
-      create(admin, t, null, family("t", false));
+      // `a`: the count/sum/min/max rtsd computes on ingest (rtsd.rollups.auto); OpenTSDB reads family `t` only.
+      create(admin, t, null, family("t", false), family("a", true));
     }
+    // rtsd's own table (README "rtsd on HBase"): settings, the series index, rollup marks, Chukwa stream state.
+    create(admin, "rtsd", null, family("meta", true), family("series", true), family("rollup_dirty", true),
+        family("chukwa_streams", true));
   }
 
   static Set<ServerName> liveServers(Admin admin) throws IOException {

@@ -162,6 +162,50 @@ impl Testbed {
         self.start_tsd();
     }
 
+    /// The cluster's ZooKeeper quorum (`host:port`), as `scripts/hbase-cluster up` wrote it to `cluster.env`.
+    pub fn zk_quorum(&self) -> String {
+        let env = std::fs::read_to_string(self.path().join("cluster.env")).expect("cluster.env");
+        env.lines()
+            .find_map(|l| l.strip_prefix("zk_quorum="))
+            .unwrap_or_else(|| panic!("no zk_quorum in cluster.env:\n{env}"))
+            .trim()
+            .to_string()
+    }
+
+    /// The properties that put an rtsd on this cluster's tables (`rtsd.storage.engine=hbase`), with the
+    /// reference's layout settings ([`Testbed::rtsd_settings`]).
+    pub fn rtsd_on_hbase_settings(&self) -> Vec<(String, String)> {
+        let mut settings = self.rtsd_settings();
+        settings.push(("rtsd.storage.engine".into(), "hbase".into()));
+        settings.push(("tsd.storage.hbase.zk_quorum".into(), self.zk_quorum()));
+        settings
+    }
+
+    /// Runs one `compat-tests/hbase/HBaseTool.java` command (e.g. `create TABLE FAMILIES`) against the cluster in a
+    /// JVM of its own; returns its stdout.
+    pub fn hbase_tool(&self, args: &[&str]) -> String {
+        let cp = std::fs::read_to_string(self.path().join("hbase.cp")).expect("hbase.cp");
+        let out = Command::new("java")
+            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
+            .arg(format!("-Dlogfile={}/logs/tool.log", self.dir()))
+            .arg("-cp")
+            .arg(format!("{}/conf:{}", self.dir(), cp.trim()))
+            .arg(root().join("compat-tests/hbase/HBaseTool.java"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run HBaseTool");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "HBaseTool {} failed ({}):\n{stdout}\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
     /// The test bed's directory, as a string for the scripts' arguments.
     pub fn dir(&self) -> &str {
         self.dir.path().to_str().expect("UTF-8 temp dir")

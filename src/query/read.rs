@@ -44,7 +44,10 @@ pub(super) fn read(
 ) -> Result<Read, QueryError> {
     let selection = &plan.selection;
     let mut select = |tags: &[(&[u8], &[u8])]| selection.keeps(names, tags);
-    let mut targeted = targeted(store, plan, &mut select)?;
+    // The index names every series only when every write went through this store; on a shared HBase cluster
+    // OpenTSDB's TSDs write too, so the metric's rows are scanned, as OpenTSDB scans them.
+    let indexed = store.series_index_is_complete();
+    let mut targeted = if indexed { targeted(store, plan, &mut select)? } else { None };
     // A downsample a rollup interval divides may be answered from a rollup table (spec: query §6.13).
     if !delete {
         let keep_all = !plan.filtered && selection.tsuids.is_none() && !selection.explicit_tags;
@@ -67,7 +70,7 @@ pub(super) fn read(
     // A downsampled query stages each series as soon as it is read; reading raw data series by series, from the
     // index's list of the metric's series with data from the scan start on, holds one series' raw points at a
     // time instead of every series' (a month of 1000 hosts is 43 M points; spec: query §9 item 2).
-    if targeted.is_none() && plan.engine.downsample.is_some() {
+    if indexed && targeted.is_none() && plan.engine.downsample.is_some() {
         targeted = Some(series_since(store, plan, &mut select)?);
     }
     let engine = &plan.engine;

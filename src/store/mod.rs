@@ -97,6 +97,19 @@ pub struct StoreOptions {
     pub min_free_bytes: u64,
     /// Table files RocksDB keeps open at most.
     pub max_open_files: i32,
+    /// Which engine holds the tables (`rtsd.storage.engine`).
+    pub engine: EngineChoice,
+}
+
+/// Which engine holds the store's tables.
+#[derive(Debug, Clone, Default)]
+pub enum EngineChoice {
+    /// Embedded RocksDB in the data directory: one machine, rtsd's own series log in front of it.
+    #[default]
+    RocksDb,
+    /// OpenTSDB's own tables on an HBase cluster, shared by any number of rtsd nodes and OpenTSDB TSDs: nothing
+    /// is kept on the node (a write is acknowledged once HBase has it in its write-ahead log).
+    HBase(engine::hbase::HBaseOptions),
 }
 
 /// A storage failure: RocksDB refused, or bytes on disk make no sense.
@@ -258,8 +271,12 @@ pub struct Store {
     generation: std::sync::atomic::AtomicU64,
     rollups: rollup::Rollups,
     retention: retention::Retention,
-    /// Acknowledged points not yet in their rows (see [`pending`]).
+    /// Acknowledged points not yet in their rows (see [`pending`]); only with a node-local engine.
     pending: pending::PendingTable,
+    /// Whether the engine keeps its data on this node (RocksDB): points then go through the series log and the
+    /// series table. Otherwise (HBase) each commit writes its points into their rows at once, and nothing that
+    /// matters lives on the node.
+    node_local: bool,
     read_only: bool,
     /// Acknowledged points not in their rows that readers of data rows merge in: row key -> columns. A
     /// read-only open's view of the series log (acknowledged by a running daemon, or left by a crash), so `rtsd
@@ -300,12 +317,14 @@ impl Store {
             ref retention,
             min_free_bytes,
             max_open_files,
+            engine: ref choice,
         } = *options;
+        let node_local = matches!(choice, EngineChoice::RocksDb);
         let (path, layout, rollup_settings, retention_settings) = (path.as_path(), layout.clone(), rollups, retention);
         let mut rollups = rollup::Rollups::new(rollup_settings);
         let retention = retention::Retention::new(retention_settings, rollup_settings);
         // Rollup tables of the configuration, and any left by an earlier one (RocksDB opens all or nothing).
-        let existing = engine::rocks::list_tables(path);
+        let existing = if node_local { engine::rocks::list_tables(path) } else { Vec::new() };
         let mut names: Vec<String> = COLUMN_FAMILIES.iter().map(|n| n.to_string()).collect();
         names.extend(rollups.families.iter().cloned());
         names.push(rollup::CF_ROLLUP_DIRTY.to_string());
@@ -330,26 +349,32 @@ impl Store {
         // A read-only open reads the series log before the database: a segment a running daemon deletes meanwhile
         // has its points in the tables by then, so they are seen either way (twice at worst: merged as identical).
         let mut unflushed = Vec::new();
-        if read_only {
+        if read_only && node_local {
             pending::read_log(path, |record| unflushed.push(record.to_vec()))
                 .map_err(|e| StoreError::Corrupt(format!("reading the series log: {e}")))?;
         }
-        let engine_options =
-            engine::rocks::RocksOptions { memtable_bytes, block_cache_bytes, max_open_files, read_only };
-        let engine: Arc<dyn Engine> = Arc::new(engine::rocks::RocksEngine::open(path, &specs, &engine_options)?);
+        let engine: Arc<dyn Engine> = match choice {
+            EngineChoice::RocksDb => {
+                let options =
+                    engine::rocks::RocksOptions { memtable_bytes, block_cache_bytes, max_open_files, read_only };
+                Arc::new(engine::rocks::RocksEngine::open(path, &specs, &options)?)
+            }
+            EngineChoice::HBase(options) => Arc::new(engine::hbase::HBaseEngine::connect(options, &specs)?),
+        };
         check_layout(engine.as_ref(), &layout, read_only)?;
         let uids = Uids::open(engine.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
         rollups.resume(engine.as_ref(), read_only)?;
-        let (log, replay) = if read_only {
+        let (log, replay) = if read_only || !node_local {
             (None, Vec::new())
         } else {
             let (log, old) = pending::SeriesLog::open(path)
                 .map_err(|e| StoreError::Corrupt(format!("opening the series log: {e}")))?;
             (Some(log), old)
         };
-        let health =
-            health::Health::new(path.to_path_buf(), if read_only { 0 } else { min_free_bytes }, metrics.clone());
+        // The free-space guard watches the data directory's disk, which only a node-local engine fills.
+        let min_free_bytes = if read_only || !node_local { 0 } else { min_free_bytes };
+        let health = health::Health::new(path.to_path_buf(), min_free_bytes, metrics.clone());
         let mut store = Store {
             engine,
             path: path.to_path_buf(),
@@ -362,6 +387,7 @@ impl Store {
             rollups,
             retention,
             pending: pending::PendingTable::new(log),
+            node_local,
             read_only,
             overlay: Default::default(),
             health,
@@ -405,6 +431,13 @@ impl Store {
     /// The retention of each table (see [`retention`]).
     pub fn retention(&self) -> &retention::Retention {
         &self.retention
+    }
+
+    /// Whether the series index names every series with data: true when every write goes through this store (the
+    /// embedded engine). On HBase other writers share the tables (OpenTSDB's TSDs, which keep no such index), so
+    /// readers that must see every series scan the data table instead.
+    pub fn series_index_is_complete(&self) -> bool {
+        self.node_local
     }
 
     /// The storage engine under the store.

@@ -232,6 +232,18 @@ pub(super) struct Row {
 /// No row (the end of a chain of successors).
 const NONE: u32 = u32::MAX;
 
+/// A logged batch's points grouped into rows, in key order, each row's columns in arrival order: what a store
+/// without a series table writes at once.
+pub(super) fn rows_of(log: &[u8]) -> Vec<Row> {
+    let mut rows: std::collections::BTreeMap<&[u8], Fragment> = std::collections::BTreeMap::new();
+    for (key, column) in entries(log) {
+        let fragment = rows.entry(key).or_insert_with(|| Fragment { columns: Vec::new(), points: 0 });
+        fragment.columns.extend_from_slice(column);
+        fragment.points += 1;
+    }
+    rows.into_iter().map(|(key, fragment)| Row { key: RowKey::from_slice(key), fragment, next: NONE }).collect()
+}
+
 /// What [`PendingTable::take`] took: the first log segment it did not cover, the rows, their point count.
 pub(super) type Taken = (u64, Vec<Row>, u64);
 

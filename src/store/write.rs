@@ -325,6 +325,16 @@ impl Store {
         let write = std::mem::take(&mut batch.batch);
         let result = if batch.log.is_empty() {
             self.write_marked(write, &mut batch.marks, durability)
+        } else if !self.node_local {
+            // The engine is the log (HBase's WAL): the points go into their rows now, then the batch's other
+            // writes, which come after the points they go with (Chukwa's "stored" state).
+            let rows = pending::rows_of(batch.log.payload());
+            self.write_rows(&rows).and_then(|()| {
+                if write.is_empty() {
+                    return Ok(());
+                }
+                self.write_marked(write, &mut batch.marks, durability)
+            })
         } else {
             // One series-log record for all the batch's points; they join the series table once it and the rest of
             // the batch are written (see [`pending`]).

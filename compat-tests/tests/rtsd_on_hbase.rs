@@ -1,0 +1,270 @@
+//! rtsd on HBase (issue 21): rtsd nodes with `rtsd.storage.engine=hbase` on the test bed's cluster, sharing
+//! OpenTSDB's own tables with the real OpenTSDB 2.4.1 TSD running on it. One test bed for the whole binary (the
+//! cluster takes a minute or two to start on two cores); the checks run in order on it:
+//!
+//! 1. **The engine contract** (`rtsd::store::engine::conformance`, the checks RocksDB passes in its unit tests) on
+//!    real HBase tables, through rtsd's native client.
+//! 2. **OpenTSDB writes, rtsd reads.** The differential suite's data set goes in through the reference TSD only;
+//!    an rtsd node then answers the suite's `/api/query` cases as the reference does, up to the differences
+//!    `compat-tests/differential/differences.json` lists for rtsd on RocksDB (the same answers: the engine must not
+//!    change one).
+//! 3. **rtsd writes, OpenTSDB reads.** The same data set under other metric names (`dr.*`) goes in through rtsd node
+//!    A only; node B (a second rtsd, no state of its own) and the reference answer the same cases again.
+//! 4. **UIDs assigned at once by three writers.** Two rtsd nodes and the reference assign the same 1,000 new metric
+//!    names concurrently (OpenTSDB's protocol: increment, reverse CAS, forward CAS); all three then map every name
+//!    to one UID, the same on all three, and every UID's reverse mapping names it.
+//! 5. **A region server killed under writes.** Node A takes `/api/put?sync` batches while one of the three region
+//!    servers is SIGKILLed; every batch it acknowledged is read back through node B once the regions reopened.
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use rtsd::store::engine::conformance;
+use rtsd::store::engine::hbase::{HBaseEngine, HBaseOptions, HBaseTables};
+use rtsd_compat_tests::differential::*;
+use rtsd_compat_tests::testbed::Testbed;
+use rtsd_compat_tests::Daemon;
+use serde_json::Value;
+
+/// One generated query case in this many is sent (the differential suite sends all of its 400 GET and 200 POST
+/// cases; these runs only need every feature met on HBase rows). Cases are generated as the suite generates them,
+/// so each id is the suite's case and its listed difference, if any, applies.
+const EVERY_NTH_CASE: usize = 3;
+/// Names the UID race assigns.
+const RACE_NAMES: usize = 1000;
+
+fn start_rtsd(tb: &Testbed) -> Daemon {
+    let mut settings = tb.rtsd_on_hbase_settings();
+    // rtsd's own rollups live in the rollup tables' `a` families; this test compares what OpenTSDB reads.
+    settings.push(("rtsd.rollups.auto".into(), "false".into()));
+    Daemon::start_with(&settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>())
+}
+
+/// Writes the data set (renamed by `rename`) through one server only, as the differential suite writes it.
+fn write_through(addr: SocketAddr, series: &[Series], rename: &dyn Fn(&str) -> String) {
+    let (assigns, bodies) = data_set_requests(series);
+    for (_, path) in assigns {
+        // Tag names the other data set assigned already exist: a 400 naming their UID.
+        let (status, _, body) = http_answer(addr, "GET", &rename(&path), "");
+        assert!(status == 200 || body.contains("Name already exists with UID"), "{path}: {status} {body}");
+    }
+    for (i, body) in bodies.iter().enumerate() {
+        let (status, _, answer) = http_answer(addr, "POST", "/api/put?sync&details", &rename(body));
+        assert_eq!(status, 200, "data set batch {i}: {answer}");
+    }
+}
+
+/// Runs the query cases against `rtsd` and the reference, with `rename` applied to each request and `undo` to each
+/// answer; panics listing every difference the list does not explain.
+fn compare_queries(
+    label: &str,
+    rtsd: SocketAddr,
+    reference: SocketAddr,
+    rename: &dyn Fn(&str) -> String,
+    undo: &dyn Fn(&str) -> String,
+) {
+    let mut tally = Tally::load(|id| !id.starts_with(LAYOUT_PREFIX));
+    {
+        let mut pair = Pair { rtsd, reference, tally: &mut tally };
+        for (id, method, path, body) in query_cases(DEFAULT_SEED, DEFAULT_CASES) {
+            let n: Option<usize> = id.rsplit('/').next().and_then(|n| n.parse().ok());
+            if n.is_some_and(|n| n % EVERY_NTH_CASE != 0) {
+                continue;
+            }
+            pair.http_normalised(&id, method, &rename(&path), &rename(&body), |answer| undo(answer));
+        }
+    }
+    for (id, req, a, b) in tally.new.iter().chain(&tally.changed).take(40) {
+        eprintln!("{label}: DIFFERENT {id}\n  request:  {req}\n  rtsd:     {a:?}\n  opentsdb: {b:?}");
+    }
+    eprintln!(
+        "{label}: {} requests compared, {} identical, {} listed differences, {} new, {} changed",
+        tally.compared,
+        tally.identical,
+        tally.listed,
+        tally.new.len(),
+        tally.changed.len()
+    );
+    assert!(tally.compared > DEFAULT_CASES / 2, "{label}: only {} requests compared", tally.compared);
+    assert!(
+        tally.new.is_empty() && tally.changed.is_empty(),
+        "{label}: {} new and {} changed differences (see above)",
+        tally.new.len(),
+        tally.changed.len()
+    );
+}
+
+/// Each name's UID as `/api/uid/assign` reports it for a name that already has one (OpenTSDB's "Name already
+/// exists with UID: 00000A"), asked of one server for all names at once.
+fn assigned_uids(addr: SocketAddr, names: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for chunk in names.chunks(100) {
+        let (status, _, body) = http_answer(addr, "GET", &format!("/api/uid/assign?metric={}", chunk.join(",")), "");
+        assert_eq!(status, 400, "every name exists by now, so each is an error: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let errors = v["metric_errors"].as_object().unwrap_or_else(|| panic!("no metric_errors in {body}"));
+        for name in chunk {
+            let text = errors[name.as_str()].as_str().unwrap_or_else(|| panic!("{name} missing in {body}"));
+            let uid = text.strip_prefix("Name already exists with UID: ").unwrap_or_else(|| panic!("{name}: {text}"));
+            out.insert(name.clone(), uid.to_string());
+        }
+    }
+    out
+}
+
+/// Posts batches of points to `addr` with `sync`, SIGKILLing region server 2 after the first few; returns every
+/// point of every acknowledged batch. A batch refused meanwhile (the regions of the killed server not yet
+/// reopened within the client's deadline) must be refused with OpenTSDB's error envelope, never lost silently.
+fn writes_through_a_killed_region_server(tb: &Testbed, addr: SocketAddr) -> BTreeMap<(String, i64), f64> {
+    const BATCHES: i64 = 40;
+    let mut acked = BTreeMap::new();
+    let mut refused = 0;
+    for batch in 0..BATCHES {
+        if batch == 8 {
+            rtsd_compat_tests::testbed::script("hbase-cluster", &["kill-rs", tb.dir(), "2"]);
+        }
+        let mut points = Vec::new();
+        let mut body = Vec::new();
+        for i in 0..20 {
+            let (host, t) = (format!("h{}", i % 5), 1_690_000_000 + batch * 100 + i);
+            let v = (batch * 20 + i) as f64 + 0.5;
+            body.push(format!(r#"{{"metric":"fault.m","timestamp":{t},"value":{v},"tags":{{"host":"{host}"}}}}"#));
+            points.push(((host, t), v));
+        }
+        let (status, _, answer) = http_answer(addr, "POST", "/api/put?sync&details", &format!("[{}]", body.join(",")));
+        match status {
+            200 => acked.extend(points),
+            500 | 503 => {
+                assert!(answer.contains("\"error\""), "batch {batch}: {status} without an error envelope: {answer}");
+                refused += 1;
+            }
+            other => panic!("batch {batch}: {other} {answer}"),
+        }
+    }
+    rtsd_compat_tests::testbed::script("hbase-cluster", &["wait", tb.dir(), "2"]);
+    eprintln!("rtsd_on_hbase: {} of {BATCHES} batches acknowledged, {refused} refused", BATCHES - refused);
+    assert!(refused < BATCHES / 2, "most batches were refused: the client did not ride out the reassignment");
+    acked
+}
+
+#[test]
+fn rtsd_on_hbase_shares_opentsdb_tables() {
+    let started = Instant::now();
+    let tb = Testbed::start("rtsd_on_hbase");
+
+    // 1. The engine contract on real HBase tables.
+    tb.hbase_tool(&["create", "rtsd_conformance", "data,uid,plain"]);
+    let names = ("rtsd_conformance:data", "rtsd_conformance:uid", "rtsd_conformance:plain");
+    let specs = conformance::tables(names.0, names.1, names.2);
+    let options = HBaseOptions {
+        zk_quorum: tb.zk_quorum(),
+        zk_basedir: "/hbase".into(),
+        tables: HBaseTables::default(),
+        appends: false,
+    };
+    let engine = HBaseEngine::connect(&options, &specs).expect("connect the HBase engine");
+    conformance::check(&engine, names, "run1/");
+    conformance::check(&engine, names, "run2/");
+    drop(engine);
+    eprintln!("rtsd_on_hbase: engine contract kept on HBase ({:.0}s)", started.elapsed().as_secs_f64());
+
+    // 2. OpenTSDB writes, rtsd reads.
+    let series = data_set(&mut Rng(DEFAULT_SEED));
+    let same = |s: &str| s.to_string();
+    write_through(tb.tsd, &series, &same);
+    let a = start_rtsd(&tb);
+    compare_queries("opentsdb-written", a.addr(), tb.tsd, &same, &same);
+
+    // 3. rtsd writes (node A), a second node and OpenTSDB read.
+    let rename = |s: &str| s.replace("dq.", "dr.");
+    write_through(a.addr(), &series, &rename);
+    let b = start_rtsd(&tb);
+    // Answers name the `dq.` metrics again, and their TSUIDs carry the `dq.` metrics' UIDs: the listed
+    // differences are the suite's, written for the `dq.` data set.
+    let metric_uids = |prefix: &str| -> Vec<String> {
+        let names: Vec<String> = METRICS.iter().map(|m| m.replace("dq.", prefix)).collect();
+        let uids = assigned_uids(b.addr(), &names);
+        names.iter().map(|n| uids[n].clone()).collect()
+    };
+    let uid_pairs: Vec<(String, String)> = metric_uids("dr.").into_iter().zip(metric_uids("dq.")).collect();
+    let undo = |answer: &str| {
+        let mut answer = answer.replace("dr.", "dq.");
+        for (dr, dq) in &uid_pairs {
+            // A TSUID is the metric's UID then tag key UIDs (which start with 0 here), quoted.
+            answer = answer.replace(&format!("\"{dr}0"), &format!("\"{dq}0"));
+        }
+        answer
+    };
+    compare_queries("rtsd-written", b.addr(), tb.tsd, &rename, &undo);
+    eprintln!("rtsd_on_hbase: both directions compared ({:.0}s)", started.elapsed().as_secs_f64());
+
+    // 4. Three writers assign the same new names at once, each in its own order.
+    let names: Vec<String> = (0..RACE_NAMES).map(|i| format!("race.m{i:04}")).collect();
+    let writers = [a.addr(), b.addr(), tb.tsd];
+    std::thread::scope(|s| {
+        for (w, addr) in writers.iter().enumerate() {
+            let mut order = names.clone();
+            let mut rng = Rng(0x5eed + w as u64);
+            for i in (1..order.len()).rev() {
+                order.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            }
+            s.spawn(move || {
+                for chunk in order.chunks(25) {
+                    // 200 when this writer assigned them all, 400 when another writer got some first.
+                    let path = format!("/api/uid/assign?metric={}", chunk.join(","));
+                    let (status, _, body) = http_answer(*addr, "GET", &path, "");
+                    assert!(status == 200 || status == 400, "writer {w}: {status} {body}");
+                }
+            });
+        }
+    });
+    let maps: Vec<BTreeMap<String, String>> = writers.iter().map(|&addr| assigned_uids(addr, &names)).collect();
+    assert_eq!(maps[0], maps[2], "rtsd node A and OpenTSDB map the names to the same UIDs");
+    assert_eq!(maps[1], maps[2], "rtsd node B and OpenTSDB map the names to the same UIDs");
+    let mut uids: Vec<&String> = maps[2].values().collect();
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), RACE_NAMES, "one UID per name, none shared");
+    // Every UID's reverse mapping names its name, on every server.
+    for (name, uid) in maps[2].iter().step_by(50) {
+        for &addr in &writers {
+            let (status, _, body) = http_answer(addr, "GET", &format!("/api/uid/uidmeta?uid={uid}&type=metric"), "");
+            assert_eq!(status, 200, "{addr} uidmeta {uid}: {body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["name"], name.as_str(), "{addr}: UID {uid}");
+        }
+    }
+    eprintln!(
+        "rtsd_on_hbase: {RACE_NAMES} names raced by 3 writers, one UID each ({:.0}s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    // 5. A region server killed while node A writes.
+    let acked = writes_through_a_killed_region_server(&tb, a.addr());
+    let (status, _, body) =
+        http_answer(b.addr(), "GET", "/api/query?start=1690000000&end=1690010000&m=sum:fault.m%7Bhost=*%7D", "");
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let mut stored: BTreeMap<(String, i64), f64> = BTreeMap::new();
+    for series in answer.as_array().expect("series") {
+        let host = series["tags"]["host"].as_str().unwrap().to_string();
+        for (t, v) in series["dps"].as_object().unwrap() {
+            stored.insert((host.clone(), t.parse().unwrap()), v.as_f64().unwrap());
+        }
+    }
+    let missing: Vec<&(String, i64)> = acked.keys().filter(|k| stored.get(*k) != acked.get(*k)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged points not read back, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    eprintln!(
+        "rtsd_on_hbase: {} points acknowledged across a killed region server, all read back ({:.0}s)",
+        acked.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(a);
+    drop(b);
+    drop(tb);
+}
