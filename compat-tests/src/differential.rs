@@ -84,6 +84,32 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     true
 }
 
+/// The README's list of the differences the suites know (section "Differences found against OpenTSDB 2.4.1"),
+/// made from `compat-tests/differential/differences.json`: one bullet per reason, naming the cases that have
+/// it. `tests/readme.rs` checks that the README holds exactly this text, so the list a reader sees is the list
+/// the suites check.
+pub fn readme_list() -> String {
+    let path = crate::testbed::root().join("compat-tests/differential/differences.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+    // Reasons in the order the file first gives them, each with its case ids.
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
+    for e in v["differences"].as_array().expect("differences array") {
+        let (id, why) = (e["id"].as_str().unwrap_or_default(), e["why"].as_str().unwrap_or_default());
+        match reasons.iter_mut().find(|(w, _)| w == why) {
+            Some((_, ids)) => ids.push(id.to_string()),
+            None => reasons.push((why.to_string(), vec![id.to_string()])),
+        }
+    }
+    let mut out = String::new();
+    for (why, ids) in &reasons {
+        let named: Vec<String> = ids.iter().take(4).map(|id| format!("`{id}`")).collect();
+        let more = if ids.len() > 4 { format!(" and {} more", ids.len() - 4) } else { String::new() };
+        out.push_str(&format!("- {}{more}: {}\n", named.join(", "), why.trim()));
+    }
+    out
+}
+
 pub struct Tally {
     pub entries: Vec<Entry>,
     pub compared: usize,
@@ -749,4 +775,3 @@ pub fn write_data_set(pair: &mut Pair, series: &[Series]) {
         assert!(a.starts_with("200 ") && b.starts_with("200 "), "data set batch {i}: rtsd {a}\nOpenTSDB {b}");
     }
 }
-

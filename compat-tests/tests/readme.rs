@@ -99,3 +99,27 @@ fn skipped_blocks_say_why() {
         assert!(line.contains("skip (") && line.trim_end().ends_with(") -->"), "a skip needs its reason: {line}");
     }
 }
+
+/// The README's differences list is the one the differential and layout suites check
+/// (`compat-tests/differential/differences.json`), one bullet per reason. `RTSD_UPDATE_README=1` rewrites it.
+#[test]
+fn the_readme_lists_every_known_difference_from_opentsdb() {
+    const BEGIN: &str =
+        "<!-- differences: made from compat-tests/differential/differences.json by tests/readme.rs -->\n";
+    const END: &str = "<!-- /differences -->";
+    let readme = std::fs::read_to_string(readme_path()).expect("README.md");
+    let start = readme.find(BEGIN).expect("the README's differences list starts with its marker") + BEGIN.len();
+    let end = start + readme[start..].find(END).expect("the README's differences list ends with its marker");
+    let want = rtsd_compat_tests::differential::readme_list();
+    if std::env::var_os("RTSD_UPDATE_README").is_some() {
+        std::fs::write(readme_path(), format!("{}{want}{}", &readme[..start], &readme[end..]))
+            .expect("write README.md");
+        return;
+    }
+    assert!(want.lines().count() >= 20, "the list lost its reasons:\n{want}");
+    assert_eq!(
+        readme[start..end],
+        want,
+        "README's differences list is not differences.json's: rerun with RTSD_UPDATE_README=1 and review the diff"
+    );
+}
