@@ -15,6 +15,10 @@
 //!    to one UID, the same on all three, and every UID's reverse mapping names it.
 //! 5. **A region server killed under writes.** Node A takes `/api/put?sync` batches while one of the three region
 //!    servers is SIGKILLed; every batch it acknowledged is read back through node B once the regions reopened.
+//! 6. **Appends.** A node with `tsd.storage.enable_appends` writes points as OpenTSDB's append column; OpenTSDB
+//!    and the node answer them alike, late and duplicate points included.
+//! 7. **rtsd's own rollups.** A node with `rtsd.rollups.auto` folds what it wrote into the rollup tables' `a`
+//!    families; downsampled queries read them (`rollupTable` says which) and answer as the raw rows do.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -33,10 +37,11 @@ const EVERY_NTH_CASE: usize = 3;
 /// Names the UID race assigns.
 const RACE_NAMES: usize = 1000;
 
-fn start_rtsd(tb: &Testbed) -> Daemon {
+fn start_rtsd(tb: &Testbed, extra: &[(&str, &str)]) -> Daemon {
     let mut settings = tb.rtsd_on_hbase_settings();
     // rtsd's own rollups live in the rollup tables' `a` families; this test compares what OpenTSDB reads.
     settings.push(("rtsd.rollups.auto".into(), "false".into()));
+    settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Daemon::start_with(&settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>())
 }
 
@@ -172,13 +177,13 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     let series = data_set(&mut Rng(DEFAULT_SEED));
     let same = |s: &str| s.to_string();
     write_through(tb.tsd, &series, &same);
-    let a = start_rtsd(&tb);
+    let a = start_rtsd(&tb, &[]);
     compare_queries("opentsdb-written", a.addr(), tb.tsd, &same, &same);
 
     // 3. rtsd writes (node A), a second node and OpenTSDB read.
     let rename = |s: &str| s.replace("dq.", "dr.");
     write_through(a.addr(), &series, &rename);
-    let b = start_rtsd(&tb);
+    let b = start_rtsd(&tb, &[]);
     // Answers name the `dq.` metrics again, and their TSUIDs carry the `dq.` metrics' UIDs: the listed
     // differences are the suite's, written for the `dq.` data set.
     let metric_uids = |prefix: &str| -> Vec<String> {
@@ -264,6 +269,60 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
         acked.len(),
         started.elapsed().as_secs_f64()
     );
+
+    // 6. Appends: written by a node with enable_appends, read by OpenTSDB and by the node.
+    let c = start_rtsd(&tb, &[("tsd.storage.enable_appends", "true")]);
+    let mut lines = String::new();
+    for i in 0..30i64 {
+        // Out of order within the hour, and every tenth point sent twice with a new value (later wins).
+        let t = 1_690_100_000 + (i * 37) % 1800;
+        lines.push_str(&format!("put app.m {t} {} host=h{}\n", i * 3, i % 2));
+        if i % 10 == 0 {
+            lines.push_str(&format!("put app.m {t} {}.5 host=h{}\n", i * 3, i % 2));
+        }
+    }
+    c.put_lines(&lines);
+    let path = "/api/query?start=1690099000&end=1690110000&m=sum:app.m%7Bhost=*%7D";
+    let (status, _, from_rtsd) = http_answer(c.addr(), "GET", path, "");
+    let (_, _, from_opentsdb) = http_answer(tb.tsd, "GET", path, "");
+    assert_eq!(status, 200, "{from_rtsd}");
+    assert_eq!(from_rtsd, from_opentsdb, "appends written by rtsd: rtsd and OpenTSDB answer alike");
+    let answer: Value = serde_json::from_str(&from_rtsd).unwrap();
+    let points: usize = answer.as_array().unwrap().iter().map(|s| s["dps"].as_object().unwrap().len()).sum();
+    assert_eq!(points, 30, "{from_rtsd}");
+    let h0 = answer.as_array().unwrap().iter().find(|s| s["tags"]["host"] == "h0").expect("series h0");
+    assert_eq!(h0["dps"]["1690100000"], 0.5, "the later of two values at one instant: {from_rtsd}");
+    eprintln!("rtsd_on_hbase: appends read alike by OpenTSDB ({:.0}s)", started.elapsed().as_secs_f64());
+    drop(c);
+
+    // 7. rtsd's own rollups on HBase. The data table already has rows, so the first node to compute rollups
+    // records that they are complete from the next hour on (earlier hours are read raw): the points go after it.
+    let d = start_rtsd(&tb, &[("rtsd.rollups.auto", "true")]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let base = now - now % 3600 + 2 * 3600;
+    let mut lines = String::new();
+    for i in 0..240i64 {
+        for host in ["a", "b"] {
+            lines.push_str(&format!("put ru.m {} {} host={host}\n", base + i * 30, i % 17));
+        }
+    }
+    d.put_lines(&lines);
+    for (ds, table) in [("1h-sum", "1h"), ("10m-avg", "10m"), ("1m-max", "1m"), ("2h-count", "1h")] {
+        let q = format!("/api/query?start={base}&end={}&m=sum:{ds}:ru.m%7Bhost=*%7D&show_query", base + 7200);
+        let (status, _, rolled) = http_answer(d.addr(), "GET", &q, "");
+        assert_eq!(status, 200, "{q}: {rolled}");
+        assert!(rolled.contains(&format!(r#""rollupTable":"{table}""#)), "{q} read no rollup table: {rolled}");
+        let raw_q = q.replace(&format!(":{ds}:"), &format!(":{ds}:rollup_raw:"));
+        let (_, _, raw) = http_answer(d.addr(), "GET", &raw_q, "");
+        let series = |answer: &str| -> Vec<(Value, Value)> {
+            let v: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
+            v.as_array().unwrap().iter().map(|s| (s["tags"].clone(), s["dps"].clone())).collect()
+        };
+        assert_eq!(series(&rolled), series(&raw), "{q}: rollups answer as the raw rows");
+        assert_eq!(series(&raw).len(), 2, "{raw}");
+    }
+    eprintln!("rtsd_on_hbase: rollups folded and read on HBase ({:.0}s)", started.elapsed().as_secs_f64());
+    drop(d);
     drop(a);
     drop(b);
     drop(tb);
