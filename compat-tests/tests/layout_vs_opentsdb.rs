@@ -173,7 +173,8 @@ fn shims(dir: &Path, tb: &Testbed, settings: &[(String, String)]) {
 /// The `sh` block of README's "Moving from OpenTSDB" section.
 fn readme_migration_commands() -> String {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let section = readme.split("\n## Moving from OpenTSDB").nth(1).expect("README has a 'Moving from OpenTSDB' section");
+    let section =
+        readme.split("\n## Moving from OpenTSDB").nth(1).expect("README has a 'Moving from OpenTSDB' section");
     let section = section.split("\n## ").next().unwrap();
     let start = section.find("```sh\n").expect("a sh block in 'Moving from OpenTSDB'") + 6;
     let len = section[start..].find("```").expect("the block's end");
@@ -245,7 +246,13 @@ fn migrate(tb: &Testbed, rtsd_daemon: Daemon, settings: &[(String, String)], wor
     let (mut theirs, mut mine): (Vec<&str>, Vec<&str>) = (dump.lines().collect(), ours.lines().collect());
     theirs.sort_unstable();
     mine.sort_unstable();
-    assert_eq!(mine.len(), theirs.len(), "rtsd scan --import has {} lines, tsdb scan --import {}", mine.len(), theirs.len());
+    assert_eq!(
+        mine.len(),
+        theirs.len(),
+        "rtsd scan --import has {} lines, tsdb scan --import {}",
+        mine.len(),
+        theirs.len()
+    );
     let (mut spelled, mut wrong) = (0, Vec::new());
     for (a, b) in mine.iter().zip(&theirs) {
         if a == b {
@@ -262,7 +269,11 @@ fn migrate(tb: &Testbed, rtsd_daemon: Daemon, settings: &[(String, String)], wor
         }
     }
     eprintln!("migration: {} lines of tsdb scan --import, {spelled} with a double spelled differently", theirs.len());
-    assert!(wrong.is_empty(), "rtsd scan --import after the migration differs:\n{}", wrong[..wrong.len().min(20)].join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "rtsd scan --import after the migration differs:\n{}",
+        wrong[..wrong.len().min(20)].join("\n")
+    );
 
     // The same UIDs on both: OpenTSDB's `tsdb uid grep` and rtsd's list the same names with the same bytes.
     let theirs = tb.tool("net.opentsdb.tools.UidManager", &["grep", "."]);
@@ -393,9 +404,8 @@ fn layout_lines(open_hour: i64) -> String {
     put("lay.int", LH + 3600 + 42, "42", "host=a");
     // Floats: 4 bytes when the value fits a float exactly, else an 8-byte double (Tags.fitsInFloat, spec: ingest
     // §2.3); `1e3` is a float too (not integer syntax), `-0.0` a float with the sign bit.
-    for (i, v) in ["1.5", "0.1", "-2.25", "3.4028235E38", "1.0E-45", "12.3", "0.5", "-0.0", "1e3", "100"]
-        .iter()
-        .enumerate()
+    for (i, v) in
+        ["1.5", "0.1", "-2.25", "3.4028235E38", "1.0E-45", "12.3", "0.5", "-0.0", "1e3", "100"].iter().enumerate()
     {
         put("lay.float", LH + 300 + 11 * i as i64, v, "host=a");
     }
@@ -411,7 +421,9 @@ fn layout_lines(open_hour: i64) -> String {
     put("lay.tags", LH + 1, "1", "env=prod host=b dc=y cpu=0");
     put("lay.tags", LH + 2, "2", "cpu=0 dc=y host=b env=prod");
     // An open hour: OpenTSDB keeps each cell until the hour is closed.
-    for (ts, v) in [(open_hour + 1, "1"), (open_hour + 2, "0.1"), (open_hour * 1000 + 2500, "-129"), (open_hour + 3599, "1.5")] {
+    for (ts, v) in
+        [(open_hour + 1, "1"), (open_hour + 2, "0.1"), (open_hour * 1000 + 2500, "-129"), (open_hour + 3599, "1.5")]
+    {
         put("lay.open", ts, v, "host=a");
     }
     put("lay.annot", LH + 1, "1", "host=a");
@@ -457,10 +469,9 @@ fn both(rtsd_addr: SocketAddr, tb: &Testbed, method: &str, path: &str, body: &st
 }
 
 fn layout(tb: &mut Testbed, mut daemon: Daemon, settings: &[(String, String)]) {
-    let open_hour = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
-        / 3600
-        + 3)
-        * 3600;
+    let open_hour =
+        (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64 / 3600 + 3)
+            * 3600;
     let lines = layout_lines(open_hour);
     for (kind, name) in layout_names(&lines) {
         let answer = both(daemon.addr(), tb, "GET", &format!("/api/uid/assign?{kind}={name}"), "");
@@ -485,7 +496,12 @@ fn layout(tb: &mut Testbed, mut daemon: Daemon, settings: &[(String, String)]) {
     // (2.4.1 stores them sorted); and a second start divisible by 1000, which 2.4.1 misplaces (listed as
     // layout/lay.annot/...; README, Storage). spec: ingest §4.8
     let tsuid = |metric: &str| {
-        format!("{}{}{}", uid(daemon.addr(), tb, "metric", metric), uid(daemon.addr(), tb, "tagk", "host"), uid(daemon.addr(), tb, "tagv", "a"))
+        format!(
+            "{}{}{}",
+            uid(daemon.addr(), tb, "metric", metric),
+            uid(daemon.addr(), tb, "tagk", "host"),
+            uid(daemon.addr(), tb, "tagv", "a")
+        )
     };
     let int_tsuid = tsuid("lay.int");
     let annotations = [
@@ -523,7 +539,7 @@ fn layout(tb: &mut Testbed, mut daemon: Daemon, settings: &[(String, String)]) {
         rtsd(&all.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let ours = scan(&args);
-    quirk_0x05_rtsd(&scan);
+    quirk_0x05_rtsd(scan);
     let ours_open = scan(&[&ostart, &oend, "sum", "lay.open"]);
 
     let mut tally = Tally::load(|id| id.starts_with(LAYOUT_PREFIX));
@@ -566,12 +582,8 @@ fn layout(tb: &mut Testbed, mut daemon: Daemon, settings: &[(String, String)]) {
         cells += theirs.len();
         tally.record(&format!("{LAYOUT_PREFIX}open/{}", key.0), &key.2, &ours.join("\n"), &theirs.join("\n"));
     }
-    let stale: Vec<String> = tally
-        .entries
-        .iter()
-        .filter(|e| e.hits == 0 || !e.agreed.is_empty())
-        .map(|e| e.id.clone())
-        .collect();
+    let stale: Vec<String> =
+        tally.entries.iter().filter(|e| e.hits == 0 || !e.agreed.is_empty()).map(|e| e.id.clone()).collect();
     let report: Vec<Value> = tally
         .new
         .iter()

@@ -145,9 +145,9 @@ impl Point {
         let seconds = if rng.chance(5) { BASE + 60 * rng.below(4) as i64 } else { seconds };
         let ts = if rng.chance(40) { seconds * 1000 + rng.below(1000) as i64 } else { seconds };
         Point {
-            metric: *rng.pick(&METRICS),
+            metric: rng.pick::<&str>(&METRICS),
             host: format!("h{}", hosts.start + rng.below(hosts.end - hosts.start)),
-            dc: *rng.pick(&DCS),
+            dc: rng.pick::<&str>(&DCS),
             ts,
             word: value_word(rng),
         }

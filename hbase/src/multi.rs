@@ -15,6 +15,9 @@ use crate::meta::RegionLoc;
 use crate::ops::{cells, Cell, Mutation};
 use crate::proto;
 
+/// An action for a (table, row), or the reason it could not be made.
+type TargetedAction = ((String, Vec<u8>), Result<proto::Action>);
+
 /// One region's share of a round: the region and the indexes of its mutations.
 type RegionBatch = (Arc<RegionLoc>, Vec<usize>);
 
@@ -64,7 +67,7 @@ impl Client {
 
     /// Runs actions (each for a table and row, or already failed) in rounds of one Multi per region server until
     /// each has an outcome or the deadline passed.
-    async fn run_actions(&self, ops: Vec<((String, Vec<u8>), Result<proto::Action>)>) -> Vec<Result<Vec<Cell>>> {
+    async fn run_actions(&self, ops: Vec<TargetedAction>) -> Vec<Result<Vec<Cell>>> {
         let inner = &self.inner;
         let n = ops.len();
         let mut outcome: Vec<Option<Result<Vec<Cell>>>> = vec![None; n];

@@ -501,7 +501,10 @@ mod tests {
     }
 
     /// Every row of a metric as (key, columns).
-    fn rows(store: &Store, metric: &str) -> Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
+    /// (qualifier, value) pairs.
+    type Columns = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn rows(store: &Store, metric: &str) -> Vec<(Vec<u8>, Columns)> {
         let uid = store.uids().get(UidKind::Metric, metric).unwrap().unwrap();
         let mut out = Vec::new();
         store
@@ -696,12 +699,14 @@ mod tests {
         let metric = store.uids().get(UidKind::Metric, "m").unwrap().unwrap();
         let a = store.uids().get(UidKind::TagValue, "a").unwrap().unwrap();
         let all = store
-            .scan_series(metric.as_bytes(), 1356998400_000, 1357005600_000, &mut ReadBudget::default(), |_| Ok(true))
+            .scan_series(metric.as_bytes(), 1_356_998_400_000, 1_357_005_600_000, &mut ReadBudget::default(), |_| {
+                Ok(true)
+            })
             .unwrap();
         assert_eq!(all.len(), 2);
         let values = |s: &StoredSeries| s.points.iter().map(|p| (p.timestamp_ms, p.value)).collect::<Vec<_>>();
-        assert_eq!(values(&all[0]), vec![(1356998400_000, Value::Int(1)), (1357002000_000, Value::Int(2))]);
-        assert_eq!(values(&all[1]), vec![(1356998410_000, Value::Int(3))]);
+        assert_eq!(values(&all[0]), vec![(1_356_998_400_000, Value::Int(1)), (1_357_002_000_000, Value::Int(2))]);
+        assert_eq!(values(&all[1]), vec![(1_356_998_410_000, Value::Int(3))]);
         let only_a = store
             .scan_series(metric.as_bytes(), 0, i64::MAX, &mut ReadBudget::default(), |tags| {
                 Ok(tags.iter().any(|(_, v)| *v == a.as_bytes()))

@@ -78,6 +78,12 @@ pub struct HBaseEngine {
     tables: HashMap<String, Table>,
 }
 
+/// A key and its value, as a cursor yields them.
+type Entry = (Vec<u8>, Vec<u8>);
+
+/// A key's position in a `get_many` call, and its HBase row.
+type IndexedRow = (usize, Vec<u8>);
+
 /// How many compare-and-set rounds a merge into a [`CellMap::Plain`] table tries before giving up.
 const MERGE_ROUNDS: usize = 64;
 
@@ -390,7 +396,8 @@ impl Engine for HBaseEngine {
         // Batched Gets (one Multi per region server), one batch per qualifier asked for: a cell table's keys name
         // the qualifier, the other tables read whole rows of the family (or its one plain cell).
         let t = self.table(table)?.clone();
-        let mut groups: std::collections::BTreeMap<Option<Vec<u8>>, Vec<(usize, Vec<u8>)>> = Default::default();
+        // By qualifier (none: whole rows): each key's index and row.
+        let mut groups: std::collections::BTreeMap<Option<Vec<u8>>, Vec<IndexedRow>> = Default::default();
         for (i, key) in keys.iter().enumerate() {
             let (qualifier, row) = match t.cells {
                 CellMap::QualifierRow => {
@@ -542,7 +549,7 @@ struct HBaseCursor {
     engine_client: Arc<Client>,
     handle: tokio::runtime::Handle,
     table: Table,
-    rows: Option<tokio::sync::mpsc::Receiver<Result<(Vec<u8>, Vec<u8>), rtsd_hbase::Error>>>,
+    rows: Option<tokio::sync::mpsc::Receiver<Result<Entry, rtsd_hbase::Error>>>,
     current: Option<(Vec<u8>, Vec<u8>)>,
     error: Option<StoreError>,
     /// Backward reads: the rows of a bounded forward scan, walked from the end (HBase's reversed scans are not

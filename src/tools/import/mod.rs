@@ -334,7 +334,10 @@ mod tests {
     }
 
     /// Every data row (key, value) and every series-index entry but the wall-clock ones (first seen, counters).
-    fn stored(s: &Store) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>) {
+    /// (key, value) pairs of a table.
+    type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn stored(s: &Store) -> (Pairs, Pairs) {
         // Rows as they read: a row with merge operands comes out of the read's merge unpacked, the same row
         // written whole (or compacted) is stored packed.
         let mut rows = Vec::new();
