@@ -77,6 +77,7 @@ const FIGURES: &[Figure] = &[
     Figure { key: "a_telnet.rss", label: "peak RSS during A telnet ingest (MiB)", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "a_http.rss", label: "peak RSS during A HTTP ingest (MiB)", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "b.rss", label: "peak RSS during B ingest (MiB)", bar: Bar::None },
+    Figure { key: "b.q1_first", label: "q1 first answer right after B's burst (ms)", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "b.q1", label: "q1 latency, B warm (ms)", bar: Bar::RatioAtMost(0.5) },
     Figure { key: "b.q2", label: "q2 latency, B warm (ms)", bar: Bar::RatioAtMost(1.0) },
     Figure { key: "b.q3", label: "q3 (literal_or of 20 hosts) latency, B warm (ms)", bar: Bar::RatioAtMost(1.0) },
@@ -175,11 +176,7 @@ pub fn table(samples: &Samples, servers: &[Kind]) -> String {
 /// rtsd against another peer (OpenTSDB 2.4.1) as Markdown, figure by figure with the ratio rtsd/peer; `None`
 /// when the peer measured nothing. No bar: the spec's bars are against VictoriaMetrics.
 pub fn peer_table(samples: &Samples, peer: Kind) -> Option<String> {
-    let mut out = format!(
-        "| figure | rtsd | {} | rtsd/{} |\n|---|---|---|---|\n",
-        peer.label(),
-        peer.label()
-    );
+    let mut out = format!("| figure | rtsd | {} | rtsd/{} |\n|---|---|---|---|\n", peer.label(), peer.label());
     let mut any = false;
     for f in FIGURES {
         let (r, p) = (samples.get(f.key, Kind::Rtsd), samples.get(f.key, peer));

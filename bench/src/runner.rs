@@ -141,7 +141,8 @@ pub fn run(opts: &Options) -> Result<(), String> {
         run_scenario(opts, scenario, last_ts, &mut s);
     }
     let load_after = loadavg();
-    let mut table = if opts.servers.contains(&Kind::Vm) { report::table(&s.samples, &opts.servers) } else { String::new() };
+    let mut table =
+        if opts.servers.contains(&Kind::Vm) { report::table(&s.samples, &opts.servers) } else { String::new() };
     if let Some(peer) = report::peer_table(&s.samples, Kind::OpenTsdb) {
         if !table.is_empty() {
             table.push('\n');
@@ -426,6 +427,13 @@ fn measure(
     if scenario == Scenario::AHttp {
         server.stop(Duration::from_secs(120))?;
         return Ok(());
+    }
+    if scenario == Scenario::B {
+        // A dashboard opened right after heavy ingest (issue 22 item 5): q1 once, before the server settles, where
+        // the warm figures below are taken after it settled.
+        let ms = first_query_ms(&server, set)?;
+        eprintln!("{tag}: q1 first answer right after the burst {ms:.2} ms");
+        s.samples.add("b.q1_first", kind, ms);
     }
     let months = months(set.first_ts(), set.last_ts);
     let t = Instant::now();
@@ -726,6 +734,18 @@ fn parse_answer(kind: Kind, body: &[u8]) -> Result<Vec<(i64, f64)>, String> {
 }
 
 /// Runs a query once to warm up, then `repeats` times; returns the median latency (ms) and the answer.
+/// One q1, timed (the server's first answer to it).
+fn first_query_ms(server: &Server, set: &DataSet) -> Result<f64, String> {
+    let path = query_path(server.kind, set, None);
+    let t = Instant::now();
+    let r = http::get(server.api, &path, Duration::from_secs(300)).map_err(|e| format!("query {path}: {e}"))?;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    if r.status != 200 {
+        return Err(format!("query {path} answered {}: {}", r.status, &r.text()[..r.body.len().min(300)]));
+    }
+    Ok(ms)
+}
+
 fn query_latency(
     server: &Server,
     set: &DataSet,
