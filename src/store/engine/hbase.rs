@@ -122,6 +122,88 @@ impl HBaseEngine {
     }
 }
 
+/// What [`HBaseEngine::ensure_ttl`] found or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TtlOutcome {
+    /// The family already expires cells as asked (or keeps them forever, as asked).
+    Unchanged,
+    /// The family's TTL was changed; `was` is the previous one (`None`: forever).
+    Set { was: Option<u32> },
+    /// The table keeps its rows forever, but the family has a TTL (set by hand): left as it is.
+    LeftAsSet(u32),
+    /// The store has no such table here, or no HBase family can hold the retention: nothing done.
+    Skipped,
+}
+
+impl HBaseEngine {
+    /// Makes the HBase family of store table `table` (`<table>:<family>`, named as [`HBaseTables`] maps it) expire
+    /// cells after `seconds`, the table's retention (`None`: forever, then an existing TTL is left as it is and
+    /// reported). Blocks until the master has applied a change.
+    pub fn ensure_ttl(&self, table: &str, seconds: Option<u64>) -> Result<TtlOutcome, StoreError> {
+        let Ok(t) = self.table(table) else { return Ok(TtlOutcome::Skipped) };
+        let (client, name, family) = (self.client.clone(), t.hbase.clone(), t.family.clone());
+        self.run(async move { ensure_ttl(&client, &name, &family, seconds).await }).map_err(hbase_error)
+    }
+
+    /// [`HBaseEngine::ensure_ttl`] for every `(table, seconds)`, one after the other in the background (each
+    /// change reopens the table's regions, and a master that is down must not hold up the daemon's start); each
+    /// outcome is logged, a failure as a warning naming the `alter` to run by hand.
+    pub fn ensure_ttls(&self, wanted: Vec<(String, Option<u64>)>) -> tokio::task::JoinHandle<()> {
+        let targets: Vec<_> = wanted
+            .into_iter()
+            .filter_map(|(name, secs)| self.tables.get(&name).map(|t| (t.hbase.clone(), t.family.clone(), secs)))
+            .collect();
+        let client = self.client.clone();
+        let runtime = self.runtime.as_ref().expect("runtime lives as long as the engine");
+        runtime.spawn(async move {
+            for (table, family, seconds) in targets {
+                let fam = String::from_utf8_lossy(&family).into_owned();
+                match (ensure_ttl(&client, &table, &family, seconds).await, seconds) {
+                    (Ok(TtlOutcome::Set { was }), Some(s)) => tracing::info!(
+                        "HBase family {table}:{fam} now expires cells after {s} s (its retention; was {})",
+                        was.map_or("forever".to_string(), |w| format!("{w} s"))
+                    ),
+                    (Ok(TtlOutcome::LeftAsSet(ttl)), _) => tracing::warn!(
+                        "HBase family {table}:{fam} has a TTL of {ttl} s though rtsd keeps its rows forever \
+                         (retention 0): left as it is, so HBase still expires its cells; to keep them, run \
+                         alter '{table}', {{NAME => '{fam}', TTL => 2147483647}}"
+                    ),
+                    (Ok(outcome), _) => tracing::debug!(?outcome, "HBase TTL of {table}:{fam}"),
+                    (Err(e), Some(s)) if s < u64::from(rtsd_hbase::admin::FOREVER) => tracing::warn!(
+                        "could not set the TTL of HBase family {table}:{fam} to {s} s (its retention): {e}; \
+                         reads still stop at the retention, but HBase keeps the cells until it is set by hand: \
+                         alter '{table}', {{NAME => '{fam}', TTL => {s}}}"
+                    ),
+                    (Err(e), _) => tracing::debug!(error = %e, "could not read the HBase TTL of {table}:{fam}"),
+                }
+            }
+        })
+    }
+}
+
+/// See [`HBaseEngine::ensure_ttl`].
+async fn ensure_ttl(
+    client: &Client,
+    table: &str,
+    family: &[u8],
+    seconds: Option<u64>,
+) -> Result<TtlOutcome, rtsd_hbase::Error> {
+    let current = client.family_ttl(table, family).await?;
+    match seconds {
+        // HBase's TTL is a 32-bit count of seconds: a longer retention is "forever" there.
+        Some(s) if s >= u64::from(rtsd_hbase::admin::FOREVER) => Ok(TtlOutcome::Skipped),
+        Some(s) => {
+            let s = s.max(1) as u32;
+            if current == Some(s) {
+                return Ok(TtlOutcome::Unchanged);
+            }
+            client.set_family_ttl(table, family, Some(s)).await?;
+            Ok(TtlOutcome::Set { was: current })
+        }
+        None => Ok(current.map_or(TtlOutcome::Unchanged, TtlOutcome::LeftAsSet)),
+    }
+}
+
 impl Drop for HBaseEngine {
     fn drop(&mut self) {
         // Dropping a runtime blocks, which a runtime thread may not do; shutting it down in the background may.
