@@ -76,6 +76,7 @@ pub struct HBaseEngine {
     runtime: Option<tokio::runtime::Runtime>,
     client: Arc<Client>,
     tables: HashMap<String, Table>,
+    names: HBaseTables,
 }
 
 /// How many compare-and-set rounds a merge into a [`CellMap::Plain`] table tries before giving up.
@@ -97,7 +98,7 @@ impl HBaseEngine {
         let (quorum, base) = (options.zk_quorum.clone(), options.zk_basedir.clone());
         let client = block(&runtime, async move { Client::connect(&quorum, &base).await }).map_err(hbase_error)?;
         let tables = tables.iter().map(|spec| (spec.name.clone(), table_of(spec, options))).collect();
-        Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables })
+        Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables, names: options.tables.clone() })
     }
 
     fn table(&self, name: &str) -> Result<&Table, StoreError> {
@@ -140,9 +141,31 @@ impl HBaseEngine {
     /// cells after `seconds`, the table's retention (`None`: forever, then an existing TTL is left as it is and
     /// reported). Blocks until the master has applied a change.
     pub fn ensure_ttl(&self, table: &str, seconds: Option<u64>) -> Result<TtlOutcome, StoreError> {
-        let Ok(t) = self.table(table) else { return Ok(TtlOutcome::Skipped) };
-        let (client, name, family) = (self.client.clone(), t.hbase.clone(), t.family.clone());
+        let ((name, family), client) = (self.hbase_family(table), self.client.clone());
         self.run(async move { ensure_ttl(&client, &name, &family, seconds).await }).map_err(hbase_error)
+    }
+
+    /// The HBase TTL (seconds; `None`: forever) of store table `table`'s family, declared or not (tools, tests).
+    pub fn family_ttl(&self, table: &str) -> Result<Option<u32>, StoreError> {
+        let ((name, family), client) = (self.hbase_family(table), self.client.clone());
+        self.run(async move { client.family_ttl(&name, &family).await }).map_err(hbase_error)
+    }
+
+    /// Sets the HBase TTL of store table `table`'s family (`None`: forever), whatever its retention (tools, tests).
+    pub fn set_family_ttl(&self, table: &str, seconds: Option<u32>) -> Result<bool, StoreError> {
+        let ((name, family), client) = (self.hbase_family(table), self.client.clone());
+        self.run(async move { client.set_family_ttl(&name, &family, seconds).await }).map_err(hbase_error)
+    }
+
+    /// The HBase table and family of store table `<table>:<family>`.
+    fn hbase_family(&self, table: &str) -> (String, Vec<u8>) {
+        match self.tables.get(table) {
+            Some(t) => (t.hbase.clone(), t.family.clone()),
+            None => {
+                let (t, family) = table.split_once(':').unwrap_or((table, ""));
+                (hbase_table_name(t, &self.names), family.as_bytes().to_vec())
+            }
+        }
     }
 
     /// [`HBaseEngine::ensure_ttl`] for every `(table, seconds)`, one after the other in the background (each
@@ -241,16 +264,20 @@ fn park_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
-    let names = &options.tables;
-    let (table, family) = spec.name.split_once(':').unwrap_or((spec.name.as_str(), ""));
-    let hbase = match table {
+/// The HBase table of the store's `table` (the part of a store table name before `:`).
+fn hbase_table_name(table: &str, names: &HBaseTables) -> String {
+    match table {
         "tsdb" => names.data.clone(),
         "tsdb-uid" => names.uid.clone(),
         "tsdb-meta" => names.meta.clone(),
         "rtsd" => names.rtsd.clone(),
         other => other.to_string(),
-    };
+    }
+}
+
+fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
+    let (table, family) = spec.name.split_once(':').unwrap_or((spec.name.as_str(), ""));
+    let hbase = hbase_table_name(table, &options.tables);
     let appends = options.appends && spec.name == crate::store::CF_DATA;
     Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends }
 }
@@ -791,5 +818,18 @@ impl Cursor for HBaseCursor {
             Some(e) => Err(StoreError::Corrupt(e.to_string())),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_tables_name_their_hbase_table_as_configured() {
+        let names = HBaseTables { data: "prod-tsdb".into(), ..Default::default() };
+        assert_eq!(hbase_table_name("tsdb", &names), "prod-tsdb");
+        assert_eq!(hbase_table_name("tsdb-uid", &names), "tsdb-uid");
+        assert_eq!(hbase_table_name("tsdb-rollup-1h", &names), "tsdb-rollup-1h");
     }
 }
