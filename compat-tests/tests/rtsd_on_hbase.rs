@@ -19,6 +19,8 @@
 //!    and the node answer them alike, late and duplicate points included.
 //! 7. **rtsd's own rollups.** A node with `rtsd.rollups.auto` folds what it wrote into the rollup tables' `a`
 //!    families; downsampled queries read them (`rollupTable` says which) and answer as the raw rows do.
+//! 8. **Retention becomes HBase TTLs.** A node with `rtsd.retention.raw_hours=240` sets family `t` of `tsdb` to
+//!    `TTL => 864000` (last: a TTL on the shared tables would hide the earlier checks' points from OpenTSDB too).
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -168,6 +170,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
         appends: false,
     };
     let engine = HBaseEngine::connect(&options, &specs).expect("connect the HBase engine");
+    assert_eq!(engine.family_ttl("tsdb:t").unwrap(), None, "a fresh test bed keeps tsdb forever");
     conformance::check(&engine, names, "run1/");
     conformance::check(&engine, names, "run2/");
     drop(engine);
@@ -323,6 +326,26 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     }
     eprintln!("rtsd_on_hbase: rollups folded and read on HBase ({:.0}s)", started.elapsed().as_secs_f64());
     drop(d);
+
+    // 8. Retention becomes HBase TTLs (set in the background once the node is up).
+    let admin = HBaseEngine::connect(&options, &[]).expect("connect the HBase engine");
+    let e = start_rtsd(&tb, &[("rtsd.retention.raw_hours", "240")]);
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    while admin.family_ttl("tsdb:t").unwrap() != Some(864_000) {
+        assert!(
+            Instant::now() < deadline,
+            "tsdb:t TTL still {:?} 120 s after the node started",
+            admin.family_ttl("tsdb:t")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    // Stopped before the reset, so its read-back of the change does not race it.
+    drop(e);
+    for family in ["tsdb:t", "tsdb-agg:t"] {
+        admin.set_family_ttl(family, None).unwrap();
+    }
+    assert_eq!(admin.family_ttl("tsdb:t").unwrap(), None);
+    eprintln!("rtsd_on_hbase: retention set as tsdb's TTL ({:.0}s)", started.elapsed().as_secs_f64());
     drop(a);
     drop(b);
     drop(tb);

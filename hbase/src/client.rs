@@ -96,6 +96,13 @@ pub(crate) struct Attempts {
     n: u32,
 }
 
+impl Attempts {
+    /// When the call gives up.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
 impl Client {
     /// Connects to the cluster whose ZooKeeper is `zk_quorum`: reads where `hbase:meta` is (failing with
     /// [`Error::Unreachable`] when it cannot within the default deadline). Region servers are connected on first

@@ -49,10 +49,15 @@
 //!   that a server recognises a retry of one it already applied. [`Client::stats`] counts retries, relocations,
 //!   server failures and meta lookups.
 //!
+//! - **Admin**: the active master from ZooKeeper (`<zk_basedir>/master`) or `GetActiveMaster`; a table's family
+//!   descriptors ([`Client::families`], [`Client::family`]), a family replaced ([`Client::modify_family`]) and its
+//!   TTL read and set ([`Client::family_ttl`], [`Client::set_family_ttl`]), waiting for the master's procedure.
+//!
 //! # What it does not do (yet)
-//! DDL (tables are created by HBase's own tools), SASL/Kerberos, cell blocks, region replicas, reversed scans for
+//! Other DDL (tables are created by HBase's own tools), SASL/Kerberos, cell blocks, region replicas, reversed scans for
 //! callers. Filters: [`Filter::prefix`], [`Filter::row_regex`] (OpenTSDB's key regex), [`Filter::key_only`],
 //! [`Filter::list`]; any other by class name and serialized form ([`Filter::raw`]).
+pub mod admin;
 mod client;
 mod conn;
 mod error;
@@ -65,6 +70,7 @@ mod registry;
 mod scan;
 mod zk;
 
+pub use admin::FamilyDescriptor;
 pub use client::{Client, Config, Stats};
 pub use error::{Error, Result, Retry};
 pub use meta::RegionLoc;

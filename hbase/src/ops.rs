@@ -187,6 +187,11 @@ impl Nonces {
         self.group
     }
 
+    /// A fresh nonce (for a call that is not a mutation, e.g. a master procedure).
+    pub fn next(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// A nonce for `m` when it needs one.
     pub fn for_mutation(&self, m: &Mutation) -> Option<u64> {
         (!m.is_idempotent()).then(|| self.next.fetch_add(1, Ordering::Relaxed))

@@ -502,3 +502,150 @@ pub struct GetMetaRegionLocationsResponse {
     #[prost(message, repeated, tag = "1")]
     pub meta_locations: Vec<RegionLocation>,
 }
+
+// --- ZooKeeper.proto: `<basedir>/master` ------------------------------------------------------------------------
+
+/// The active master, as it writes itself into `<basedir>/master` (after the `0xFF` + metadata + `PBUF` framing).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Master {
+    #[prost(message, required, tag = "1")]
+    pub master: ServerName,
+    #[prost(uint32, optional, tag = "2")]
+    pub rpc_version: Option<u32>,
+    #[prost(uint32, optional, tag = "3")]
+    pub info_port: Option<u32>,
+}
+
+// --- HBase.proto: schemas ---------------------------------------------------------------------------------------
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BytesBytesPair {
+    #[prost(bytes = "vec", required, tag = "1")]
+    pub first: Vec<u8>,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub second: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NameStringPair {
+    #[prost(string, required, tag = "1")]
+    pub name: String,
+    #[prost(string, required, tag = "2")]
+    pub value: String,
+}
+
+/// A column family's descriptor: its attributes (`TTL`, `VERSIONS`, `BLOOMFILTER`, ... as strings) and its
+/// per-family configuration overrides.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ColumnFamilySchema {
+    #[prost(bytes = "vec", required, tag = "1")]
+    pub name: Vec<u8>,
+    #[prost(message, repeated, tag = "2")]
+    pub attributes: Vec<BytesBytesPair>,
+    #[prost(message, repeated, tag = "3")]
+    pub configuration: Vec<NameStringPair>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableSchema {
+    #[prost(message, optional, tag = "1")]
+    pub table_name: Option<TableName>,
+    #[prost(message, repeated, tag = "2")]
+    pub attributes: Vec<BytesBytesPair>,
+    #[prost(message, repeated, tag = "3")]
+    pub column_families: Vec<ColumnFamilySchema>,
+    #[prost(message, repeated, tag = "4")]
+    pub configuration: Vec<NameStringPair>,
+}
+
+// --- Master.proto (MasterService) -------------------------------------------------------------------------------
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableDescriptorsRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub table_names: Vec<TableName>,
+    #[prost(string, optional, tag = "2")]
+    pub regex: Option<String>,
+    #[prost(bool, optional, tag = "3")]
+    pub include_sys_tables: Option<bool>,
+    #[prost(string, optional, tag = "4")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableDescriptorsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub table_schema: Vec<TableSchema>,
+}
+
+/// Replaces one family's whole descriptor (HBase 2.x: a procedure; the answer carries its id).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModifyColumnRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_name: TableName,
+    #[prost(message, required, tag = "2")]
+    pub column_families: ColumnFamilySchema,
+    #[prost(uint64, optional, tag = "3")]
+    pub nonce_group: Option<u64>,
+    #[prost(uint64, optional, tag = "4")]
+    pub nonce: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModifyColumnResponse {
+    #[prost(uint64, optional, tag = "1")]
+    pub proc_id: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetProcedureResultRequest {
+    #[prost(uint64, required, tag = "1")]
+    pub proc_id: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
+#[repr(i32)]
+pub enum ProcedureState {
+    NotFound = 0,
+    Running = 1,
+    Finished = 2,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GenericExceptionMessage {
+    #[prost(string, optional, tag = "1")]
+    pub class_name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub message: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ForeignExceptionMessage {
+    #[prost(string, optional, tag = "1")]
+    pub source: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    pub generic_exception: Option<GenericExceptionMessage>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetProcedureResultResponse {
+    #[prost(enumeration = "ProcedureState", required, tag = "1")]
+    pub state: i32,
+    #[prost(uint64, optional, tag = "2")]
+    pub submitted_time: Option<u64>,
+    #[prost(uint64, optional, tag = "3")]
+    pub last_update: Option<u64>,
+    #[prost(message, optional, tag = "5")]
+    pub exception: Option<ForeignExceptionMessage>,
+}
+
+// --- Registry.proto: the active master, for a client without ZooKeeper ------------------------------------------
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetActiveMasterRequest {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetActiveMasterResponse {
+    #[prost(message, optional, tag = "1")]
+    pub server_name: Option<ServerName>,
+}

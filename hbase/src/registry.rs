@@ -36,3 +36,29 @@ async fn ask(addr: &str, user: &str, timeout: Duration) -> Result<String> {
         None => Err(Error::RegionNotOnline(format!("hbase:meta (according to {addr})"))),
     }
 }
+
+/// `host:port` of the active master, from the first bootstrap server that knows it (`GetActiveMaster`).
+pub async fn master_server(bootstrap: &[String], user: &str, timeout: Duration) -> Result<String> {
+    let mut last = Error::Invalid("no bootstrap server configured".into());
+    for addr in bootstrap {
+        let asked = async {
+            let conn = Conn::connect(addr, user, "ClientMetaService", timeout).await?;
+            let resp: proto::GetActiveMasterResponse =
+                conn.call("GetActiveMaster", &proto::GetActiveMasterRequest {}, timeout).await?;
+            match resp.server_name {
+                Some(s) => Ok(format!("{}:{}", s.host_name, s.port.unwrap_or(16000))),
+                // No active master right now (a failover): retriable.
+                None => Err(Error::Remote {
+                    class: "PleaseHoldException".into(),
+                    message: format!("no active master according to {addr}"),
+                    do_not_retry: false,
+                }),
+            }
+        };
+        match asked.await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}

@@ -1,4 +1,5 @@
-//! Where `hbase:meta` is: one ZooKeeper `getData` of `<basedir>/meta-region-server`.
+//! Where `hbase:meta` is (one ZooKeeper `getData` of `<basedir>/meta-region-server`), and where the active master
+//! is (`<basedir>/master`, for the admin calls).
 //!
 //! The client needs nothing else from ZooKeeper, so instead of a full ZooKeeper client this speaks the few
 //! messages of ZooKeeper's binary protocol that one read needs (all big-endian, each frame length-prefixed):
@@ -24,13 +25,25 @@ const MAX_FRAME: usize = 4 << 20;
 /// Reads `<basedir>/meta-region-server` from the first quorum member that answers; returns `host:port` of the
 /// region server holding `hbase:meta`.
 pub async fn meta_server(quorum: &str, basedir: &str, timeout: Duration) -> Result<String> {
-    let path = format!("{}/meta-region-server", basedir.trim_end_matches('/'));
+    let data = read(quorum, basedir, "meta-region-server", timeout).await?;
+    parse_meta_region_server(&data)
+}
+
+/// Reads `<basedir>/master`; returns `host:port` of the active master's RPC endpoint.
+pub async fn master_server(quorum: &str, basedir: &str, timeout: Duration) -> Result<String> {
+    let data = read(quorum, basedir, "master", timeout).await?;
+    parse_master(&data)
+}
+
+/// The data of `<basedir>/<znode>` from the first quorum member that answers.
+async fn read(quorum: &str, basedir: &str, znode: &str, timeout: Duration) -> Result<Vec<u8>> {
+    let path = format!("{}/{znode}", basedir.trim_end_matches('/'));
     let mut last = Error::ZooKeeper(format!("empty quorum {quorum:?}"));
     for host in quorum.split(',').map(str::trim).filter(|h| !h.is_empty()) {
         // A quorum entry without a port uses ZooKeeper's default, as HBase's own configuration does.
         let addr = if host.contains(':') { host.to_string() } else { format!("{host}:2181") };
         match tokio::time::timeout(timeout, get_data(&addr, &path)).await {
-            Ok(Ok(data)) => return parse_meta_region_server(&data),
+            Ok(Ok(data)) => return Ok(data),
             Ok(Err(e)) => last = e,
             Err(_) => last = Error::ZooKeeper(format!("{addr}: no answer within {timeout:?}")),
         }
@@ -40,16 +53,31 @@ pub async fn meta_server(quorum: &str, basedir: &str, timeout: Duration) -> Resu
 
 /// The znode's bytes: `0xFF`, a 4-byte metadata length, the metadata, `PBUF`, then `MetaRegionServer`.
 pub fn parse_meta_region_server(data: &[u8]) -> Result<String> {
-    let bad = |why: &str| Error::ZooKeeper(format!("meta-region-server znode {why}"));
+    let m: proto::MetaRegionServer = decode_znode("meta-region-server", data)?;
+    address("meta-region-server", &m.server)
+}
+
+/// The `master` znode: the same framing as `meta-region-server`, then `Master`.
+pub fn parse_master(data: &[u8]) -> Result<String> {
+    let m: proto::Master = decode_znode("master", data)?;
+    address("master", &m.master)
+}
+
+/// An HBase znode's protobuf payload: `0xFF`, a 4-byte metadata length, the metadata, `PBUF`, then the message.
+fn decode_znode<M: Message + Default>(znode: &str, data: &[u8]) -> Result<M> {
+    let bad = |why: &str| Error::ZooKeeper(format!("{znode} znode {why}"));
     if data.first() != Some(&0xFF) || data.len() < 5 {
         return Err(bad("lacks the 0xFF magic"));
     }
     let meta_len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
     let rest = data.get(5 + meta_len..).ok_or_else(|| bad("is truncated"))?;
     let pb = rest.strip_prefix(b"PBUF").ok_or_else(|| bad("lacks PBUF"))?;
-    let m = proto::MetaRegionServer::decode(pb).map_err(|e| bad(&format!("does not decode: {e}")))?;
-    let port = m.server.port.ok_or_else(|| bad("has no port"))?;
-    Ok(format!("{}:{}", m.server.host_name, port))
+    M::decode(pb).map_err(|e| bad(&format!("does not decode: {e}")))
+}
+
+fn address(znode: &str, server: &proto::ServerName) -> Result<String> {
+    let port = server.port.ok_or_else(|| Error::ZooKeeper(format!("{znode} znode has no port")))?;
+    Ok(format!("{}:{}", server.host_name, port))
 }
 
 async fn get_data(addr: &str, path: &str) -> Result<Vec<u8>> {
@@ -144,5 +172,22 @@ mod tests {
         assert_eq!(parse_meta_region_server(&data).unwrap(), "localhost:16020");
         assert!(parse_meta_region_server(&data[..10]).is_err());
         assert!(parse_meta_region_server(b"PBUF").is_err());
+    }
+
+    #[test]
+    fn parses_the_master_znode() {
+        let m = proto::Master {
+            master: proto::ServerName { host_name: "m1".into(), port: Some(16000), start_code: Some(7) },
+            rpc_version: Some(0),
+            info_port: Some(16010),
+        };
+        let mut data = vec![0xFF, 0, 0, 0, 2, b'i', b'd'];
+        data.extend_from_slice(b"PBUF");
+        data.extend_from_slice(&m.encode_to_vec());
+        assert_eq!(parse_master(&data).unwrap(), "m1:16000");
+        // The master's port is field 2 of ServerName inside field 1: check the bytes, not just the round trip.
+        assert_eq!(&m.encode_to_vec()[..6], &[0x0a, 0x09, 0x0a, 0x02, b'm', b'1']);
+        data.truncate(9);
+        assert!(parse_master(&data).is_err());
     }
 }

@@ -359,7 +359,15 @@ impl Store {
                     engine::rocks::RocksOptions { memtable_bytes, block_cache_bytes, max_open_files, read_only };
                 Arc::new(engine::rocks::RocksEngine::open(path, &specs, &options)?)
             }
-            EngineChoice::HBase(options) => Arc::new(engine::hbase::HBaseEngine::connect(options, &specs)?),
+            EngineChoice::HBase(options) => {
+                let hbase = engine::hbase::HBaseEngine::connect(options, &specs)?;
+                // Retention becomes the families' HBase TTLs (in the background: a master that is down or a
+                // user without admin rights only costs a warning).
+                if !read_only {
+                    hbase.ensure_ttls(retention.ttl_seconds());
+                }
+                Arc::new(hbase)
+            }
         };
         check_layout(engine.as_ref(), &layout, read_only)?;
         let uids = Uids::open(engine.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;

@@ -139,6 +139,8 @@ pub struct Retention {
     families: HashMap<String, FamilyRetention>,
     /// Whether some family keeps rows forever (then the series index never hides a series).
     some_forever: bool,
+    /// The families of data rows that keep them forever.
+    forever: Vec<String>,
 }
 
 impl Retention {
@@ -149,7 +151,12 @@ impl Retention {
             Some(keep_ms) => {
                 r.families.entry(family).or_insert(FamilyRetention { keep_ms, span });
             }
-            None => r.some_forever = true,
+            None => {
+                r.some_forever = true;
+                if !r.forever.contains(&family) {
+                    r.forever.push(family);
+                }
+            }
         };
         add(CF_DATA.to_string(), settings.raw_ms, Span::Hour, &mut r);
         if let Some(config) = &rollups.config {
@@ -200,6 +207,16 @@ impl Retention {
         }
         let longest = self.families.values().map(|f| f.keep_ms).max().unwrap_or(0);
         crate::timefmt::now_ms().saturating_sub(longest)
+    }
+
+    /// Every family of data rows with its retention in whole seconds, rounded up (`None`: forever): the TTLs an
+    /// engine with its own expiry (HBase) is given.
+    pub fn ttl_seconds(&self) -> Vec<(String, Option<u64>)> {
+        let mut out: Vec<(String, Option<u64>)> =
+            self.families.iter().map(|(f, r)| (f.clone(), Some((r.keep_ms.max(1) as u64).div_ceil(1000)))).collect();
+        out.extend(self.forever.iter().filter(|f| !self.families.contains_key(*f)).map(|f| (f.clone(), None)));
+        out.sort();
+        out
     }
 
     /// The families with a retention (those [`super::Store::compact_expired`] compacts).
@@ -468,6 +485,30 @@ mod tests {
         assert_eq!((s.raw_ms, s.for_interval("1m"), s.for_interval("1h")), (Some(1_800_000), Some(7_200_000), None));
         // Only listed intervals: the others keep forever.
         assert_eq!(settings("1", "1m:1").unwrap().for_interval("1h"), None);
+    }
+
+    #[test]
+    fn ttl_seconds_round_up_and_name_every_data_family() {
+        let rollups = |on: &str| {
+            let props: BTreeMap<String, String> =
+                [("tsd.rollups.enable", on), ("rtsd.rollups.flush_interval_ms", "60000")]
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+            RollupSettings::from_properties(&props).unwrap()
+        };
+        let ttl = |raw: &str, rollup: &str, on: &str| Retention::new(&settings(raw, rollup).unwrap(), &rollups(on));
+        assert_eq!(ttl("240", "0", "false").ttl_seconds(), vec![("tsdb:t".to_string(), Some(864_000))]);
+        assert_eq!(ttl("0", "0", "false").ttl_seconds(), vec![("tsdb:t".to_string(), None)]);
+        // 0.0003 h is 1.08 s: a TTL of 2 s, never less than the retention.
+        let r = ttl("0.0003", "1h:1,1m:0", "true").ttl_seconds();
+        let of = |f: &str| r.iter().find(|(name, _)| name == f).map(|(_, s)| *s);
+        assert_eq!(of("tsdb:t"), Some(Some(2)));
+        assert_eq!(of("tsdb-agg:t"), Some(Some(2)), "the default interval keeps the raw retention");
+        assert_eq!(of("tsdb-rollup-1h:t"), Some(Some(3600)));
+        assert_eq!(of("tsdb-rollup-agg-1h:t"), Some(Some(3600)));
+        assert_eq!(of("tsdb-rollup-1m:t"), Some(None));
+        assert_eq!(of("tsdb-rollup-10m:t"), Some(None), "unlisted intervals keep forever");
     }
 
     #[test]

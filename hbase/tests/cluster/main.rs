@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rtsd_hbase::{Client, Config};
 
+mod admin;
 mod basic;
 mod faults;
 mod fixture;
@@ -48,6 +49,7 @@ fn tables() -> Vec<(&'static str, &'static str, Vec<String>)> {
         ("move_write", "f", every(1000, 3)),
         ("merge_write", "f", every(1000, 3)),
         ("kill_write", "f", every(500, 6)),
+        ("ttl", "f,g", vec!["r5".into()]),
     ]
 }
 
@@ -63,6 +65,8 @@ fn main() {
         basic::multi_across_region_servers,
         basic::missing_table_is_typed,
         basic::bootstrap_without_zookeeper,
+        admin::family_ttl_set_read_back_cleared,
+        admin::family_ttl_without_zookeeper,
         scans::scan_many_regions_small_caching,
         scans::scan_bounds_filters_and_partials,
         scans::split_during_scan,

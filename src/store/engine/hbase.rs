@@ -76,6 +76,7 @@ pub struct HBaseEngine {
     runtime: Option<tokio::runtime::Runtime>,
     client: Arc<Client>,
     tables: HashMap<String, Table>,
+    names: HBaseTables,
 }
 
 /// A key and its value, as a cursor yields them.
@@ -103,7 +104,7 @@ impl HBaseEngine {
         let (quorum, base) = (options.zk_quorum.clone(), options.zk_basedir.clone());
         let client = block(&runtime, async move { Client::connect(&quorum, &base).await }).map_err(hbase_error)?;
         let tables = tables.iter().map(|spec| (spec.name.clone(), table_of(spec, options))).collect();
-        Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables })
+        Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables, names: options.tables.clone() })
     }
 
     fn table(&self, name: &str) -> Result<&Table, StoreError> {
@@ -125,6 +126,110 @@ impl HBaseEngine {
             client.get(&name, &row, Some(family.as_slice()), &qualifiers).await
         })
         .map_err(hbase_error)
+    }
+}
+
+/// What [`HBaseEngine::ensure_ttl`] found or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TtlOutcome {
+    /// The family already expires cells as asked (or keeps them forever, as asked).
+    Unchanged,
+    /// The family's TTL was changed; `was` is the previous one (`None`: forever).
+    Set { was: Option<u32> },
+    /// The table keeps its rows forever, but the family has a TTL (set by hand): left as it is.
+    LeftAsSet(u32),
+    /// The store has no such table here, or no HBase family can hold the retention: nothing done.
+    Skipped,
+}
+
+impl HBaseEngine {
+    /// Makes the HBase family of store table `table` (`<table>:<family>`, named as [`HBaseTables`] maps it) expire
+    /// cells after `seconds`, the table's retention (`None`: forever, then an existing TTL is left as it is and
+    /// reported). Blocks until the master has applied a change.
+    pub fn ensure_ttl(&self, table: &str, seconds: Option<u64>) -> Result<TtlOutcome, StoreError> {
+        let ((name, family), client) = (self.hbase_family(table), self.client.clone());
+        self.run(async move { ensure_ttl(&client, &name, &family, seconds).await }).map_err(hbase_error)
+    }
+
+    /// The HBase TTL (seconds; `None`: forever) of store table `table`'s family, declared or not (tools, tests).
+    pub fn family_ttl(&self, table: &str) -> Result<Option<u32>, StoreError> {
+        let ((name, family), client) = (self.hbase_family(table), self.client.clone());
+        self.run(async move { client.family_ttl(&name, &family).await }).map_err(hbase_error)
+    }
+
+    /// Sets the HBase TTL of store table `table`'s family (`None`: forever), whatever its retention (tools, tests).
+    pub fn set_family_ttl(&self, table: &str, seconds: Option<u32>) -> Result<bool, StoreError> {
+        let ((name, family), client) = (self.hbase_family(table), self.client.clone());
+        self.run(async move { client.set_family_ttl(&name, &family, seconds).await }).map_err(hbase_error)
+    }
+
+    /// The HBase table and family of store table `<table>:<family>`.
+    fn hbase_family(&self, table: &str) -> (String, Vec<u8>) {
+        match self.tables.get(table) {
+            Some(t) => (t.hbase.clone(), t.family.clone()),
+            None => {
+                let (t, family) = table.split_once(':').unwrap_or((table, ""));
+                (hbase_table_name(t, &self.names), family.as_bytes().to_vec())
+            }
+        }
+    }
+
+    /// [`HBaseEngine::ensure_ttl`] for every `(table, seconds)`, one after the other in the background (each
+    /// change reopens the table's regions, and a master that is down must not hold up the daemon's start); each
+    /// outcome is logged, a failure as a warning naming the `alter` to run by hand.
+    pub fn ensure_ttls(&self, wanted: Vec<(String, Option<u64>)>) -> tokio::task::JoinHandle<()> {
+        let targets: Vec<_> = wanted
+            .into_iter()
+            .filter_map(|(name, secs)| self.tables.get(&name).map(|t| (t.hbase.clone(), t.family.clone(), secs)))
+            .collect();
+        let client = self.client.clone();
+        let runtime = self.runtime.as_ref().expect("runtime lives as long as the engine");
+        runtime.spawn(async move {
+            for (table, family, seconds) in targets {
+                let fam = String::from_utf8_lossy(&family).into_owned();
+                match (ensure_ttl(&client, &table, &family, seconds).await, seconds) {
+                    (Ok(TtlOutcome::Set { was }), Some(s)) => tracing::info!(
+                        "HBase family {table}:{fam} now expires cells after {s} s (its retention; was {})",
+                        was.map_or("forever".to_string(), |w| format!("{w} s"))
+                    ),
+                    (Ok(TtlOutcome::LeftAsSet(ttl)), _) => tracing::warn!(
+                        "HBase family {table}:{fam} has a TTL of {ttl} s though rtsd keeps its rows forever \
+                         (retention 0): left as it is, so HBase still expires its cells; to keep them, run \
+                         alter '{table}', {{NAME => '{fam}', TTL => 2147483647}}"
+                    ),
+                    (Ok(outcome), _) => tracing::debug!(?outcome, "HBase TTL of {table}:{fam}"),
+                    (Err(e), Some(s)) if s < u64::from(rtsd_hbase::admin::FOREVER) => tracing::warn!(
+                        "could not set the TTL of HBase family {table}:{fam} to {s} s (its retention): {e}; \
+                         reads still stop at the retention, but HBase keeps the cells until it is set by hand: \
+                         alter '{table}', {{NAME => '{fam}', TTL => {s}}}"
+                    ),
+                    (Err(e), _) => tracing::debug!(error = %e, "could not read the HBase TTL of {table}:{fam}"),
+                }
+            }
+        })
+    }
+}
+
+/// See [`HBaseEngine::ensure_ttl`].
+async fn ensure_ttl(
+    client: &Client,
+    table: &str,
+    family: &[u8],
+    seconds: Option<u64>,
+) -> Result<TtlOutcome, rtsd_hbase::Error> {
+    let current = client.family_ttl(table, family).await?;
+    match seconds {
+        // HBase's TTL is a 32-bit count of seconds: a longer retention is "forever" there.
+        Some(s) if s >= u64::from(rtsd_hbase::admin::FOREVER) => Ok(TtlOutcome::Skipped),
+        Some(s) => {
+            let s = s.max(1) as u32;
+            if current == Some(s) {
+                return Ok(TtlOutcome::Unchanged);
+            }
+            client.set_family_ttl(table, family, Some(s)).await?;
+            Ok(TtlOutcome::Set { was: current })
+        }
+        None => Ok(current.map_or(TtlOutcome::Unchanged, TtlOutcome::LeftAsSet)),
     }
 }
 
@@ -165,16 +270,20 @@ fn park_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
-    let names = &options.tables;
-    let (table, family) = spec.name.split_once(':').unwrap_or((spec.name.as_str(), ""));
-    let hbase = match table {
+/// The HBase table of the store's `table` (the part of a store table name before `:`).
+fn hbase_table_name(table: &str, names: &HBaseTables) -> String {
+    match table {
         "tsdb" => names.data.clone(),
         "tsdb-uid" => names.uid.clone(),
         "tsdb-meta" => names.meta.clone(),
         "rtsd" => names.rtsd.clone(),
         other => other.to_string(),
-    };
+    }
+}
+
+fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
+    let (table, family) = spec.name.split_once(':').unwrap_or((spec.name.as_str(), ""));
+    let hbase = hbase_table_name(table, &options.tables);
     let appends = options.appends && spec.name == crate::store::CF_DATA;
     Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends }
 }
@@ -716,5 +825,18 @@ impl Cursor for HBaseCursor {
             Some(e) => Err(StoreError::Corrupt(e.to_string())),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_tables_name_their_hbase_table_as_configured() {
+        let names = HBaseTables { data: "prod-tsdb".into(), ..Default::default() };
+        assert_eq!(hbase_table_name("tsdb", &names), "prod-tsdb");
+        assert_eq!(hbase_table_name("tsdb-uid", &names), "tsdb-uid");
+        assert_eq!(hbase_table_name("tsdb-rollup-1h", &names), "tsdb-rollup-1h");
     }
 }
