@@ -14,7 +14,8 @@
 //!    names concurrently (OpenTSDB's protocol: increment, reverse CAS, forward CAS); all three then map every name
 //!    to one UID, the same on all three, and every UID's reverse mapping names it.
 //! 5. **A region server killed under writes.** Node A takes `/api/put?sync` batches while one of the three region
-//!    servers is SIGKILLed; every batch it acknowledged is read back through node B once the regions reopened.
+//!    servers is SIGKILLed; then node A is SIGKILLed too, and every batch it acknowledged is read back through a
+//!    node started after it.
 //! 6. **Appends.** A node with `tsd.storage.enable_appends` writes points as OpenTSDB's append column; OpenTSDB
 //!    and the node answer them alike, late and duplicate points included.
 //! 7. **rtsd's own rollups.** A node with `rtsd.rollups.auto` folds what it wrote into the rollup tables' `a`
@@ -180,7 +181,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     let series = data_set(&mut Rng(DEFAULT_SEED));
     let same = |s: &str| s.to_string();
     write_through(tb.tsd, &series, &same);
-    let a = start_rtsd(&tb, &[]);
+    let mut a = start_rtsd(&tb, &[]);
     compare_queries("opentsdb-written", a.addr(), tb.tsd, &same, &same);
 
     // 3. rtsd writes (node A), a second node and OpenTSDB read.
@@ -249,8 +250,15 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
 
     // 5. A region server killed while node A writes.
     let acked = writes_through_a_killed_region_server(&tb, a.addr());
-    let (status, _, body) =
-        http_answer(b.addr(), "GET", "/api/query?start=1690000000&end=1690010000&m=sum:fault.m%7Bhost=*%7D", "");
+    // Node A is SIGKILLed too: what it acknowledged is in HBase, not in A. A new node reads it all back.
+    a.kill9();
+    let replacement = start_rtsd(&tb, &[]);
+    let (status, _, body) = http_answer(
+        replacement.addr(),
+        "GET",
+        "/api/query?start=1690000000&end=1690010000&m=sum:fault.m%7Bhost=*%7D",
+        "",
+    );
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
     let mut stored: BTreeMap<(String, i64), f64> = BTreeMap::new();
@@ -268,7 +276,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
         &missing[..missing.len().min(5)]
     );
     eprintln!(
-        "rtsd_on_hbase: {} points acknowledged across a killed region server, all read back ({:.0}s)",
+        "rtsd_on_hbase: {} points acknowledged across a killed region server, all read back after their node was killed ({:.0}s)",
         acked.len(),
         started.elapsed().as_secs_f64()
     );
