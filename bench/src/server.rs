@@ -277,7 +277,8 @@ impl Server {
         if self.kind == Kind::OpenTsdb {
             // Counted as the TSD hands a point to asynchbase, which sends it to HBase within
             // tsd.storage.flush_interval (1 s); the q1/q2 checks read every point back.
-            let r = http::get(self.api, "/api/stats", Duration::from_secs(30)).map_err(|e| format!("/api/stats: {e}"))?;
+            let r =
+                http::get(self.api, "/api/stats", Duration::from_secs(30)).map_err(|e| format!("/api/stats: {e}"))?;
             let v: serde_json::Value = serde_json::from_slice(&r.body).map_err(|e| format!("/api/stats: {e}"))?;
             return Ok(v
                 .as_array()

@@ -299,7 +299,10 @@ mod tests {
     fn storage_json_is_2_4_1_s_bytes() {
         // What the real 2.4.1 stored for POST /api/annotation {"tsuid":"000001000001000001","startTime":1700000008,
         // "description":"d","custom":{"k":"v"}} (its `tsdb scan`); spec: ingest §4.8.
-        let mut a = Annotation::from_json(br#"{"tsuid":"000001000001000001","startTime":1700000008,"description":"d","custom":{"k":"v"}}"#).unwrap();
+        let mut a = Annotation::from_json(
+            br#"{"tsuid":"000001000001000001","startTime":1700000008,"description":"d","custom":{"k":"v"}}"#,
+        )
+        .unwrap();
         assert_eq!(
             a.to_storage_json(),
             r#"{"tsuid":"000001000001000001","startTime":1700000008,"endTime":0,"description":"d","notes":"","custom":{"k":"v"}}"#
@@ -307,7 +310,10 @@ mod tests {
         // Global, no custom map: no tsuid, custom null; custom keys sorted.
         a.tsuid = None;
         a.custom = None;
-        assert_eq!(a.to_storage_json(), r#"{"startTime":1700000008,"endTime":0,"description":"d","notes":"","custom":null}"#);
+        assert_eq!(
+            a.to_storage_json(),
+            r#"{"startTime":1700000008,"endTime":0,"description":"d","notes":"","custom":null}"#
+        );
         a.custom = Some(vec![("b".into(), "2".into()), ("a".into(), "1".into())]);
         assert!(a.to_storage_json().ends_with(r#""custom":{"a":"1","b":"2"}}"#));
         // Read back, the empty notes are absent again.
