@@ -296,6 +296,21 @@ fn hbase_error(e: rtsd_hbase::Error) -> StoreError {
     StoreError::Engine(EngineError { kind, message: format!("HBase error: {e}") })
 }
 
+impl Table {
+    /// Where a store key's value is in HBase: the qualifier of its one cell (`None` for a [`CellMap::RowColumns`]
+    /// key, whose value is the whole row) and the row.
+    fn cell_of<'k>(&self, key: &'k [u8]) -> (Option<&'k [u8]>, &'k [u8]) {
+        match self.cells {
+            CellMap::QualifierRow => {
+                let (q, r) = split_cell_key(key);
+                (Some(q), r)
+            }
+            CellMap::Plain => (Some(&[]), key),
+            CellMap::RowColumns => (None, key),
+        }
+    }
+}
+
 /// A [`CellMap::QualifierRow`] key split into (qualifier, row).
 fn split_cell_key(key: &[u8]) -> (&[u8], &[u8]) {
     match key.iter().position(|&b| b == 0) {
@@ -369,16 +384,14 @@ impl HBaseEngine {
                 vec![Mutation::put(name, key, family, columns)]
             }
             (CellMap::RowColumns, Op::Delete) => vec![Mutation::delete(name, key, family, &[])],
-            (CellMap::QualifierRow, Op::Put) => {
-                let (qualifier, row) = split_cell_key(key);
-                vec![Mutation::put(name, row, family, vec![(qualifier.to_vec(), value.to_vec())])]
+            (CellMap::QualifierRow | CellMap::Plain, Op::Put) => {
+                let (qualifier, row) = table.cell_of(key);
+                vec![Mutation::put(name, row, family, vec![(qualifier.unwrap_or_default().to_vec(), value.to_vec())])]
             }
-            (CellMap::QualifierRow, Op::Delete) => {
-                let (qualifier, row) = split_cell_key(key);
-                vec![Mutation::delete(name, row, family, &[qualifier])]
+            (CellMap::QualifierRow | CellMap::Plain, Op::Delete) => {
+                let (qualifier, row) = table.cell_of(key);
+                vec![Mutation::delete(name, row, family, &[qualifier.unwrap_or_default()])]
             }
-            (CellMap::Plain, Op::Put) => vec![Mutation::put(name, key, family, vec![(Vec::new(), value.to_vec())])],
-            (CellMap::Plain, Op::Delete) => vec![Mutation::delete(name, key, family, &[&b""[..]])],
             (_, Op::Merge) | (_, Op::DeleteRange) => {
                 unreachable!("merges into cell tables and range deletes are applied one by one")
             }
@@ -483,14 +496,7 @@ impl Engine for HBaseEngine {
 
     fn get(&self, table: &str, key: &[u8], _hints: ReadHints) -> Result<Option<Vec<u8>>, StoreError> {
         let t = self.table(table)?;
-        let (qualifier, row) = match t.cells {
-            CellMap::QualifierRow => {
-                let (q, r) = split_cell_key(key);
-                (Some(q), r)
-            }
-            CellMap::Plain => (Some(&b""[..]), key),
-            CellMap::RowColumns => (None, key),
-        };
+        let (qualifier, row) = t.cell_of(key);
         Ok(value_of(t, key, &self.row_cells(t, row, qualifier)?))
     }
 
@@ -508,15 +514,8 @@ impl Engine for HBaseEngine {
         // By qualifier (none: whole rows): each key's index and row.
         let mut groups: std::collections::BTreeMap<Option<Vec<u8>>, Vec<IndexedRow>> = Default::default();
         for (i, key) in keys.iter().enumerate() {
-            let (qualifier, row) = match t.cells {
-                CellMap::QualifierRow => {
-                    let (q, r) = split_cell_key(key);
-                    (Some(q.to_vec()), r.to_vec())
-                }
-                CellMap::Plain => (Some(Vec::new()), key.to_vec()),
-                CellMap::RowColumns => (None, key.to_vec()),
-            };
-            groups.entry(qualifier).or_default().push((i, row));
+            let (qualifier, row) = t.cell_of(key);
+            groups.entry(qualifier.map(<[u8]>::to_vec)).or_default().push((i, row.to_vec()));
         }
         let client = self.client.clone();
         let (name, family) = (t.hbase.clone(), t.family.clone());
@@ -587,12 +586,9 @@ impl Engine for HBaseEngine {
 
     fn increment(&self, table: &str, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         let t = self.table(table)?;
-        let (qualifier, row) = match t.cells {
-            CellMap::QualifierRow => split_cell_key(key),
-            _ => (&b""[..], key),
-        };
+        let (qualifier, row) = t.cell_of(key);
         let (client, name, family) = (self.client.clone(), t.hbase.clone(), t.family.clone());
-        let (row, qualifier) = (row.to_vec(), qualifier.to_vec());
+        let (row, qualifier) = (row.to_vec(), qualifier.unwrap_or_default().to_vec());
         self.run(async move { client.increment(&name, &row, &family, &qualifier, delta).await }).map_err(hbase_error)
     }
 
@@ -604,11 +600,8 @@ impl Engine for HBaseEngine {
         value: &[u8],
     ) -> Result<bool, StoreError> {
         let t = self.table(table)?;
-        let (qualifier, row) = match t.cells {
-            CellMap::QualifierRow => split_cell_key(key),
-            _ => (&b""[..], key),
-        };
-        self.cas(t, row, qualifier, expected, value)
+        let (qualifier, row) = t.cell_of(key);
+        self.cas(t, row, qualifier.unwrap_or_default(), expected, value)
     }
 }
 
@@ -629,10 +622,8 @@ async fn merge_cell(client: Arc<Client>, m: PendingMerge) -> Result<(), StoreErr
     let merge = table.merge.as_ref().ok_or_else(|| {
         StoreError::Corrupt(format!("a merge into {}:{}, which has none", table.hbase, family_text(&table)))
     })?;
-    let (qualifier, row) = match table.cells {
-        CellMap::QualifierRow => split_cell_key(&key),
-        _ => (&b""[..], key.as_slice()),
-    };
+    let (qualifier, row) = table.cell_of(&key);
+    let qualifier = qualifier.unwrap_or_default();
     let operands: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
     for _ in 0..MERGE_ROUNDS {
         let cells =
@@ -684,13 +675,8 @@ impl HBaseCursor {
         // tasks would stall every other call of the engine).
         let (tx, rx) = tokio::sync::mpsc::channel(SCAN_CACHING as usize);
         let (client, table) = (self.engine_client.clone(), self.table.clone());
-        let (qualifier, start) = match table.cells {
-            CellMap::QualifierRow => {
-                let (q, r) = split_cell_key(key);
-                (Some(q.to_vec()), r.to_vec())
-            }
-            _ => (None, key.to_vec()),
-        };
+        let (qualifier, start) = table.cell_of(key);
+        let (qualifier, start) = (qualifier.map(<[u8]>::to_vec), start.to_vec());
         let stop = match table.cells {
             // The end of a cell key names a row of some qualifier; rows of one qualifier are not contiguous.
             CellMap::QualifierRow => Vec::new(),
