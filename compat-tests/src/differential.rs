@@ -149,6 +149,19 @@ impl Tally {
         Tally { entries, compared: 0, identical: 0, listed: 0, new: Vec::new(), changed: Vec::new() }
     }
 
+    /// Writes the new and changed differences to `path` in differences.json's shape (reasons left empty), for a
+    /// reviewer to fix or list them.
+    pub fn write_report(&self, path: &std::path::Path) {
+        let report: Vec<Value> = self
+            .new
+            .iter()
+            .chain(&self.changed)
+            .map(|(id, req, a, b)| json!({"id": id, "request": req, "rtsd": a, "opentsdb": b, "why": ""}))
+            .collect();
+        std::fs::write(path, serde_json::to_string_pretty(&json!({"differences": report})).unwrap())
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
     pub fn record(&mut self, id: &str, request: &str, rtsd: &str, reference: &str) {
         self.compared += 1;
         if rtsd == reference {

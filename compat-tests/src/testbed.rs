@@ -27,18 +27,18 @@ pub fn script(name: &str, args: &[&str]) -> String {
 
 /// [`script`] with extra environment variables.
 pub fn script_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> String {
-    let path = root().join("scripts").join(name);
-    let out = Command::new(&path)
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
+    let mut cmd = Command::new(root().join("scripts").join(name));
+    cmd.args(args).envs(env.iter().copied());
+    run_checked(cmd, &format!("{name} {}", args.join(" ")))
+}
+
+/// Runs `cmd` (stdin closed) to its end; panics with its output, naming it `what`, when it fails. Returns stdout.
+fn run_checked(mut cmd: Command, what: &str) -> String {
+    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{name} {} failed ({}):\n{stdout}\n{}",
-        args.join(" "),
+        "{what} failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -185,25 +185,14 @@ impl Testbed {
     /// JVM of its own; returns its stdout.
     pub fn hbase_tool(&self, args: &[&str]) -> String {
         let cp = std::fs::read_to_string(self.path().join("hbase.cp")).expect("hbase.cp");
-        let out = Command::new("java")
-            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
+        let mut cmd = Command::new("java");
+        cmd.args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
             .arg(format!("-Dlogfile={}/logs/tool.log", self.dir()))
             .arg("-cp")
             .arg(format!("{}/conf:{}", self.dir(), cp.trim()))
             .arg(root().join("compat-tests/hbase/HBaseTool.java"))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run HBaseTool");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "HBaseTool {} failed ({}):\n{stdout}\n{}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+            .args(args);
+        run_checked(cmd, &format!("HBaseTool {}", args.join(" ")))
     }
 
     /// The test bed's directory, as a string for the scripts' arguments.

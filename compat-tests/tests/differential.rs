@@ -23,7 +23,7 @@ use std::time::Instant;
 use rtsd_compat_tests::differential::*;
 use rtsd_compat_tests::testbed::Testbed;
 use rtsd_compat_tests::Daemon;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Telnet put lines
@@ -630,15 +630,8 @@ fn differential_against_opentsdb_2_4_1() {
             stale.push(format!("{}: no case had this difference", e.id));
         }
     }
-    let report: Vec<Value> = tally
-        .new
-        .iter()
-        .chain(&tally.changed)
-        .map(|(id, req, a, b)| json!({"id": id, "request": req, "rtsd": a, "opentsdb": b, "why": ""}))
-        .collect();
     let report_path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("differential-new.json");
-    std::fs::write(&report_path, serde_json::to_string_pretty(&json!({"differences": report})).unwrap())
-        .expect("write report");
+    tally.write_report(&report_path);
     for (id, req, a, b) in tally.new.iter().take(60) {
         eprintln!("NEW {id}\n  request:  {req}\n  rtsd:     {a:?}\n  opentsdb: {b:?}");
     }

@@ -588,14 +588,8 @@ fn layout(tb: &mut Testbed, mut daemon: Daemon, settings: &[(String, String)]) {
     }
     let stale: Vec<String> =
         tally.entries.iter().filter(|e| e.hits == 0 || !e.agreed.is_empty()).map(|e| e.id.clone()).collect();
-    let report: Vec<Value> = tally
-        .new
-        .iter()
-        .chain(&tally.changed)
-        .map(|(id, req, a, b)| json!({"id": id, "request": req, "rtsd": a, "opentsdb": b, "why": ""}))
-        .collect();
     let report_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("layout-new.json");
-    std::fs::write(&report_path, serde_json::to_string_pretty(&json!({"differences": report})).unwrap()).unwrap();
+    tally.write_report(&report_path);
     for (id, req, a, b) in tally.new.iter().chain(&tally.changed) {
         eprintln!("LAYOUT DIFFERENCE {id}\n  row: {req}\n  rtsd:\n{a}\n  opentsdb:\n{b}");
     }
