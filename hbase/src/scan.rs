@@ -62,8 +62,8 @@ pub struct Scanner {
     resume: Vec<u8>,
     open: Option<Open>,
     rows: VecDeque<Vec<Cell>>,
-    /// Cells of a row received in parts so far.
-    partial: Vec<Cell>,
+    /// The row received in parts so far.
+    partial: Stitcher,
     done: bool,
     reopens: u32,
     partials: u32,
@@ -80,7 +80,7 @@ impl Client {
             req,
             open: None,
             rows: VecDeque::new(),
-            partial: Vec::new(),
+            partial: Stitcher::default(),
             // An empty range needs no RPC (and a 2.x server must not see start == stop, see proto_scan).
             done: empty,
             reopens: 0,
@@ -171,7 +171,7 @@ impl Scanner {
                             let _ = close_call(&open, std::time::Duration::from_secs(5)).await;
                         });
                     }
-                    self.partial.clear();
+                    self.partial = Stitcher::default();
                     self.reopens += 1;
                     self.inner.pause(e, &mut attempts).await?;
                 }
@@ -239,6 +239,13 @@ impl Scanner {
         }
     }
 
+    /// A whole row: it becomes the next row, and the resume key moves past it.
+    fn push_row(&mut self, row: Vec<Cell>) {
+        self.resume = row[0].row.clone();
+        self.resume.push(0);
+        self.rows.push_back(row);
+    }
+
     /// Takes a page's rows and decides where the scan goes next.
     fn absorb(&mut self, loc: &RegionLoc, resp: proto::ScanResponse) -> Result<()> {
         if !resp.cells_per_result.is_empty() {
@@ -249,17 +256,14 @@ impl Scanner {
             let partial = r.partial.unwrap_or(false) || resp.partial_flag_per_result.get(i).copied().unwrap_or(false);
             self.partials += partial as u32;
             let cells: Vec<Cell> = r.cell.into_iter().map(Cell::from).collect();
-            if let (Some(last), Some(first)) = (self.partial.last(), cells.first()) {
-                if last.row != first.row {
-                    return Err(Error::Protocol("a partial row was continued by another row".into()));
-                }
+            for row in self.partial.push(cells, partial) {
+                self.push_row(row);
             }
-            self.partial.extend(cells);
-            if !partial && !self.partial.is_empty() {
-                let row = std::mem::take(&mut self.partial);
-                self.resume = row[0].row.clone();
-                self.resume.push(0);
-                self.rows.push_back(row);
+        }
+        if resp.more_results == Some(false) || resp.more_results_in_region == Some(false) {
+            // A row never spans regions: one still "partial" when its region ends is whole.
+            if let Some(row) = self.partial.finish() {
+                self.push_row(row);
             }
         }
         if resp.more_results == Some(false) {
@@ -269,9 +273,6 @@ impl Scanner {
         } else if resp.more_results_in_region == Some(false) {
             // This region is exhausted and its scanner closed; go on at its end key unless that is past the scan.
             self.open = None;
-            if !self.partial.is_empty() {
-                return Err(Error::Protocol("a region ended inside a partial row".into()));
-            }
             if loc.end.is_empty() || (!self.req.stop.is_empty() && loc.end.as_slice() >= self.req.stop.as_slice()) {
                 self.done = true;
             } else {
@@ -279,6 +280,34 @@ impl Scanner {
             }
         }
         Ok(())
+    }
+}
+
+/// Stitches rows that arrive in parts (results flagged "may have more cells in row") back together.
+#[derive(Default)]
+struct Stitcher {
+    cells: Vec<Cell>,
+}
+
+impl Stitcher {
+    /// Takes one result's cells; returns the rows it completes, in order. The flag says a row *may* have more
+    /// cells: a flagged row followed by another row had none (HBase's own client reads it so too; the server
+    /// flags a row when a size or time limit falls at its end), so it is whole then.
+    fn push(&mut self, cells: Vec<Cell>, may_have_more: bool) -> Vec<Vec<Cell>> {
+        let mut whole = Vec::new();
+        if self.cells.last().zip(cells.first()).is_some_and(|(last, first)| last.row != first.row) {
+            whole.extend(self.finish());
+        }
+        self.cells.extend(cells);
+        if !may_have_more {
+            whole.extend(self.finish());
+        }
+        whole
+    }
+
+    /// The row received so far, as a whole row (its region ended).
+    fn finish(&mut self) -> Option<Vec<Cell>> {
+        (!self.cells.is_empty()).then(|| std::mem::take(&mut self.cells))
     }
 }
 
@@ -303,5 +332,34 @@ impl Drop for Scanner {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(row: &str, q: &str) -> Cell {
+        Cell { row: row.into(), family: b"t".to_vec(), qualifier: q.into(), timestamp: 1, value: vec![] }
+    }
+
+    #[test]
+    fn parts_of_a_row_are_stitched_into_one_row() {
+        let mut s = Stitcher::default();
+        assert!(s.push(vec![cell("a", "1")], true).is_empty());
+        assert!(s.push(vec![cell("a", "2")], true).is_empty());
+        assert_eq!(s.push(vec![cell("a", "3")], false), vec![vec![cell("a", "1"), cell("a", "2"), cell("a", "3")]]);
+        assert_eq!(s.finish(), None);
+    }
+
+    #[test]
+    fn a_row_that_may_have_more_is_whole_when_another_row_follows_or_its_region_ends() {
+        // Seen from HBase 2.6 emptying a two-family table: row a flagged, then row b.
+        let mut s = Stitcher::default();
+        assert!(s.push(vec![cell("a", "1")], true).is_empty());
+        assert_eq!(s.push(vec![cell("b", "1")], true), vec![vec![cell("a", "1")]]);
+        assert_eq!(s.push(vec![cell("c", "1")], false), vec![vec![cell("b", "1")], vec![cell("c", "1")]]);
+        assert!(s.push(vec![cell("d", "1")], true).is_empty());
+        assert_eq!(s.finish(), Some(vec![cell("d", "1")]));
     }
 }
