@@ -71,6 +71,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("rtsd.data_dir", "./rtsd-data"),
     ("rtsd.memtable_mb", "32"),
     ("rtsd.storage.engine", "rocksdb"),
+    ("rtsd.storage.hbase.namespace", ""),
     ("rtsd.storage.hbase.rtsd_table", "rtsd"),
     ("rtsd.storage.min_free_mb", "128"),
     ("rtsd.rocksdb.max_open_files", "0"),
@@ -393,6 +394,14 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
                     uid: name("tsd.storage.hbase.uid_table")?,
                     meta: name("tsd.storage.hbase.meta_table")?,
                     rtsd: name("rtsd.storage.hbase.rtsd_table")?,
+                    namespace: {
+                        let ns = p.get("rtsd.storage.hbase.namespace");
+                        // HBase's rule for a namespace name (TableName.isLegalNamespaceName).
+                        if !ns.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                            return Err(p.invalid("rtsd.storage.hbase.namespace", "letters, digits and _ only"));
+                        }
+                        ns.to_string()
+                    },
                 },
                 appends: p.boolean("tsd.storage.enable_appends"),
             }))

@@ -39,11 +39,21 @@ pub struct HBaseTables {
     pub meta: String,
     /// rtsd's own tables (the series index, rollup marks, settings, Chukwa stream state), one family each.
     pub rtsd: String,
+    /// `rtsd.storage.hbase.namespace`: the HBase namespace of every table whose configured name does not name one
+    /// (`ns:table`), so that several fleets (staging beside production, or test runs) share one cluster without
+    /// sharing a table. Empty: HBase's `default` namespace, where OpenTSDB's tables are.
+    pub namespace: String,
 }
 
 impl Default for HBaseTables {
     fn default() -> Self {
-        HBaseTables { data: "tsdb".into(), uid: "tsdb-uid".into(), meta: "tsdb-meta".into(), rtsd: "rtsd".into() }
+        HBaseTables {
+            data: "tsdb".into(),
+            uid: "tsdb-uid".into(),
+            meta: "tsdb-meta".into(),
+            rtsd: "rtsd".into(),
+            namespace: String::new(),
+        }
     }
 }
 
@@ -168,7 +178,7 @@ impl HBaseEngine {
         match self.tables.get(table) {
             Some(t) => (t.hbase.clone(), t.family.clone()),
             None => {
-                let (t, family) = table.split_once(':').unwrap_or((table, ""));
+                let (t, family) = split_store_name(table);
                 (hbase_table_name(t, &self.names), family.as_bytes().to_vec())
             }
         }
@@ -252,6 +262,10 @@ fn block<T: Send + 'static>(runtime: &tokio::runtime::Runtime, f: impl Future<Ou
 
 /// Polls `f` to completion on this thread, parking between wake-ups: a cursor's reader may be any thread, a
 /// runtime's own included, where tokio's `blocking_recv` would panic.
+///
+/// `f` runs unconstrained by tokio's cooperative budget. On a runtime's thread (the daemon opening the store in
+/// its `block_on`) the budget belongs to the task this call blocks, which never yields to reset it: once a cursor
+/// had received 128 entries, every `recv` answered "pending" and woke itself at once, and the open spun forever.
 fn park_on<F: Future>(f: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
@@ -261,7 +275,7 @@ fn park_on<F: Future>(f: F) -> F::Output {
     }
     let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
+    let mut f = std::pin::pin!(tokio::task::unconstrained(f));
     loop {
         if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
             return out;
@@ -270,19 +284,31 @@ fn park_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// The HBase table of the store's `table` (the part of a store table name before `:`).
+/// A store table name `<table>:<family>` split into its table and family. The family is after the *last* `:`:
+/// HBase forbids `:` in a family name, while a table name may carry a namespace (`ns:tsdb-rollup-1h:t`).
+fn split_store_name(name: &str) -> (&str, &str) {
+    name.rsplit_once(':').unwrap_or((name, ""))
+}
+
+/// The HBase table of the store's `table` (a store table name without its family), in the configured namespace
+/// unless its name has one.
 fn hbase_table_name(table: &str, names: &HBaseTables) -> String {
-    match table {
-        "tsdb" => names.data.clone(),
-        "tsdb-uid" => names.uid.clone(),
-        "tsdb-meta" => names.meta.clone(),
-        "rtsd" => names.rtsd.clone(),
-        other => other.to_string(),
+    let name = match table {
+        "tsdb" => &names.data,
+        "tsdb-uid" => &names.uid,
+        "tsdb-meta" => &names.meta,
+        "rtsd" => &names.rtsd,
+        other => other,
+    };
+    if names.namespace.is_empty() || name.contains(':') {
+        name.to_string()
+    } else {
+        format!("{}:{name}", names.namespace)
     }
 }
 
 fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
-    let (table, family) = spec.name.split_once(':').unwrap_or((spec.name.as_str(), ""));
+    let (table, family) = split_store_name(&spec.name);
     let hbase = hbase_table_name(table, &options.tables);
     let appends = options.appends && spec.name == crate::store::CF_DATA;
     Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends }
@@ -824,5 +850,49 @@ mod tests {
         assert_eq!(hbase_table_name("tsdb", &names), "prod-tsdb");
         assert_eq!(hbase_table_name("tsdb-uid", &names), "tsdb-uid");
         assert_eq!(hbase_table_name("tsdb-rollup-1h", &names), "tsdb-rollup-1h");
+    }
+
+    #[test]
+    fn park_on_reads_a_long_channel_inside_a_runtime_task() {
+        // A cursor read during the daemon's start: inside a runtime's block_on, past tokio's budget of 128. Run
+        // on a thread of its own so that a spin fails the test instead of hanging it.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            let sum = runtime.block_on(async {
+                let (tx, mut rx) = tokio::sync::mpsc::channel::<u32>(16);
+                tokio::spawn(async move {
+                    for i in 0..1000 {
+                        tx.send(i).await.unwrap();
+                    }
+                });
+                let mut sum = 0u64;
+                while let Some(i) = park_on(rx.recv()) {
+                    sum += u64::from(i);
+                }
+                sum
+            });
+            let _ = done_tx.send(sum);
+        });
+        let sum = done_rx.recv_timeout(std::time::Duration::from_secs(20)).expect("park_on spun: no answer in 20 s");
+        assert_eq!(sum, 999 * 1000 / 2);
+    }
+
+    #[test]
+    fn a_namespace_holds_every_table_whose_name_names_none() {
+        let names = HBaseTables {
+            data: "prod-tsdb".into(),
+            uid: "other:tsdb-uid".into(),
+            namespace: "staging".into(),
+            ..Default::default()
+        };
+        assert_eq!(hbase_table_name("tsdb", &names), "staging:prod-tsdb");
+        assert_eq!(hbase_table_name("tsdb-uid", &names), "other:tsdb-uid");
+        assert_eq!(hbase_table_name("rtsd", &names), "staging:rtsd");
+        assert_eq!(hbase_table_name("tsdb-rollup-1h", &names), "staging:tsdb-rollup-1h");
+        // A rollup table configured with a namespace keeps it; the family is after the last `:`.
+        assert_eq!(split_store_name("ns:tsdb-rollup-1h:t"), ("ns:tsdb-rollup-1h", "t"));
+        assert_eq!(split_store_name("tsdb:t"), ("tsdb", "t"));
+        assert_eq!(hbase_table_name(split_store_name("ns:tsdb-rollup-1h:t").0, &names), "ns:tsdb-rollup-1h");
     }
 }
