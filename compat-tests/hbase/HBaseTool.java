@@ -5,6 +5,8 @@
 //   setup SERVERS TIMEOUT_S   wait for SERVERS live region servers, create OpenTSDB's tables (those missing), spread
 //                             the pre-split `tsdb` regions over all live servers, wait until every region is open
 //   wait SERVERS TIMEOUT_S    wait for exactly SERVERS live region servers and every region of every table open on a live one
+//   create-set NS...          create namespace NS and the same tables as `setup` inside it, for each NS (the compat
+//                             suite's table sets on one cluster, rtsd.storage.hbase.namespace); existing ones are kept
 //   regions TABLE             one line per region: start key (hex), end key (hex), host:port of its server
 //   servers                   the live region servers, one host:port a line
 //   create TABLE FAMILIES [SPLIT...] [-- TABLE FAMILIES [SPLIT...]]...  create each TABLE (FAMILIES comma-separated,
@@ -32,6 +34,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.HConstants;
 import org.apache.hadoop.hbase.HRegionLocation;
+import org.apache.hadoop.hbase.NamespaceDescriptor;
 import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
@@ -87,20 +90,28 @@ public class HBaseTool {
     System.err.println("HBaseTool: created " + table);
   }
 
-  static void createTables(Admin admin) throws IOException {
-    create(admin, "tsdb-uid", null, family("id", false), family("name", false));
-    create(admin, "tsdb", tsdbSplits(), family("t", true));
-    create(admin, "tsdb-tree", null, family("t", true));
-    create(admin, "tsdb-meta", null, family("name", false));
+  /** OpenTSDB 2.4.1's tables and rtsd's, in namespace `ns` ("" = default), each skipped when it exists. */
+  static void createTables(Admin admin, String ns) throws IOException {
+    String p = ns.isEmpty() ? "" : ns + ":";
+    if (!ns.isEmpty() && java.util.Arrays.stream(admin.listNamespaceDescriptors()).noneMatch(d -> d.getName().equals(ns))) {
+      admin.createNamespace(NamespaceDescriptor.create(ns).build());
+    }
+    create(admin, p + "tsdb-uid", null, family("id", false), family("name", false));
+    create(admin, p + "tsdb", tsdbSplits(), family("t", true));
+    create(admin, p + "tsdb-tree", null, family("t", true));
+    create(admin, p + "tsdb-meta", null, family("name", false));
     // Default rollup config: 1s raw interval (table tsdb, pre-aggregates tsdb-agg), 1m, 10m, 1h.
     for (String t : new String[] {"tsdb-agg", "tsdb-rollup-1m", "tsdb-rollup-10m", "tsdb-rollup-1h",
         "tsdb-rollup-agg-1m", "tsdb-rollup-agg-10m", "tsdb-rollup-agg-1h"}) {
       // `a`: the count/sum/min/max rtsd computes on ingest (rtsd.rollups.auto); OpenTSDB reads family `t` only.
-      create(admin, t, null, family("t", false), family("a", true));
+      create(admin, p + t, null, family("t", false), family("a", true));
     }
     // rtsd's own table (README "rtsd on HBase"): settings, the series index, rollup marks, Chukwa stream state.
-    create(admin, "rtsd", null, family("meta", true), family("series", true), family("rollup_dirty", true),
+    create(admin, p + "rtsd", null, family("meta", true), family("series", true), family("rollup_dirty", true),
         family("chukwa_streams", true));
+    // Chukwa's own tables (its core/conf/hbase.schema), which rtsd's Chukwa collector port writes.
+    create(admin, p + "chukwa", null, family("t", true), family("a", true));
+    create(admin, p + "chukwa_meta", null, family("k", true), family("c", true));
   }
 
   static Set<ServerName> liveServers(Admin admin) throws IOException {
@@ -312,7 +323,7 @@ public class HBaseTool {
         out.append(retry(deadline, () -> {
           waitServers(admin, servers, false, deadline);
           waitReady(conn, admin, deadline);
-          createTables(admin);
+          createTables(admin, "");
           waitReady(conn, admin, deadline);
           spread(conn, admin);
           waitReady(conn, admin, deadline);
@@ -332,6 +343,13 @@ public class HBaseTool {
       }
       case "regions":
         out.append(regions(conn, args[1]));
+        break;
+      case "create-set":
+        // createTables in each namespace given (the compat suite's table sets on a shared cluster).
+        for (int i = 1; i < args.length; i++) {
+          createTables(admin, args[i]);
+        }
+        waitReady(conn, admin, twoMinutes);
         break;
       case "create": {
         // Several tables in one run (a JVM start costs seconds): groups separated by "--".

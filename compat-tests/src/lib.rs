@@ -17,6 +17,7 @@
 //!   ones fail the test with instructions.
 pub mod chukwa_agent;
 pub mod differential;
+pub mod engine;
 pub mod testbed;
 pub mod webdriver;
 
@@ -58,6 +59,8 @@ pub struct Daemon {
     log: Arc<Mutex<Vec<String>>>,
     /// The open-file limit the daemon runs under, when a test lowers it (kept across restarts).
     nofile: Option<u64>,
+    /// The HBase tables the daemon runs on when the suite runs on HBase (kept across restarts; see [`engine`]).
+    tables: Option<engine::TableSet>,
 }
 
 impl Daemon {
@@ -69,8 +72,7 @@ impl Daemon {
     /// Starts a daemon with extra properties, as `--set key=value`.
     pub fn start_with(settings: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new().prefix("rtsd-compat-").tempdir().expect("create a temporary data directory");
-        let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Daemon::spawn(dir, settings, None)
+        Daemon::spawn_on_engine(dir, settings, None)
     }
 
     /// Starts a daemon whose data directory is a new directory inside `parent` (a small file system a test
@@ -78,11 +80,29 @@ impl Daemon {
     pub fn start_in(parent: &Path, nofile: Option<u64>, settings: &[(&str, &str)]) -> Daemon {
         let dir =
             tempfile::Builder::new().prefix("rtsd-compat-").tempdir_in(parent).expect("create the data directory");
-        let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Daemon::spawn(dir, settings, nofile)
+        Daemon::spawn_on_engine(dir, settings, nofile)
     }
 
-    fn spawn(dir: tempfile::TempDir, settings: Vec<(String, String)>, nofile: Option<u64>) -> Daemon {
+    /// A new daemon on the suite's engine ([`engine::engine`]): on HBase, with a table set of its own whose
+    /// properties come before the test's (so a test's own `rtsd.storage.*` wins).
+    fn spawn_on_engine(dir: tempfile::TempDir, settings: &[(&str, &str)], nofile: Option<u64>) -> Daemon {
+        let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        match engine::engine() {
+            engine::Engine::RocksDb => Daemon::spawn(dir, settings, nofile, None),
+            engine::Engine::HBase => {
+                let tables = engine::TableSet::lease(&settings);
+                let all = tables.settings().into_iter().chain(settings).collect();
+                Daemon::spawn(dir, all, nofile, Some(tables))
+            }
+        }
+    }
+
+    fn spawn(
+        dir: tempfile::TempDir,
+        settings: Vec<(String, String)>,
+        nofile: Option<u64>,
+        tables: Option<engine::TableSet>,
+    ) -> Daemon {
         let mut cmd = match nofile {
             // prlimit sets the limit and execs the daemon: the child's PID is the daemon's.
             Some(n) => {
@@ -141,6 +161,7 @@ impl Daemon {
             settings,
             log,
             nofile,
+            tables,
         };
         match ready_rx.recv_timeout(START_TIMEOUT) {
             Ok(Some(addr)) => daemon.addr = addr,
@@ -161,12 +182,13 @@ impl Daemon {
         }
         let dir = self.dir.take().expect("data directory");
         let settings = std::mem::take(&mut self.settings);
-        Daemon::spawn(dir, settings, self.nofile)
+        Daemon::spawn(dir, settings, self.nofile, self.tables.take())
     }
 
     /// [`Daemon::restart`] with other settings (e.g. a feature turned on for a directory written without it).
     pub fn restart_with(mut self, settings: &[(&str, &str)]) -> Daemon {
-        self.settings = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let given = settings.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        self.settings = self.tables.iter().flat_map(|t| t.settings()).chain(given).collect();
         self.restart()
     }
 

@@ -107,6 +107,17 @@ impl Testbed {
     /// [`Testbed::start`] with extra properties for the reference TSD's opentsdb.conf (e.g. the compaction
     /// queue's `tsd.storage.compaction.*`), appended after the ones that mirror rtsd.conf.
     pub fn start_with(label: &'static str, tsd_conf: &[(&str, &str)]) -> Testbed {
+        let started = Instant::now();
+        let tsd_conf: String = tsd_conf.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        let mut tb = Testbed::start_cluster(label);
+        tb.tsd_conf = tsd_conf;
+        tb.start_tsd();
+        eprintln!("{label}: reference TSD on port {} after {}s", tb.tsd.port(), started.elapsed().as_secs());
+        tb
+    }
+
+    /// The cluster alone, without a reference TSD ([`Testbed::tsd`] is port 0): for rtsd nodes on HBase only.
+    pub fn start_cluster(label: &'static str) -> Testbed {
         require_tools();
         let dir = tempfile::Builder::new().prefix("rtsd-hbase-").tempdir().expect("temp dir");
         let d = dir.path().to_string_lossy().into_owned();
@@ -128,17 +139,11 @@ impl Testbed {
             .expect("spawn the test bed watcher");
         let started = Instant::now();
         // From here on a panic (a script failing) drops the Testbed, which stops whatever did start.
-        let tsd_conf: String = tsd_conf.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
-        let mut tb = Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label, tsd_conf };
+        let tb =
+            Testbed { dir, tsd: SocketAddr::from(([127, 0, 0, 1], 0)), down: false, label, tsd_conf: String::new() };
         let up = script("hbase-cluster", &["up", &d]);
         assert!(up.lines().any(|l| l.starts_with("zk_quorum=127.0.0.1:")), "no zk_quorum line in {up:?}");
-        let cluster_secs = started.elapsed().as_secs();
-        tb.start_tsd();
-        eprintln!(
-            "{label}: cluster up in {cluster_secs}s, reference TSD on port {} after {}s",
-            tb.tsd.port(),
-            started.elapsed().as_secs()
-        );
+        eprintln!("{label}: cluster up in {}s", started.elapsed().as_secs());
         tb
     }
 
@@ -184,15 +189,7 @@ impl Testbed {
     /// Runs one `compat-tests/hbase/HBaseTool.java` command (e.g. `create TABLE FAMILIES`) against the cluster in a
     /// JVM of its own; returns its stdout.
     pub fn hbase_tool(&self, args: &[&str]) -> String {
-        let cp = std::fs::read_to_string(self.path().join("hbase.cp")).expect("hbase.cp");
-        let mut cmd = Command::new("java");
-        cmd.args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
-            .arg(format!("-Dlogfile={}/logs/tool.log", self.dir()))
-            .arg("-cp")
-            .arg(format!("{}/conf:{}", self.dir(), cp.trim()))
-            .arg(root().join("compat-tests/hbase/HBaseTool.java"))
-            .args(args);
-        run_checked(cmd, &format!("HBaseTool {}", args.join(" ")))
+        hbase_tool_in(self.path(), args)
     }
 
     /// The test bed's directory, as a string for the scripts' arguments.
@@ -329,6 +326,20 @@ impl Drop for Testbed {
             }
         }
     }
+}
+
+/// Runs one `compat-tests/hbase/HBaseTool.java` command against the cluster `scripts/hbase-cluster up` started in
+/// `dir`, in a JVM of its own; returns its stdout.
+pub fn hbase_tool_in(dir: &Path, args: &[&str]) -> String {
+    let cp = std::fs::read_to_string(dir.join("hbase.cp")).expect("hbase.cp");
+    let mut cmd = Command::new("java");
+    cmd.args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
+        .arg(format!("-Dlogfile={}/logs/tool.log", dir.display()))
+        .arg("-cp")
+        .arg(format!("{}/conf:{}", dir.display(), cp.trim()))
+        .arg(root().join("compat-tests/hbase/HBaseTool.java"))
+        .args(args);
+    run_checked(cmd, &format!("HBaseTool {}", args.join(" ")))
 }
 
 /// Waits until `f` returns true or `timeout` passes; true when it did.

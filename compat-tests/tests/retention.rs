@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use rtsd_compat_tests::engine::skip_on_hbase;
 use rtsd_compat_tests::{binary, Daemon};
 
 const HOUR: i64 = 3600;
@@ -75,6 +76,10 @@ fn expired_points_leave_queries_at_once_and_the_disk_when_reclaimed() {
     d = d.restart();
     assert_eq!(query(&d, "ret.m"), expected);
     let _ = d.terminate();
+    if skip_on_hbase("the rest reads and reclaims the data directory's files; on HBase the family's TTL reclaims rows")
+    {
+        return;
+    }
     assert_eq!(stored(d.data_dir(), "ret.m").len(), 3);
     assert_eq!(stored(d.data_dir(), "ret.gone"), [format!("ret.gone {old} 3 host=b")]);
 
