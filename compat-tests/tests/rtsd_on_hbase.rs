@@ -21,7 +21,9 @@
 //! 7. **rtsd's own rollups.** A node with `rtsd.rollups.auto` folds what it wrote into the rollup tables' `a`
 //!    families; downsampled queries read them (`rollupTable` says which) and answer as the raw rows do.
 //! 8. **Retention becomes HBase TTLs.** A node with `rtsd.retention.raw_hours=240` sets family `t` of `tsdb` to
-//!    `TTL => 864000` (last: a TTL on the shared tables would hide the earlier checks' points from OpenTSDB too).
+//!    `TTL => 864000` (late: a TTL on the shared tables would hide the earlier checks' points from OpenTSDB too).
+//! 9. **The README's fleet example** ("rtsd on HBase"), run as it stands but for the quorum and two free ports:
+//!    two nodes on the cluster, a put through one, read back through the other.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -29,7 +31,7 @@ use std::time::Instant;
 use rtsd::store::engine::conformance;
 use rtsd::store::engine::hbase::{HBaseEngine, HBaseOptions, HBaseTables};
 use rtsd_compat_tests::differential::*;
-use rtsd_compat_tests::testbed::Testbed;
+use rtsd_compat_tests::testbed::{root, Testbed};
 use rtsd_compat_tests::Daemon;
 use serde_json::Value;
 
@@ -153,6 +155,51 @@ fn writes_through_a_killed_region_server(tb: &Testbed, addr: SocketAddr) -> BTre
     eprintln!("rtsd_on_hbase: {} of {BATCHES} batches acknowledged, {refused} refused", BATCHES - refused);
     assert!(refused < BATCHES / 2, "most batches were refused: the client did not ride out the reassignment");
     acked
+}
+
+/// The README's fleet example (issue 21: "the README's fleet example is run by a test"): the shell block after
+/// the marker that names this file, with the test bed's quorum for `ZK=` and free ports for 4242 and 4243, the
+/// binary under test as `rtsd` on `PATH`, in a temporary directory. Its output is the read through node 2.
+fn run_readme_fleet_example(tb: &Testbed) {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let block = readme
+        .split_once("tests/rtsd_on_hbase.rs runs this block")
+        .and_then(|(_, after)| after.split_once("```sh\n"))
+        .and_then(|(_, after)| after.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("the README's fleet example after its marker");
+    let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let script = block
+        .replace("ZK=127.0.0.1:2181", &format!("ZK={}", tb.zk_quorum()))
+        .replace("4242", &free_port())
+        .replace("4243", &free_port());
+    assert_ne!(script, block, "the example's ZK= and ports were not found");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(rtsd_compat_tests::binary(), dir.path().join("rtsd")).unwrap();
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    // The nodes the block starts in the background are its jobs: stopped when it ends, whatever happened.
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-c", &format!("trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n{script}")])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the fleet example failed ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout,
+        r#"[{"metric":"web.hits","tags":{"host":"web01"},"aggregateTags":[],"dps":{"1700000000":42}}]"#,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("rtsd_on_hbase: the README's fleet example answers through node 2 what node 1 took");
 }
 
 #[test]
@@ -354,6 +401,9 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     }
     assert_eq!(admin.family_ttl("tsdb:t").unwrap(), None);
     eprintln!("rtsd_on_hbase: retention set as tsdb's TTL ({:.0}s)", started.elapsed().as_secs_f64());
+
+    // 9. The README's fleet example (last: its metric's UID would shift the TSUIDs the differences list).
+    run_readme_fleet_example(&tb);
     drop(a);
     drop(b);
     drop(tb);
