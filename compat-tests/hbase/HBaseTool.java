@@ -7,6 +7,7 @@
 //   wait SERVERS TIMEOUT_S    wait for exactly SERVERS live region servers and every region of every table open on a live one
 //   create-set NS...          create namespace NS and the same tables as `setup` inside it, for each NS (the compat
 //                             suite's table sets on one cluster, rtsd.storage.hbase.namespace); existing ones are kept
+//   truncate TABLE...         empty each TABLE (disable, truncate preserving its region boundaries, enabled again)
 //   regions TABLE             one line per region: start key (hex), end key (hex), host:port of its server
 //   servers                   the live region servers, one host:port a line
 //   create TABLE FAMILIES [SPLIT...] [-- TABLE FAMILIES [SPLIT...]]...  create each TABLE (FAMILIES comma-separated,
@@ -344,6 +345,19 @@ public class HBaseTool {
       case "regions":
         out.append(regions(conn, args[1]));
         break;
+      case "truncate": {
+        // Empties each TABLE, keeping its regions' boundaries and its descriptor: HBase drops the table's files
+        // instead of scanning past delete markers until a major compaction.
+        for (int i = 1; i < args.length; i++) {
+          TableName t = TableName.valueOf(args[i]);
+          if (admin.isTableEnabled(t)) {
+            admin.disableTable(t);
+          }
+          admin.truncateTable(t, true);
+        }
+        waitReady(conn, admin, twoMinutes);
+        break;
+      }
       case "create-set":
         // createTables in each namespace given (the compat suite's table sets on a shared cluster).
         for (int i = 1; i < args.length; i++) {
