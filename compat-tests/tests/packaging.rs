@@ -33,7 +33,8 @@ fn the_deb_holds_binary_unit_and_config_and_the_packaged_binary_serves() {
     std::fs::copy(binary(), target.join("release/rtsd")).unwrap();
     let deb = work.path().join("rtsd.deb");
     run(Command::new("cargo")
-        .args(["deb", "-p", "rtsd", "--no-build", "--no-strip", "--output"])
+        // --fast: the binary under test is a debug build of hundreds of MB; xz at its default level took ~50 s.
+        .args(["deb", "-p", "rtsd", "--no-build", "--no-strip", "--fast", "--output"])
         .arg(&deb)
         .current_dir(workspace)
         .env("CARGO_TARGET_DIR", &target));
