@@ -213,4 +213,12 @@ pub async fn killed_region_server_during_writes(ctx: Arc<Ctx>) {
         let loc = c.locate(&t, format!("k{n:05}").as_bytes()).await.unwrap();
         assert_ne!(loc.server, victim, "a region still on the killed server");
     }
+    // Back to three servers: the cluster may be shared (scripts/test's, RTSD_HBASE_TEST_CLUSTER).
+    let ctx2 = ctx.clone();
+    tokio::task::spawn_blocking(move || {
+        ctx2.cluster.script(&["start-rs", &rs.to_string()]);
+        ctx2.cluster.script(&["wait", "3"]);
+    })
+    .await
+    .unwrap();
 }
