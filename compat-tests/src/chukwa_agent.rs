@@ -321,6 +321,13 @@ impl Agent {
         self.conn = CollectorConn::new(self.collector);
     }
 
+    /// The agent's collector list moves on to the next collector (Chukwa's `RetryListOfCollectors` after a
+    /// failed post): a new connection to `collector`.
+    pub fn fail_over(&mut self, collector: SocketAddr) {
+        self.collector = collector;
+        self.reconnect();
+    }
+
     /// Reads every adaptor once (at most `rounds` chunks each) and posts the chunks. Panics unless the collector
     /// answers 200 with one `ok` line per chunk. Returns the number of chunks posted.
     pub fn step(&mut self, rounds: usize, fate: Fate) -> usize {

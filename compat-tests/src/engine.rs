@@ -46,6 +46,16 @@ pub fn skip_on_hbase(why: &str) -> bool {
     false
 }
 
+/// For a check that needs what only the HBase engine has (two nodes on one store): true, after saying why it is
+/// skipped, when the suite runs on RocksDB.
+pub fn skip_on_rocksdb(why: &str) -> bool {
+    if engine() == Engine::RocksDb {
+        eprintln!("skipped on RocksDB: {why}");
+        return true;
+    }
+    false
+}
+
 /// How many table sets a cluster may hold: more than the test threads of 2 cores, each with its daemons.
 const SETS: usize = 6;
 /// OpenTSDB's tables and rtsd's in a set (HBaseTool `create-set`), with their families.

@@ -174,6 +174,16 @@ impl Daemon {
         daemon
     }
 
+    /// A second node on this daemon's HBase tables, with a data directory of its own and `settings` (given
+    /// alone: the first node's are not copied), as the nodes of a fleet share one cluster. Only when the suite
+    /// runs on HBase ([`engine::skip_on_rocksdb`]). Drop it before `self`, whose lease keeps the tables.
+    pub fn start_beside(&self, settings: &[(&str, &str)]) -> Daemon {
+        let tables = self.tables.as_ref().expect("start_beside: a second node shares a store only on HBase");
+        let dir = tempfile::Builder::new().prefix("rtsd-compat-").tempdir().expect("create a temporary data directory");
+        let given = settings.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        Daemon::spawn(dir, tables.settings().into_iter().chain(given).collect(), None, None)
+    }
+
     /// Stops this daemon (SIGTERM if it still runs) and starts a new one on the same data directory and settings.
     pub fn restart(mut self) -> Daemon {
         if self.is_running() {

@@ -15,6 +15,7 @@ use std::path::Path;
 use rtsd_compat_tests::chukwa_agent::{
     encode_post, sigar_cpu_combined, Adaptor, Agent, ChunkOut, CollectorConn, Fate, FileTailer, Sigar,
 };
+use rtsd_compat_tests::engine::skip_on_rocksdb;
 use rtsd_compat_tests::{Daemon, HttpConn};
 
 /// 2023-11-14T22:13:20Z.
@@ -117,6 +118,48 @@ fn hicc(d: &Daemon, port: u16, path: &str) -> (u16, String) {
 fn yyyymmddhhmmss(ms: i64) -> String {
     let (y, mo, d, h, mi, s, _) = civil(ms);
     format!("{y:04}{mo:02}{d:02}{h:02}{mi:02}{s:02}")
+}
+
+// issue 21 item 4: the streams' de-duplication state lives in HBase with the data, so an agent whose collector
+// dies after a post it never saw answered, and which fails over to another rtsd node, still stores every record
+// exactly once. Two nodes share one store only on HBase.
+#[test]
+fn an_agent_failing_over_to_another_node_stores_every_record_once() {
+    if skip_on_rocksdb("two rtsd nodes share one store only on HBase") {
+        return;
+    }
+    let (port_a, port_b) = (free_port(), free_port());
+    let mut a = start(port_a, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    let mut agent =
+        Agent::new(addr(port_a), "agent1", "test", vec![Adaptor::File(FileTailer::new(log.clone(), "AppLog", 300))]);
+    append(&log, 0..20);
+    agent.step(2, Fate::Committed);
+    // Node A commits a post and dies before the agent hears the answer.
+    agent.step(1, Fate::ReplyLost);
+    a.kill9();
+    let port_b_text = port_b.to_string();
+    let b = a.start_beside(&[
+        ("rtsd.chukwa.port", port_b_text.as_str()),
+        ("rtsd.chukwa.hicc.timezone", "UTC"),
+        ("rtsd.chukwa.rule.AppLog.regex", LINE_RULE),
+        ("rtsd.chukwa.rule.AppLog.timezone", "UTC"),
+    ]);
+    // The agent moves on to node B and sends the unanswered post again, then the rest.
+    agent.fail_over(addr(port_b));
+    agent.resend_last();
+    append(&log, 20..30);
+    while agent.step(1, Fate::Committed) > 0 {}
+    assert_eq!(agent.delivered_lines("AppLog"), (0..30).map(|i| log_line(i).trim_end().to_string()).collect());
+    // Exactly once: node B counts what both nodes stored, each record once.
+    assert_eq!(ingested(&b, "records", "AppLog"), 30.0);
+    let (start, end) = (T0 / 1000 - 10, T0 / 1000 + 1000);
+    let latency = query(&b, "sum:AppLog.latency%7Bhost=agent1%7D", start, end);
+    let expected: BTreeMap<i64, f64> = (0..30).map(|i| (T0 + i * 1000, (i % 50 + 1) as f64)).collect();
+    assert_eq!(latency.len(), 1);
+    assert_eq!(latency[0].1, expected);
+    drop(b);
 }
 
 #[test]
