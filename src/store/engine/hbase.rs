@@ -625,6 +625,20 @@ impl Engine for HBaseEngine {
         let (qualifier, row) = t.cell_of(key);
         self.cas(t, row, qualifier.unwrap_or_default(), expected, value)
     }
+
+    /// OpenTSDB's `tsd.hbase.nsre` (regions found elsewhere than cached: a split, a move, a region opening) and
+    /// `tsd.hbase.meta_lookups`, and rtsd's own `tsd.hbase.retries` (attempts repeated after a retriable error)
+    /// and `tsd.hbase.server_failures` (servers given up on: down, timed out, stopping).
+    fn client_stats(&self) -> Vec<crate::metrics::Stat> {
+        use crate::metrics::Stat;
+        let s = self.client.stats();
+        vec![
+            Stat { name: "hbase.meta_lookups", value: s.meta_lookups, tag: Some(("type", "uncontended")) },
+            Stat { name: "hbase.nsre", value: s.relocations, tag: None },
+            Stat { name: "hbase.retries", value: s.retries, tag: None },
+            Stat { name: "hbase.server_failures", value: s.server_failures, tag: None },
+        ]
+    }
 }
 
 /// Merges into cell tables under way at once (each a Get and a CheckAndPut).
