@@ -31,6 +31,8 @@ const ANSWER_BOUND: Duration = Duration::from_secs(3 * OPERATION_TIMEOUT_MS / 10
 
 /// Points by (host, timestamp).
 type Points = BTreeMap<(String, i64), f64>;
+/// Points in the order they are sent: ((host, timestamp), value).
+type PointList = Vec<((String, i64), f64)>;
 
 /// What a writer sent, what was acknowledged, and what was refused (with an error: may or may not be stored).
 #[derive(Default, Debug)]
@@ -39,6 +41,8 @@ struct Ledger {
     acked: Points,
     refused: Points,
     refused_batches: usize,
+    /// The first few refusals' answers, for the report.
+    refusals: Vec<String>,
 }
 
 impl Ledger {
@@ -47,6 +51,7 @@ impl Ledger {
         self.acked.extend(other.acked);
         self.refused.extend(other.refused);
         self.refused_batches += other.refused_batches;
+        self.refusals.extend(other.refusals);
     }
 
     /// Reads the metric back through `addr` and checks every acknowledged point is there with its value, and
@@ -91,6 +96,9 @@ impl Ledger {
             stored.len(),
             stored_refused
         );
+        for refusal in &self.refusals {
+            eprintln!("rtsd_on_hbase_faults: {label}: a batch refused: {refusal}");
+        }
         stored.len()
     }
 }
@@ -118,7 +126,7 @@ fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (Response,
 
 /// Posts one batch with `sync`; records it as acknowledged (200) or refused (a 503 with OpenTSDB's error JSON).
 /// Anything else fails the test: a 2xx for a batch not stored, or an error a client would not resend.
-fn post_batch(ledger: &mut Ledger, addr: SocketAddr, metric: &str, points: Vec<((String, i64), f64)>) -> u16 {
+fn post_batch(ledger: &mut Ledger, addr: SocketAddr, metric: &str, points: PointList) -> u16 {
     ledger.sent += points.len();
     let (r, _) = request(addr, "POST", "/api/put?sync&details", &put_body(metric, &points));
     match r.status {
@@ -131,6 +139,10 @@ fn post_batch(ledger: &mut Ledger, addr: SocketAddr, metric: &str, points: Vec<(
             check_refused(&r, points.len());
             ledger.refused.extend(points);
             ledger.refused_batches += 1;
+            if ledger.refusals.len() < 3 {
+                let v = r.json();
+                ledger.refusals.push(v["errors"][0]["error"].as_str().unwrap_or_default().to_string());
+            }
         }
         other => panic!("{metric}: a put batch answered {other}: {}", r.text()),
     }
@@ -153,7 +165,7 @@ fn check_refused(r: &Response, n: usize) {
 }
 
 /// `n` points of hosts `w0..w4` from timestamp `t0` on, one per second, values unique to the timestamp.
-fn batch_points(t0: i64, n: usize) -> Vec<((String, i64), f64)> {
+fn batch_points(t0: i64, n: usize) -> PointList {
     (0..n as i64).map(|i| ((format!("w{}", i % 5), t0 + i), (t0 + i) as f64 * 0.5)).collect()
 }
 
@@ -167,6 +179,25 @@ fn writer(addr: SocketAddr, metric: &str, t0: i64, stop: &AtomicBool, pause: Dur
         std::thread::sleep(pause);
     }
     ledger
+}
+
+/// A counter of a node's `/api/stats` (`tsd.hbase.nsre`: regions its HBase client found split, moved or opening).
+fn stat(addr: SocketAddr, metric: &str) -> u64 {
+    let (r, _) = request(addr, "GET", "/api/stats", "");
+    let v = r.json();
+    let found = v.as_array().expect("stats").iter().find(|s| s["metric"] == metric);
+    let value = found.unwrap_or_else(|| panic!("no {metric} in /api/stats: {v}"))["value"].clone();
+    value.as_str().and_then(|s| s.parse().ok()).or(value.as_u64()).unwrap_or_else(|| panic!("{metric}: {value}"))
+}
+
+/// Sets the flag when dropped: a check failing on the main thread inside `std::thread::scope` stops the writer
+/// and query loops, so the scope can join them and the failure is reported instead of the test hanging.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The UID of an existing metric, as `/api/uid/assign` reports it ("Name already exists with UID: 00000A").
@@ -273,10 +304,12 @@ fn split_and_move(tb: &Testbed, a: SocketAddr, b: SocketAddr) {
     // later, are in too) is then moved to another server.
     let split_row = binary_row(&uid, Q_BASE + 12 * 3600);
     let writer_t0 = Q_BASE + Q_HOURS * 3600;
+    let nsre_before = (stat(a, "tsd.hbase.nsre"), stat(b, "tsd.hbase.nsre"));
     let stop = AtomicBool::new(false);
     let (ledger, (complete, errors), tool) = std::thread::scope(|s| {
         let w = s.spawn(|| writer(a, "fq.m", writer_t0, &stop, Duration::from_millis(50)));
         let q = s.spawn(|| query_loop(b, &stop, &expected));
+        let _stop = StopOnDrop(&stop);
         // One HBaseTool JVM: the regions, the split (it waits until both daughters are open), the move of the upper
         // daughter to another server (it waits until the region is open there), the regions again.
         let tool = tb.hbase_tool_each(&[
@@ -299,6 +332,14 @@ fn split_and_move(tb: &Testbed, a: SocketAddr, b: SocketAddr) {
         after.lines().any(|l| l.starts_with(&format!("{split_hex} ")) && l.ends_with(moved_to)),
         "the upper daughter ({split_hex}) is not on {moved_to}"
     );
+    // Both nodes met the regions as they changed: each found the split parent or the moved daughter gone from
+    // where its client had cached it (the writer's rows and the query's second half are in the moved daughter).
+    let nsre = (stat(a, "tsd.hbase.nsre") - nsre_before.0, stat(b, "tsd.hbase.nsre") - nsre_before.1);
+    eprintln!(
+        "rtsd_on_hbase_faults: regions found split or moved: {} by the writing node, {} by the querying node",
+        nsre.0, nsre.1
+    );
+    assert!(nsre.0 > 0 && nsre.1 > 0, "a node never met the split or the move: {nsre:?}");
     for t in &errors {
         eprintln!("rtsd_on_hbase_faults: a query during the split/move failed: {t}");
     }
@@ -326,6 +367,7 @@ fn zookeeper_restart(tb: &Testbed, a: SocketAddr) {
     let stop = AtomicBool::new(false);
     let (mut ledger, after_restart) = std::thread::scope(|s| {
         let w = s.spawn(|| writer(a, "fz.m", t0, &stop, Duration::from_millis(100)));
+        let _stop = StopOnDrop(&stop);
         std::thread::sleep(Duration::from_secs(1));
         let stopping = Instant::now();
         script("hbase-cluster", &["stop-zk", tb.dir()]);
@@ -374,7 +416,7 @@ fn zookeeper_restart(tb: &Testbed, a: SocketAddr) {
 
 /// Sends `n` telnet puts of known series (hosts `w0..w4`) from `t0` on, then `version`; returns the lines answered
 /// before the version reply.
-fn telnet_puts(tn: &mut TcpStream, metric: &str, t0: i64, n: usize) -> (Vec<((String, i64), f64)>, Vec<String>) {
+fn telnet_puts(tn: &mut TcpStream, metric: &str, t0: i64, n: usize) -> (PointList, Vec<String>) {
     let points = batch_points(t0, n);
     let mut lines = String::new();
     for ((host, t), v) in &points {
