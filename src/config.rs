@@ -19,6 +19,8 @@ pub const SHIPPED_CONFIG: &str = include_str!("../rtsd.conf");
 /// OpenTSDB 2.4's defaults for the properties rtsd reads, plus rtsd's own (spec: ingest §6). Listed once here so
 /// `/api/config` shows them and the README table can be checked against them.
 const DEFAULTS: &[(&str, &str)] = &[
+    ("hbase.client.operation.timeout", "60000"),
+    ("hbase.rpc.timeout", "20000"),
     ("tsd.core.auto_create_metrics", "false"),
     ("tsd.core.auto_create_tagks", "true"),
     ("tsd.core.auto_create_tagvs", "true"),
@@ -386,6 +388,20 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
             if zk_quorum.is_empty() {
                 return Err(p.invalid("tsd.storage.hbase.zk_quorum", "the HBase engine needs a ZooKeeper quorum"));
             }
+            // HBase's own client properties, which asynchbase also reads from the TSD's opentsdb.conf: how long one
+            // storage call (retries included) may take before the request fails (503 for a put, 424 for a query),
+            // and one RPC's limit within it (asynchbase's 0: none of its own, the call's deadline bounds it).
+            let millis = |key: &str| -> Result<std::time::Duration, ConfigError> {
+                Ok(std::time::Duration::from_millis(p.number::<u64>(key)?))
+            };
+            let operation_timeout = millis("hbase.client.operation.timeout")?;
+            if operation_timeout.is_zero() {
+                return Err(p.invalid("hbase.client.operation.timeout", "a storage call needs a deadline (ms > 0)"));
+            }
+            let rpc_timeout = match millis("hbase.rpc.timeout")? {
+                t if t.is_zero() => operation_timeout,
+                t => t.min(operation_timeout),
+            };
             Ok(crate::store::EngineChoice::HBase(HBaseOptions {
                 zk_quorum,
                 zk_basedir: p.get("tsd.storage.hbase.zk_basedir").trim().to_string(),
@@ -404,6 +420,8 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
                     },
                 },
                 appends: p.boolean("tsd.storage.enable_appends"),
+                operation_timeout,
+                rpc_timeout,
             }))
         }
         _ => Err(p.invalid("rtsd.storage.engine", "the storage engine is rocksdb or hbase")),
@@ -505,6 +523,34 @@ mod tests {
         assert_eq!(shipped.port, 4242);
         assert_eq!(shipped.rules.max_tags, 8);
         assert_eq!(shipped.uid_widths, [3, 3, 3]);
+    }
+
+    #[test]
+    fn hbase_timeouts_take_hbase_and_asynchbase_property_names() {
+        let dir = Path::new("/nonexistent");
+        let timeouts = |set: &[(&str, &str)]| {
+            let mut all = vec![("rtsd.storage.engine", "hbase")];
+            all.extend_from_slice(set);
+            match Config::for_data_dir(dir, &all).map(|c| c.engine) {
+                Ok(crate::store::EngineChoice::HBase(o)) => Ok((o.operation_timeout, o.rpc_timeout)),
+                Ok(_) => panic!("not the HBase engine"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(timeouts(&[]), Ok((ms(60_000), ms(20_000))));
+        assert_eq!(
+            timeouts(&[("hbase.client.operation.timeout", "5000"), ("hbase.rpc.timeout", "2000")]),
+            Ok((ms(5000), ms(2000)))
+        );
+        // asynchbase's 0 (no RPC limit) and an RPC limit past the call's: the call's deadline bounds the RPC.
+        assert_eq!(timeouts(&[("hbase.rpc.timeout", "0")]), Ok((ms(60_000), ms(60_000))));
+        assert_eq!(
+            timeouts(&[("hbase.client.operation.timeout", "3000"), ("hbase.rpc.timeout", "9000")]),
+            Ok((ms(3000), ms(3000)))
+        );
+        assert!(timeouts(&[("hbase.client.operation.timeout", "0")]).unwrap_err().contains("deadline"));
+        assert!(timeouts(&[("hbase.rpc.timeout", "soon")]).is_err());
     }
 
     #[test]

@@ -241,14 +241,25 @@ public class HBaseTool {
     }
   }
 
+  /** {@link #locate} while a split, move or merge is under way: null while meta lists the region without a server
+   *  (NoServerForRegionException: a daughter not yet assigned) or the lookup fails otherwise; the caller waits. */
+  static HRegionLocation locateChanging(Connection conn, String table, byte[] row) {
+    try {
+      return locate(conn, table, row);
+    } catch (IOException e) {
+      System.err.println("HBaseTool: waiting after " + e.toString().split("\n")[0]);
+      return null;
+    }
+  }
+
   /** Splits the region holding `row` at `row` and waits until a region starting at `row` is open and the region
    *  holding the row before it ends there. */
   static void split(Connection conn, Admin admin, String table, byte[] row, long deadline) throws Exception {
     TableName name = TableName.valueOf(table);
     admin.split(name, row);
     while (true) {
-      HRegionLocation at = locate(conn, table, row);
-      if (Bytes.equals(at.getRegion().getStartKey(), row) && at.getServerName() != null
+      HRegionLocation at = locateChanging(conn, table, row);
+      if (at != null && Bytes.equals(at.getRegion().getStartKey(), row) && at.getServerName() != null
           && notReadySafe(conn, admin) == null) {
         return;
       }
@@ -278,8 +289,8 @@ public class HBaseTool {
     }
     admin.move(from.getRegion().getEncodedNameAsBytes(), dest);
     while (true) {
-      HRegionLocation now = locate(conn, table, row);
-      if (dest.equals(now.getServerName()) && notReadySafe(conn, admin) == null) {
+      HRegionLocation now = locateChanging(conn, table, row);
+      if (now != null && dest.equals(now.getServerName()) && notReadySafe(conn, admin) == null) {
         return dest.getHostname() + ":" + dest.getPort();
       }
       if (System.currentTimeMillis() > deadline) {
@@ -300,8 +311,8 @@ public class HBaseTool {
     admin.mergeRegionsAsync(new byte[][] {ra.getRegion().getEncodedNameAsBytes(),
         rb.getRegion().getEncodedNameAsBytes()}, false).get();
     while (true) {
-      HRegionLocation now = locate(conn, table, a);
-      if (now.getRegion().containsRow(b) && now.getServerName() != null && notReadySafe(conn, admin) == null) {
+      HRegionLocation now = locateChanging(conn, table, a);
+      if (now != null && now.getRegion().containsRow(b) && now.getServerName() != null && notReadySafe(conn, admin) == null) {
         return;
       }
       if (System.currentTimeMillis() > deadline) {

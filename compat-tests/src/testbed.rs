@@ -8,12 +8,13 @@
 //!
 //! Java 17, Maven and Maven Central are required (`scripts/install-test-deps`); without them the test fails with
 //! what is missing. It never skips.
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{HttpConn, Response};
+use crate::{Daemon, HttpConn, Response};
 
 /// The workspace root (where `scripts/` lives).
 pub fn root() -> PathBuf {
@@ -186,10 +187,64 @@ impl Testbed {
         settings
     }
 
+    /// An rtsd node on this cluster ([`Testbed::rtsd_on_hbase_settings`]) with `extra` properties on top. Its own
+    /// rollups (`rtsd.rollups.auto`) are off unless `extra` turns them on: they go into the rollup tables' `a`
+    /// families, which the checks comparing with OpenTSDB do not read.
+    pub fn start_rtsd(&self, extra: &[(&str, &str)]) -> Daemon {
+        let mut settings = self.rtsd_on_hbase_settings();
+        settings.push(("rtsd.rollups.auto".into(), "false".into()));
+        settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Daemon::start_with(&settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>())
+    }
+
     /// Runs one `compat-tests/hbase/HBaseTool.java` command (e.g. `create TABLE FAMILIES`) against the cluster in a
     /// JVM of its own; returns its stdout.
     pub fn hbase_tool(&self, args: &[&str]) -> String {
         hbase_tool_in(self.path(), args)
+    }
+
+    /// Runs several HBaseTool commands in one JVM (`HBaseTool serve`: the JVM's start and its connection are paid
+    /// once), one after the other; returns each one's output. Panics naming the first that fails.
+    pub fn hbase_tool_each(&self, commands: &[&[&str]]) -> Vec<String> {
+        let mut child = hbase_tool_java(self.path())
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start HBaseTool serve");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("piped stdin");
+            for args in commands {
+                writeln!(stdin, "{}", args.join(" ")).expect("write an HBaseTool command");
+            }
+            // Closing stdin ends the serve loop after the last command.
+        }
+        let out = child.wait_with_output().expect("wait for HBaseTool serve");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut outputs = Vec::new();
+        let mut current = String::new();
+        for line in stdout.lines() {
+            if line == "HBaseTool: done" {
+                outputs.push(std::mem::take(&mut current));
+            } else if let Some(why) = line.strip_prefix("HBaseTool: failed ") {
+                panic!("HBaseTool {} failed: {why}", commands[outputs.len()].join(" "));
+            } else {
+                current.push_str(line);
+                current.push('\n');
+            }
+        }
+        assert_eq!(
+            outputs.len(),
+            commands.len(),
+            "HBaseTool serve ran {} of {} commands ({}):\n{stdout}\n{}",
+            outputs.len(),
+            commands.len(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        outputs
     }
 
     /// The test bed's directory, as a string for the scripts' arguments.
@@ -331,15 +386,41 @@ impl Drop for Testbed {
 /// Runs one `compat-tests/hbase/HBaseTool.java` command against the cluster `scripts/hbase-cluster up` started in
 /// `dir`, in a JVM of its own; returns its stdout.
 pub fn hbase_tool_in(dir: &Path, args: &[&str]) -> String {
+    let mut cmd = hbase_tool_java(dir);
+    cmd.args(args);
+    run_checked(cmd, &format!("HBaseTool {}", args.join(" ")))
+}
+
+/// `java ... HBaseTool.java` against the cluster in `dir` (its conf dir first on the classpath), before the command.
+fn hbase_tool_java(dir: &Path) -> Command {
     let cp = std::fs::read_to_string(dir.join("hbase.cp")).expect("hbase.cp");
     let mut cmd = Command::new("java");
     cmd.args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"])
         .arg(format!("-Dlogfile={}/logs/tool.log", dir.display()))
         .arg("-cp")
         .arg(format!("{}/conf:{}", dir.display(), cp.trim()))
-        .arg(root().join("compat-tests/hbase/HBaseTool.java"))
-        .args(args);
-    run_checked(cmd, &format!("HBaseTool {}", args.join(" ")))
+        .arg(root().join("compat-tests/hbase/HBaseTool.java"));
+    cmd
+}
+
+/// Every point of a `/api/query` answer grouped by `host` (`m=...{host=*}`): (host, timestamp) -> value; the
+/// status and body when the answer is not a 200.
+pub fn points_by_host(addr: SocketAddr, path: &str) -> Result<BTreeMap<(String, i64), f64>, (u16, String)> {
+    let mut conn = HttpConn::new(addr);
+    conn.stream().set_read_timeout(Some(Duration::from_secs(120))).expect("set read timeout");
+    let r = conn.request("GET", path, &[], b"");
+    if r.status != 200 {
+        return Err((r.status, r.text()));
+    }
+    let answer = r.json();
+    let mut points = BTreeMap::new();
+    for series in answer.as_array().unwrap_or_else(|| panic!("{path}: not an array: {answer}")) {
+        let host = series["tags"]["host"].as_str().unwrap_or_else(|| panic!("{path}: no host tag: {series}"));
+        for (t, v) in series["dps"].as_object().unwrap_or_else(|| panic!("{path}: no dps: {series}")) {
+            points.insert((host.to_string(), t.parse().expect("timestamp")), v.as_f64().expect("value"));
+        }
+    }
+    Ok(points)
 }
 
 /// Waits until `f` returns true or `timeout` passes; true when it did.

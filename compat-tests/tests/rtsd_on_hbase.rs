@@ -29,10 +29,9 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use rtsd::store::engine::conformance;
-use rtsd::store::engine::hbase::{HBaseEngine, HBaseOptions, HBaseTables};
+use rtsd::store::engine::hbase::{HBaseEngine, HBaseOptions};
 use rtsd_compat_tests::differential::*;
-use rtsd_compat_tests::testbed::{root, Testbed};
-use rtsd_compat_tests::Daemon;
+use rtsd_compat_tests::testbed::{points_by_host, root, Testbed};
 use serde_json::Value;
 
 /// One generated query case in this many is sent (the differential suite sends all of its 400 GET and 200 POST
@@ -41,14 +40,6 @@ use serde_json::Value;
 const EVERY_NTH_CASE: usize = 3;
 /// Names the UID race assigns.
 const RACE_NAMES: usize = 1000;
-
-fn start_rtsd(tb: &Testbed, extra: &[(&str, &str)]) -> Daemon {
-    let mut settings = tb.rtsd_on_hbase_settings();
-    // rtsd's own rollups live in the rollup tables' `a` families; this test compares what OpenTSDB reads.
-    settings.push(("rtsd.rollups.auto".into(), "false".into()));
-    settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Daemon::start_with(&settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>())
-}
 
 /// Writes the data set (renamed by `rename`) through one server only, as the differential suite writes it.
 fn write_through(addr: SocketAddr, series: &[Series], rename: &dyn Fn(&str) -> String) {
@@ -211,12 +202,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     tb.hbase_tool(&["create", "rtsd_conformance", "data,uid,plain"]);
     let names = ("rtsd_conformance:data", "rtsd_conformance:uid", "rtsd_conformance:plain");
     let specs = conformance::tables(names.0, names.1, names.2);
-    let options = HBaseOptions {
-        zk_quorum: tb.zk_quorum(),
-        zk_basedir: "/hbase".into(),
-        tables: HBaseTables::default(),
-        appends: false,
-    };
+    let options = HBaseOptions::new(&tb.zk_quorum());
     let engine = HBaseEngine::connect(&options, &specs).expect("connect the HBase engine");
     assert_eq!(engine.family_ttl("tsdb:t").unwrap(), None, "a fresh test bed keeps tsdb forever");
     conformance::check(&engine, names, "run1/");
@@ -228,13 +214,13 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     let series = data_set(&mut Rng(DEFAULT_SEED));
     let same = |s: &str| s.to_string();
     write_through(tb.tsd, &series, &same);
-    let mut a = start_rtsd(&tb, &[]);
+    let mut a = tb.start_rtsd(&[]);
     compare_queries("opentsdb-written", a.addr(), tb.tsd, &same, &same);
 
     // 3. rtsd writes (node A), a second node and OpenTSDB read.
     let rename = |s: &str| s.replace("dq.", "dr.");
     write_through(a.addr(), &series, &rename);
-    let b = start_rtsd(&tb, &[]);
+    let b = tb.start_rtsd(&[]);
     // Answers name the `dq.` metrics again, and their TSUIDs carry the `dq.` metrics' UIDs: the listed
     // differences are the suite's, written for the `dq.` data set.
     let metric_uids = |prefix: &str| -> Vec<String> {
@@ -299,22 +285,10 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     let acked = writes_through_a_killed_region_server(&tb, a.addr());
     // Node A is SIGKILLed too: what it acknowledged is in HBase, not in A. A new node reads it all back.
     a.kill9();
-    let replacement = start_rtsd(&tb, &[]);
-    let (status, _, body) = http_answer(
-        replacement.addr(),
-        "GET",
-        "/api/query?start=1690000000&end=1690010000&m=sum:fault.m%7Bhost=*%7D",
-        "",
-    );
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    let mut stored: BTreeMap<(String, i64), f64> = BTreeMap::new();
-    for series in answer.as_array().expect("series") {
-        let host = series["tags"]["host"].as_str().unwrap().to_string();
-        for (t, v) in series["dps"].as_object().unwrap() {
-            stored.insert((host.clone(), t.parse().unwrap()), v.as_f64().unwrap());
-        }
-    }
+    let replacement = tb.start_rtsd(&[]);
+    let stored =
+        points_by_host(replacement.addr(), "/api/query?start=1690000000&end=1690010000&m=sum:fault.m%7Bhost=*%7D")
+            .unwrap_or_else(|(status, body)| panic!("{status} {body}"));
     let missing: Vec<&(String, i64)> = acked.keys().filter(|k| stored.get(*k) != acked.get(*k)).collect();
     assert!(
         missing.is_empty(),
@@ -329,7 +303,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     );
 
     // 6. Appends: written by a node with enable_appends, read by OpenTSDB and by the node.
-    let c = start_rtsd(&tb, &[("tsd.storage.enable_appends", "true")]);
+    let c = tb.start_rtsd(&[("tsd.storage.enable_appends", "true")]);
     let mut lines = String::new();
     for i in 0..30i64 {
         // Out of order within the hour, and every tenth point sent twice with a new value (later wins).
@@ -355,7 +329,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
 
     // 7. rtsd's own rollups on HBase. The data table already has rows, so the first node to compute rollups
     // records that they are complete from the next hour on (earlier hours are read raw): the points go after it.
-    let d = start_rtsd(&tb, &[("rtsd.rollups.auto", "true")]);
+    let d = tb.start_rtsd(&[("rtsd.rollups.auto", "true")]);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let base = now - now % 3600 + 2 * 3600;
     let mut lines = String::new();
@@ -384,7 +358,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
 
     // 8. Retention becomes HBase TTLs (set in the background once the node is up).
     let admin = HBaseEngine::connect(&options, &[]).expect("connect the HBase engine");
-    let e = start_rtsd(&tb, &[("rtsd.retention.raw_hours", "240")]);
+    let e = tb.start_rtsd(&[("rtsd.retention.raw_hours", "240")]);
     let deadline = Instant::now() + std::time::Duration::from_secs(120);
     while admin.family_ttl("tsdb:t").unwrap() != Some(864_000) {
         assert!(

@@ -15,8 +15,10 @@ pub enum Error {
     /// No answer from ZooKeeper or the region servers until the call's deadline.
     #[error("HBase unreachable: {0}")]
     Unreachable(String),
-    /// An exception the server raised, by Java class name and message.
-    #[error("{class}: {message}")]
+    /// An exception the server raised, by Java class name and message. Shown with the message's first line only:
+    /// servers send the whole Java stack trace as the message, which would otherwise end up in every log line and
+    /// client error that quotes this one.
+    #[error("{class}: {}", .message.lines().next().unwrap_or_default())]
     Remote { class: String, message: String, do_not_retry: bool },
     /// A region server's connection could not be opened or broke while the call was in flight. A write in flight
     /// then has an unknown outcome: it is retried (or reported as this error), never reported as done.
@@ -156,5 +158,21 @@ mod tests {
         assert_eq!(r("org.apache.hadoop.hbase.DoNotRetryIOException", true), Retry::Never);
         assert!(matches!(Error::remote("org.apache.hadoop.hbase.TableNotFoundException", "t\nx", true),
             Error::TableNotFound(t) if t == "t"));
+    }
+
+    #[test]
+    fn a_remote_error_shows_the_first_line_of_the_servers_stack_trace() {
+        let trace = "org.apache.hadoop.hbase.NotServingRegionException: tsdb,,1.abc. is not online on rs1\n\
+                     \tat org.apache.hadoop.hbase.regionserver.HRegionServer.getRegion(HRegionServer.java:3662)\n";
+        let e = Error::remote("org.apache.hadoop.hbase.NotServingRegionException", trace, false);
+        assert_eq!(
+            e.to_string(),
+            "org.apache.hadoop.hbase.NotServingRegionException: org.apache.hadoop.hbase.NotServingRegionException: \
+             tsdb,,1.abc. is not online on rs1"
+        );
+        // The whole trace is kept for whoever wants it.
+        assert!(matches!(&e, Error::Remote { message, .. } if message == trace));
+        let deadline = Error::Deadline { elapsed: Duration::from_secs(5), last: Box::new(e) };
+        assert!(!deadline.to_string().contains('\n'), "{deadline}");
     }
 }

@@ -14,6 +14,7 @@ pub use series_cache::SeriesCache;
 
 use crate::metrics::Metrics;
 use crate::rollup::{self, RollupError};
+use crate::store::engine::{EngineError, EngineErrorKind};
 use crate::store::{AddError, PointBatch, Store, StoreError};
 
 /// Why a point was not added to the batch.
@@ -114,12 +115,17 @@ pub struct Writer<'a> {
     metrics: &'a Metrics,
     cache: &'a mut SeriesCache,
     batch: PointBatch,
+    /// The storage cluster was found unreachable (HBase down) while resolving a point's names: every later point
+    /// of this batch that needs names resolved fails with the same error at once. Each lookup would otherwise
+    /// wait out the client's whole deadline again, one after the other: a request of many new series would take
+    /// many deadlines to answer what its first point already knew (issue 21 §6, HBase entirely down).
+    unreachable: Option<EngineError>,
 }
 
 impl<'a> Writer<'a> {
     pub fn new(store: &'a Store, rules: &'a Rules, metrics: &'a Metrics, cache: &'a mut SeriesCache) -> Writer<'a> {
         cache.refresh(store);
-        Writer { store, rules, metrics, cache, batch: store.new_batch() }
+        Writer { store, rules, metrics, cache, batch: store.new_batch(), unreachable: None }
     }
 
     /// Adds a point of a series this connection wrote before, found by `key` (the protocol's words for the
@@ -141,10 +147,11 @@ impl<'a> Writer<'a> {
     /// Adds a validated point: resolves its UIDs (assigning new ones as configured) and, when `keyed`, caches its
     /// series under the key the last [`Writer::known`] set. A failure is counted (and logged when it is ours).
     pub fn put(&mut self, point: &DataPoint<'_>, keyed: bool, command: &str) -> Result<(), IngestError> {
-        let series = match self.store.series_key(point) {
+        let series = match self.unreachable_error().map_or_else(|| self.store.series_key(point), Err) {
             Ok(series) => series,
             Err(e) => {
                 let e = IngestError::from(e);
+                self.note_unreachable(&e);
                 e.record(self.metrics, command);
                 return Err(e);
             }
@@ -159,15 +166,33 @@ impl<'a> Writer<'a> {
     /// Adds a rollup or pre-aggregate point (spec: ingest §1.7): checked against the rollup configuration
     /// (its tags rewritten as OpenTSDB does) and stored in its table.
     pub fn rollup(&mut self, mut point: DataPoint<'_>, spec: &RollupSpec) -> Result<(), IngestError> {
+        let unreachable = self.unreachable_error();
         let result = rollup::prepare(self.store.rollup_settings(), &mut point, spec, self.rules)
             .map_err(IngestError::from)
-            .and_then(|target| {
-                self.store.add_rollup_point(&mut self.batch, &point, &target).map_err(IngestError::from)
+            .and_then(|target| match unreachable {
+                Some(e) => Err(IngestError::from(e)),
+                None => self.store.add_rollup_point(&mut self.batch, &point, &target).map_err(IngestError::from),
             });
         if let Err(e) = &result {
+            self.note_unreachable(e);
             e.record(self.metrics, "rollup");
         }
         result
+    }
+
+    /// The error a point needing its names resolved fails with once the storage was found unreachable.
+    fn unreachable_error(&self) -> Option<AddError> {
+        self.unreachable
+            .as_ref()
+            .map(|e| AddError::Storage(StoreError::Engine(EngineError { kind: e.kind, message: e.message.clone() })))
+    }
+
+    fn note_unreachable(&mut self, e: &IngestError) {
+        if let IngestError::Storage(StoreError::Engine(e)) = e {
+            if e.kind == EngineErrorKind::Unavailable && self.unreachable.is_none() {
+                self.unreachable = Some(EngineError { kind: e.kind, message: e.message.clone() });
+            }
+        }
     }
 
     /// The rules names are checked against (`tsd.core.tag.allow_specialchars`).

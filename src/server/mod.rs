@@ -80,6 +80,7 @@ impl Tsd {
         // Whether the store takes writes now (1) or refuses them (0: a nearly full disk, failing writes).
         let writable = u64::from(self.store.health().writable());
         stats.push(crate::metrics::Stat { name: "storage.writable", value: writable, tag: None });
+        stats.extend(self.store.engine().client_stats());
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let port = self.config.stats_with_port.then_some(self.port);
         (stats, now, crate::metrics::stat_host_tags(self.config.stats_canonical, port))

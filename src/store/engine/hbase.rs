@@ -69,6 +69,26 @@ pub struct HBaseOptions {
     /// `tsd.storage.enable_appends`: points go into a row's append column (qualifier `0x050000`) as OpenTSDB's
     /// appends do, instead of one cell per point.
     pub appends: bool,
+    /// `hbase.client.operation.timeout`: how long one call (retries included) may take before it fails, so a
+    /// write or a read fails with an error instead of waiting for HBase to come back.
+    pub operation_timeout: std::time::Duration,
+    /// `hbase.rpc.timeout`: the longest wait for one RPC's answer within that.
+    pub rpc_timeout: std::time::Duration,
+}
+
+impl HBaseOptions {
+    /// The default tables and timeouts (those of `rtsd_hbase::Config::new`) for the cluster at `zk_quorum`.
+    pub fn new(zk_quorum: &str) -> HBaseOptions {
+        let defaults = rtsd_hbase::Config::new(zk_quorum, "/hbase");
+        HBaseOptions {
+            zk_quorum: zk_quorum.to_string(),
+            zk_basedir: "/hbase".into(),
+            tables: HBaseTables::default(),
+            appends: false,
+            operation_timeout: defaults.operation_timeout,
+            rpc_timeout: defaults.rpc_timeout,
+        }
+    }
 }
 
 /// One store table as HBase cells.
@@ -111,8 +131,10 @@ impl HBaseEngine {
             .enable_all()
             .build()
             .map_err(|e| StoreError::Io { context: "starting the HBase client", source: e })?;
-        let (quorum, base) = (options.zk_quorum.clone(), options.zk_basedir.clone());
-        let client = block(&runtime, async move { Client::connect(&quorum, &base).await }).map_err(hbase_error)?;
+        let mut config = rtsd_hbase::Config::new(&options.zk_quorum, &options.zk_basedir);
+        config.operation_timeout = options.operation_timeout;
+        config.rpc_timeout = options.rpc_timeout.min(options.operation_timeout);
+        let client = block(&runtime, async move { Client::with_config(config).await }).map_err(hbase_error)?;
         let tables = tables.iter().map(|spec| (spec.name.clone(), table_of(spec, options))).collect();
         Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables, names: options.tables.clone() })
     }
@@ -628,6 +650,20 @@ impl Engine for HBaseEngine {
         let t = self.table(table)?;
         let (qualifier, row) = t.cell_of(key);
         self.cas(t, row, qualifier.unwrap_or_default(), expected, value)
+    }
+
+    /// OpenTSDB's `tsd.hbase.nsre` (regions found elsewhere than cached: a split, a move, a region opening) and
+    /// `tsd.hbase.meta_lookups`, and rtsd's own `tsd.hbase.retries` (attempts repeated after a retriable error)
+    /// and `tsd.hbase.server_failures` (servers given up on: down, timed out, stopping).
+    fn client_stats(&self) -> Vec<crate::metrics::Stat> {
+        use crate::metrics::Stat;
+        let s = self.client.stats();
+        vec![
+            Stat { name: "hbase.meta_lookups", value: s.meta_lookups, tag: Some(("type", "uncontended")) },
+            Stat { name: "hbase.nsre", value: s.relocations, tag: None },
+            Stat { name: "hbase.retries", value: s.retries, tag: None },
+            Stat { name: "hbase.server_failures", value: s.server_failures, tag: None },
+        ]
     }
 }
 

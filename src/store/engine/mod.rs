@@ -240,6 +240,12 @@ pub trait Engine: Send + Sync {
     fn table_files(&self) -> Option<&dyn TableFiles> {
         None
     }
+
+    /// The engine's own counters for `stats` and `/api/stats` (`tsd.` is prepended): a cluster client's retries,
+    /// relocations and lookups. None for an embedded engine.
+    fn client_stats(&self) -> Vec<crate::metrics::Stat> {
+        Vec::new()
+    }
 }
 
 /// Figures of one table's in-memory and on-disk state (see [`Maintenance::table_stats`]).
