@@ -241,6 +241,9 @@ fn q_expected() -> BTreeMap<i64, f64> {
 /// Writes the long query's data set through telnet (2,400 rows of 12 points).
 fn load_query_data(addr: SocketAddr) -> usize {
     let mut tn = connect(addr);
+    // The barrier answers once HBase has every point: on a loaded machine that took longer than the harness's
+    // 10 s read timeout.
+    tn.set_read_timeout(Some(std::time::Duration::from_secs(120))).expect("set read timeout");
     let mut sent = 0;
     for h in 0..Q_HOSTS {
         let mut lines = String::new();
