@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const HELP: &str = "\
-rtsd-bench: rtsd, VictoriaMetrics and OpenTSDB 2.4.1 side by side (shared/spec/performance.md)
+rtsd-bench: rtsd (on RocksDB or HBase), VictoriaMetrics and OpenTSDB 2.4.1 side by side (shared/spec/performance.md)
 
 USAGE:
   rtsd-bench run  [OPTIONS]   start each server per measurement, ingest, measure, check; print the table and
@@ -29,8 +29,11 @@ OPTIONS:
   --per-request N    points per /api/put request (default 1000)
   --only LIST        comma-separated scenarios: a-telnet,a-http,b (default), a-import (`rtsd import` of A's
                      lines into a stopped directory; with a-telnet, the import/telnet ratio: issue 4's bar)
-  --servers LIST     rtsd,vm,opentsdb (default rtsd,vm); opentsdb is OpenTSDB 2.4.1 on a fresh HBase test bed
-                     (scripts/hbase-cluster + scripts/opentsdb-ref: Java 17 and Maven) per measurement
+  --servers LIST     rtsd,vm,opentsdb,rtsd-hbase (default rtsd,vm); opentsdb is OpenTSDB 2.4.1 on a fresh HBase
+                     test bed (scripts/hbase-cluster + scripts/opentsdb-ref: Java 17 and Maven) per measurement;
+                     rtsd-hbase is the rtsd binary with rtsd.storage.engine=hbase on a fresh test bed of its own
+                     per measurement. With both on HBase the table has issue 21's bar (>= 5x OpenTSDB's ingest,
+                     <= 0.5x its q1); with rtsd and rtsd-hbase, what the move to HBase costs on one box
   --rtsd PATH        the rtsd binary (default <workspace>/target/release/rtsd)
   --vm PATH          the victoria-metrics binary (default: from PATH)
   --scratch DIR      scratch directory (default $TMPDIR/rtsd-bench-<pid>; removed at the end)
@@ -116,17 +119,7 @@ fn real_main(args: &[String]) -> Result<(), String> {
                     .map(|s| Scenario::parse(s.trim()).ok_or_else(|| format!("unknown scenario {s:?}")))
                     .collect::<Result<_, _>>()?
             }
-            "--servers" => {
-                opts.servers = value(i)?
-                    .split(',')
-                    .map(|s| match s.trim() {
-                        "rtsd" => Ok(Kind::Rtsd),
-                        "vm" => Ok(Kind::Vm),
-                        "opentsdb" => Ok(Kind::OpenTsdb),
-                        o => Err(format!("unknown server {o:?}")),
-                    })
-                    .collect::<Result<_, _>>()?
-            }
+            "--servers" => opts.servers = server::parse_servers(&value(i)?)?,
             "--rtsd" => opts.rtsd = PathBuf::from(value(i)?),
             "--vm" => opts.vm = PathBuf::from(value(i)?),
             "--scratch" => opts.scratch = PathBuf::from(value(i)?),

@@ -63,6 +63,47 @@ struct Figure {
     bar: Bar,
 }
 
+/// Figures of the server's own process alone, which differ from the whole only on an HBase test bed: in the pair
+/// tables, not in the rtsd/VM table.
+const OWN: &[Figure] = &[
+    Figure {
+        key: "a_telnet.per_cpu_own",
+        label: "points per CPU-second of the TSD process alone, A telnet",
+        bar: Bar::None,
+    },
+    Figure {
+        key: "a_http.per_cpu_own",
+        label: "points per CPU-second of the TSD process alone, A HTTP",
+        bar: Bar::None,
+    },
+    Figure { key: "b.per_cpu_own", label: "points per CPU-second of the TSD process alone, B telnet", bar: Bar::None },
+    Figure { key: "a_telnet.rss_own", label: "peak RSS of the TSD process alone, A telnet (MiB)", bar: Bar::None },
+    Figure { key: "a_http.rss_own", label: "peak RSS of the TSD process alone, A HTTP (MiB)", bar: Bar::None },
+    Figure { key: "b.rss_own", label: "peak RSS of the TSD process alone, B (MiB)", bar: Bar::None },
+];
+
+/// The pairs compared figure by figure when both ran: (subject, peer), the ratio subject/peer.
+pub const PAIRS: &[(Kind, Kind)] =
+    &[(Kind::Rtsd, Kind::OpenTsdb), (Kind::RtsdHbase, Kind::OpenTsdb), (Kind::RtsdHbase, Kind::Rtsd)];
+
+/// The bar a pair's figure has: issue 21 item 5 for rtsd-on-HBase against OpenTSDB on the same test bed (at least
+/// 5x its ingest rates, at most 0.5x its q1 latency). The spec's other bars are against VictoriaMetrics.
+fn pair_bar(subject: Kind, peer: Kind, key: &str) -> Bar {
+    match (subject, peer, key) {
+        (Kind::RtsdHbase, Kind::OpenTsdb, "a_telnet.rate" | "a_http.rate" | "b.rate") => Bar::RatioAtLeast(5.0),
+        (Kind::RtsdHbase, Kind::OpenTsdb, "b.q1") => Bar::RatioAtMost(0.5),
+        _ => Bar::None,
+    }
+}
+
+/// A server's column title in a pair table: rtsd beside rtsd-on-HBase is rtsd-on-RocksDB.
+fn column(kind: Kind, other: Kind) -> &'static str {
+    match (kind, other) {
+        (Kind::Rtsd, Kind::RtsdHbase) => "rtsd-on-RocksDB",
+        _ => kind.label(),
+    }
+}
+
 const FIGURES: &[Figure] = &[
     Figure { key: "a_telnet.rate", label: "telnet put ingest, A (points/s)", bar: Bar::RatioAtLeast(1.5) },
     Figure { key: "a_http.rate", label: "HTTP /api/put ingest, A (points/s)", bar: Bar::RatioAtLeast(1.5) },
@@ -173,24 +214,43 @@ pub fn table(samples: &Samples, servers: &[Kind]) -> String {
     out
 }
 
-/// rtsd against another peer (OpenTSDB 2.4.1) as Markdown, figure by figure with the ratio rtsd/peer; `None`
-/// when the peer measured nothing. No bar: the spec's bars are against VictoriaMetrics.
-pub fn peer_table(samples: &Samples, peer: Kind) -> Option<String> {
-    let mut out = format!("| figure | rtsd | {} | rtsd/{} |\n|---|---|---|---|\n", peer.label(), peer.label());
+/// `subject` against `peer` as Markdown, figure by figure with the ratio subject/peer, and the pair's bar where it
+/// has one ([`pair_bar`]); `None` when the peer measured nothing.
+pub fn pair_table(samples: &Samples, subject: Kind, peer: Kind) -> Option<String> {
+    let (a, b) = (column(subject, peer), column(peer, subject));
+    let bars = FIGURES.iter().any(|f| !matches!(pair_bar(subject, peer, f.key), Bar::None));
+    let mut out = if bars {
+        format!("| figure | {a} | {b} | {a}/{b} | bar | verdict |\n|---|---|---|---|---|---|\n")
+    } else {
+        format!("| figure | {a} | {b} | {a}/{b} |\n|---|---|---|---|\n")
+    };
     let mut any = false;
-    for f in FIGURES {
-        let (r, p) = (samples.get(f.key, Kind::Rtsd), samples.get(f.key, peer));
+    for f in FIGURES.iter().chain(OWN) {
+        let (r, p) = (samples.get(f.key, subject), samples.get(f.key, peer));
         if p.is_empty() {
+            continue;
+        }
+        // The own-process rows say something only where one side ran on a test bed.
+        if OWN.iter().any(|o| o.key == f.key) && !(subject.on_hbase() || peer.on_hbase()) {
             continue;
         }
         any = true;
         let ratio = if r.is_empty() { f64::NAN } else { median(r) / median(p) };
-        let ratio = match ratio {
+        let shown = match ratio {
             x if !x.is_finite() => "-".into(),
             x if x < 0.1 => format!("{x:.4}x"),
             x => format!("{x:.2}x"),
         };
-        out.push_str(&format!("| {} | {} | {} | {ratio} |\n", f.label, cell(r), cell(p)));
+        out.push_str(&format!("| {} | {} | {} | {shown} |", f.label, cell(r), cell(p)));
+        if bars {
+            let (bar, verdict) = match pair_bar(subject, peer, f.key) {
+                Bar::RatioAtLeast(x) => (format!(">= {x}x"), verdict(ratio, ratio >= x)),
+                Bar::RatioAtMost(x) => (format!("<= {x}x"), verdict(ratio, ratio <= x)),
+                Bar::None | Bar::AbsAtMost(_) => (String::new(), String::new()),
+            };
+            out.push_str(&format!(" {bar} | {verdict} |"));
+        }
+        out.push('\n');
     }
     any.then_some(out)
 }
@@ -399,6 +459,42 @@ mod tests {
         assert!(t.contains("| telnet put ingest, A (points/s) | 2.00 M (1.90 M–2.20 M) | 1.00 M (900 k–1.10 M) | 2.00x | >= 1.5x | meets |"), "{t}");
         assert!(t.contains("| q1 latency, B warm (ms) | 60.0 | 80.0 | 0.75x | <= 0.5x | misses |"), "{t}");
         assert!(!t.contains("HTTP"));
+    }
+
+    #[test]
+    fn pair_tables_carry_issue_21s_bar_for_rtsd_on_hbase_against_opentsdb() {
+        let mut s = Samples::default();
+        assert_eq!(pair_table(&s, Kind::RtsdHbase, Kind::OpenTsdb), None);
+        s.add("a_telnet.rate", Kind::RtsdHbase, 60_000.0);
+        s.add("a_telnet.rate", Kind::OpenTsdb, 10_000.0);
+        s.add("a_http.rate", Kind::RtsdHbase, 40_000.0);
+        s.add("a_http.rate", Kind::OpenTsdb, 10_000.0);
+        s.add("b.q1", Kind::RtsdHbase, 100.0);
+        s.add("b.q1", Kind::OpenTsdb, 1000.0);
+        s.add("a_telnet.per_cpu_own", Kind::RtsdHbase, 500_000.0);
+        s.add("a_telnet.per_cpu_own", Kind::OpenTsdb, 50_000.0);
+        let t = pair_table(&s, Kind::RtsdHbase, Kind::OpenTsdb).unwrap();
+        assert!(t.starts_with("| figure | rtsd-on-HBase | OpenTSDB | rtsd-on-HBase/OpenTSDB | bar | verdict |"), "{t}");
+        assert!(t.contains("| telnet put ingest, A (points/s) | 60 k | 10 k | 6.00x | >= 5x | meets |"), "{t}");
+        assert!(t.contains("| HTTP /api/put ingest, A (points/s) | 40 k | 10 k | 4.00x | >= 5x | misses |"), "{t}");
+        assert!(t.contains("| q1 latency, B warm (ms) | 100 | 1000 | 0.10x | <= 0.5x | meets |"), "{t}");
+        assert!(
+            t.contains("| points per CPU-second of the TSD process alone, A telnet | 500 k | 50 k | 10.00x |  |  |"),
+            "{t}"
+        );
+        // rtsd-on-HBase against rtsd on RocksDB: no bar, and the RocksDB column says so.
+        s.add("a_telnet.rate", Kind::Rtsd, 120_000.0);
+        s.add("a_telnet.per_cpu_own", Kind::Rtsd, 1_000_000.0);
+        let t = pair_table(&s, Kind::RtsdHbase, Kind::Rtsd).unwrap();
+        assert!(t.starts_with("| figure | rtsd-on-HBase | rtsd-on-RocksDB | rtsd-on-HBase/rtsd-on-RocksDB |\n"), "{t}");
+        assert!(t.contains("| telnet put ingest, A (points/s) | 60 k | 120 k | 0.50x |\n"), "{t}");
+        assert!(t.contains("TSD process alone, A telnet | 500 k | 1.00 M | 0.50x |"), "{t}");
+        // rtsd on RocksDB against OpenTSDB: as before (no bar columns).
+        let t = pair_table(&s, Kind::Rtsd, Kind::OpenTsdb).unwrap();
+        assert!(t.contains("| telnet put ingest, A (points/s) | 120 k | 10 k | 12.00x |\n"), "{t}");
+        // The rtsd/VM table leaves the own-process rows out (there they equal the whole).
+        s.add("a_telnet.per_cpu_own", Kind::Vm, 1.0);
+        assert!(!table(&s, &[Kind::Rtsd, Kind::Vm]).contains("alone"));
     }
 
     #[test]

@@ -102,16 +102,17 @@ pub struct Session {
 
 /// Runs the whole benchmark; prints progress on stderr and the table on stdout; appends to the results file.
 pub fn run(opts: &Options) -> Result<(), String> {
-    if !opts.rtsd.is_file() && opts.servers.contains(&Kind::Rtsd) {
+    let rtsd_runs = opts.servers.iter().any(|k| matches!(k, Kind::Rtsd | Kind::RtsdHbase));
+    if !opts.rtsd.is_file() && rtsd_runs {
         return Err(format!("{} not found: run `cargo build --release --bin rtsd` first", opts.rtsd.display()));
     }
     if !opts.vm.is_file() && opts.servers.contains(&Kind::Vm) {
         return Err(format!("{} not found: `apt-get install -y victoria-metrics`", opts.vm.display()));
     }
-    if opts.servers.contains(&Kind::OpenTsdb) {
+    if let Some(k) = opts.servers.iter().find(|k| k.on_hbase()) {
         for tool in ["java", "mvn"] {
             if server::which(tool).is_none() {
-                return Err(format!("OpenTSDB's test bed needs {tool}: run scripts/install-test-deps"));
+                return Err(format!("{}'s HBase test bed needs {tool}: run scripts/install-test-deps", k.label()));
             }
         }
     }
@@ -121,7 +122,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let rtsd_path = opts.rtsd.clone();
     let rtsd_built = std::fs::metadata(&opts.rtsd).and_then(|m| m.modified()).ok();
     let mut opts = opts.clone();
-    if opts.servers.contains(&Kind::Rtsd) {
+    if rtsd_runs {
         let copy = opts.scratch.join("rtsd-under-test");
         std::fs::copy(&opts.rtsd, &copy).map_err(|e| format!("copying {}: {e}", opts.rtsd.display()))?;
         opts.rtsd = copy;
@@ -143,11 +144,26 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let load_after = loadavg();
     let mut table =
         if opts.servers.contains(&Kind::Vm) { report::table(&s.samples, &opts.servers) } else { String::new() };
-    if let Some(peer) = report::peer_table(&s.samples, Kind::OpenTsdb) {
-        if !table.is_empty() {
-            table.push('\n');
+    for (a, b) in report::PAIRS {
+        if !(opts.servers.contains(a) && opts.servers.contains(b)) {
+            continue;
         }
-        table.push_str(&peer);
+        if let Some(pair) = report::pair_table(&s.samples, *a, *b) {
+            if !table.is_empty() {
+                table.push('\n');
+            }
+            table.push_str(&pair);
+        }
+    }
+    if opts.servers.iter().any(|k| k.on_hbase()) {
+        s.notes.push(
+            "On an HBase test bed (OpenTSDB, rtsd-on-HBase: ZooKeeper, an HMaster and 3 region servers, each a JVM, \
+             fresh per measurement): 'points per server CPU-second', 'server CPU-s until settled' and 'peak RSS' \
+             count the server's process and the cluster's JVMs; the rows '... process alone' count only rtsd's \
+             process or OpenTSDB's TSD JVM; disk is the cluster's HBase root directory (HFiles and WALs) after \
+             the server and the cluster stopped."
+                .into(),
+        );
     }
     if let Some(import) = report::import_table(&s.samples) {
         table.push('\n');
@@ -302,8 +318,18 @@ struct Ingest {
     stored: u64,
     cpu_s: Option<f64>,
     peak_rss_kib: Option<u64>,
+    /// The server's own process alone (without a test bed's JVMs).
+    cpu_own_s: Option<f64>,
+    peak_rss_own_kib: Option<u64>,
     outcome: load::Outcome,
     writer_done: Option<Duration>,
+}
+
+/// How long an ingest may store nothing new after the clients sent everything before it is given up. On HBase a
+/// data set's first points wait for its UIDs, each a few round trips to the cluster (rtsd-on-HBase assigned
+/// ~6 per second on a loaded 2-core machine: A's 1,100 names took minutes before the first point was counted).
+fn stall_limit(kind: Kind) -> Duration {
+    Duration::from_secs(if kind.on_hbase() { 180 } else { 20 })
 }
 
 fn ingest(server: &mut Server, proto: Proto, wire: &Wire, expected: u64, min_rate: f64) -> Result<Ingest, String> {
@@ -316,6 +342,7 @@ fn ingest(server: &mut Server, proto: Proto, wire: &Wire, expected: u64, min_rat
     }
     .map_err(|e| format!("connecting: {e}"))?;
     let cpu0 = server.cpu_seconds();
+    let own0 = server.cpu_seconds_own();
     let t0 = clients.go();
     let mut last = (0u64, Instant::now());
     let (elapsed, stored) = loop {
@@ -334,7 +361,7 @@ fn ingest(server: &mut Server, proto: Proto, wire: &Wire, expected: u64, min_rat
         if now > deadline {
             break (now - t0, n);
         }
-        if clients.all_finished() && now - last.1 > Duration::from_secs(20) {
+        if clients.all_finished() && now - last.1 > stall_limit(server.kind) {
             break (now - t0, n);
         }
         if !server.running() {
@@ -342,12 +369,14 @@ fn ingest(server: &mut Server, proto: Proto, wire: &Wire, expected: u64, min_rat
         }
     };
     let cpu_s = cpu0.zip(server.cpu_seconds()).map(|(a, b)| b - a);
+    let cpu_own_s = own0.zip(server.cpu_seconds_own()).map(|(a, b)| b - a);
     let peak_rss_kib = server.peak_rss_kib();
+    let peak_rss_own_kib = server.peak_rss_kib_own();
     let outcome = clients.finish(Duration::from_secs(5));
     let writer_done = outcome.all_done_at().map(|t| t.saturating_duration_since(t0));
     // Anything counted beyond the points sent would be a counting bug: look once more.
     let stored = stored.max(server.stored(proto)?.saturating_sub(base));
-    Ok(Ingest { elapsed, stored, cpu_s, peak_rss_kib, outcome, writer_done })
+    Ok(Ingest { elapsed, stored, cpu_s, peak_rss_kib, cpu_own_s, peak_rss_own_kib, outcome, writer_done })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -361,27 +390,40 @@ fn measure(
     s: &mut Session,
     answers: &mut Answers,
 ) -> Result<(), String> {
-    let bin = match kind {
-        Kind::Rtsd => &opts.rtsd,
-        Kind::Vm => &opts.vm,
-        Kind::OpenTsdb => &opts.scripts,
-    };
     let dir = opts.scratch.join(format!("{}-{}-run{}", scenario_key(scenario), kind.short(), run + 1));
-    let mut server = Server::start(kind, bin, &dir)?;
+    let mut server = match kind {
+        Kind::Rtsd => Server::start(kind, &opts.rtsd, &dir)?,
+        Kind::Vm => Server::start(kind, &opts.vm, &dir)?,
+        Kind::OpenTsdb => Server::start(kind, &opts.scripts, &dir)?,
+        Kind::RtsdHbase => Server::start_rtsd_hbase(&opts.rtsd, &opts.scripts, &dir, &[])?,
+    };
     let proto = if scenario == Scenario::AHttp { Proto::Http } else { Proto::Telnet };
     let tag = format!("[run {}/{}] {} {}", run + 1, opts.runs, scenario.label(), kind.label());
     let ing = ingest(&mut server, proto, wire, set.points(), opts.min_rate)?;
     let cpu_ingested = server.cpu_seconds();
+    if kind == Kind::RtsdHbase {
+        // What the ingest cost rtsd (UIDs assigned, engine write latencies), kept beside the measurement.
+        if let Ok(m) = server.metrics() {
+            let _ = std::fs::write(dir.join("metrics-after-ingest.txt"), m);
+        }
+    }
     let rate = ing.stored as f64 / ing.elapsed.as_secs_f64();
+    let secs = |c: Option<f64>| c.map(|c| format!("{c:.2} s")).unwrap_or("-".into());
+    let mib = |k: Option<u64>| k.map(|k| format!("{:.0} MiB", k as f64 / 1024.0)).unwrap_or("-".into());
     eprintln!(
-        "{tag}: {} of {} points stored in {:.2} s = {} points/s (client done at {}), server CPU {}, peak RSS {}",
+        "{tag}: {} of {} points stored in {:.2} s = {} points/s (client done at {}), server CPU {}, peak RSS {}{}",
         ing.stored,
         set.points(),
         ing.elapsed.as_secs_f64(),
         report::si(rate),
         ing.writer_done.map(|d| format!("{:.2} s", d.as_secs_f64())).unwrap_or("-".into()),
-        ing.cpu_s.map(|c| format!("{c:.2} s")).unwrap_or("-".into()),
-        ing.peak_rss_kib.map(|k| format!("{:.0} MiB", k as f64 / 1024.0)).unwrap_or("-".into()),
+        secs(ing.cpu_s),
+        mib(ing.peak_rss_kib),
+        if kind.on_hbase() {
+            format!(" (its own process alone: CPU {}, peak RSS {})", secs(ing.cpu_own_s), mib(ing.peak_rss_own_kib))
+        } else {
+            String::new()
+        },
     );
     let key = scenario_key(scenario);
     let all_stored = ing.stored == set.points();
@@ -424,6 +466,12 @@ fn measure(
     if let Some(k) = ing.peak_rss_kib {
         s.samples.add(&format!("{key}.rss"), kind, k as f64 / 1024.0);
     }
+    if let Some(c) = ing.cpu_own_s.filter(|c| *c > 0.0) {
+        s.samples.add(&format!("{key}.per_cpu_own"), kind, ing.stored as f64 / c);
+    }
+    if let Some(k) = ing.peak_rss_own_kib {
+        s.samples.add(&format!("{key}.rss_own"), kind, k as f64 / 1024.0);
+    }
     if scenario == Scenario::AHttp {
         server.stop(Duration::from_secs(120))?;
         return Ok(());
@@ -464,6 +512,16 @@ fn measure(
                 Err(e) => s.checks.push(Check::fail(what, e)),
             }
             eprintln!("{tag}: {q} median {ms:.2} ms over {} runs ({} buckets)", opts.q_repeats, answer.len());
+            if q == "q1" && matches!(kind, Kind::Rtsd | Kind::RtsdHbase) {
+                // Where rtsd's q1 time goes: its statsSummary, kept beside the measurement (see --keep).
+                let path = format!("{}&show_stats", query_path(kind, set, hosts));
+                if let Ok(r) = http::get(server.api, &path, Duration::from_secs(300)) {
+                    let _ = std::fs::write(dir.join("q1-show-stats.json"), &r.body);
+                    let text = r.text();
+                    let summary = text.find("\"statsSummary\"").map(|i| &text[i..]).unwrap_or("");
+                    eprintln!("{tag}: q1 statsSummary {}", summary.chars().take(1500).collect::<String>());
+                }
+            }
             s.samples.add(&format!("b.{q}"), kind, ms);
             answers.entry((run, q)).or_default().push((kind, answer));
         }
@@ -668,7 +726,7 @@ fn query_path(kind: Kind, set: &DataSet, hosts: Option<&[u32]>) -> String {
     let last_bucket = set.last_ts - set.last_ts.rem_euclid(60);
     let names = |sep: &str| hosts.map(|h| h.iter().map(|&h| data::host_name(h)).collect::<Vec<_>>().join(sep));
     match kind {
-        Kind::Rtsd | Kind::OpenTsdb => {
+        Kind::Rtsd | Kind::RtsdHbase | Kind::OpenTsdb => {
             let filter = match (hosts, names("|")) {
                 (Some([_]), Some(name)) => format!("{{host={name}}}"),
                 // In the second braces: a filter that does not group by host.
@@ -704,7 +762,7 @@ fn parse_answer(kind: Kind, body: &[u8]) -> Result<Vec<(i64, f64)>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("answer is not JSON: {e}"))?;
     let mut out = Vec::new();
     match kind {
-        Kind::Rtsd | Kind::OpenTsdb => {
+        Kind::Rtsd | Kind::RtsdHbase | Kind::OpenTsdb => {
             let arr = v.as_array().ok_or("answer is not an array")?;
             if arr.len() != 1 {
                 return Err(format!("{} result groups, expected 1", arr.len()));
@@ -788,7 +846,7 @@ fn visibility(server: &Server, probes: usize) -> Result<Vec<f64>, String> {
             return Err(format!("put answered {}: {}", r.status, r.text()));
         }
         let path = match server.kind {
-            Kind::Rtsd | Kind::OpenTsdb => {
+            Kind::Rtsd | Kind::RtsdHbase | Kind::OpenTsdb => {
                 format!("/api/query?start={}&end={}&m={}", ts - 1, ts + 1, enc("sum:bench.visible{host=probe}"))
             }
             Kind::Vm => format!(
@@ -825,7 +883,7 @@ fn visibility(server: &Server, probes: usize) -> Result<Vec<f64>, String> {
 fn sees(kind: Kind, body: &[u8], ts: i64, value: i64) -> bool {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
     match kind {
-        Kind::Rtsd | Kind::OpenTsdb => v
+        Kind::Rtsd | Kind::RtsdHbase | Kind::OpenTsdb => v
             .as_array()
             .and_then(|a| a.first())
             .and_then(|g| g["dps"].get(ts.to_string()))

@@ -182,7 +182,7 @@ fn soak(o: &Options, kind: Kind, scratch: &Path) -> Result<Vec<Sample>, String> 
     let (bin, extra): (&Path, Vec<String>) = match kind {
         Kind::Rtsd => (&o.rtsd, o.set.iter().flat_map(|s| ["--set".to_string(), s.clone()]).collect()),
         Kind::Vm => (&o.vm, Vec::new()),
-        Kind::OpenTsdb => return Err("the soak runs rtsd and VictoriaMetrics only".into()),
+        Kind::OpenTsdb | Kind::RtsdHbase => return Err("the soak runs rtsd and VictoriaMetrics only".into()),
     };
     let mut server = Server::start_with_args(kind, bin, scratch, &extra)?;
     let stop = Arc::new(AtomicBool::new(false));
