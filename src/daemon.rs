@@ -168,7 +168,7 @@ const FOLD_POLL_MS: u64 = 200;
 /// Rows of passed hours that make the rollup task fold before its period is up.
 const FOLD_BACKLOG_ROWS: usize = 1024;
 /// Rows per fold of passed hours: how long a query's own fold may wait for the daemon's.
-const FOLD_CHUNK_ROWS: usize = 1024;
+const FOLD_CHUNK_ROWS: usize = 512;
 
 /// Writes the in-memory series table's points into their rows (see `store::pending`) once it holds
 /// [`FLUSH_POINTS`] points or its oldest points waited [`FLUSH_INTERVAL_MS`]. A flush costs a merge operand, a

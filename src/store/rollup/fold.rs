@@ -154,7 +154,22 @@ impl Store {
             _ => None,
         };
         let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
-        let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // The lock is not fair: the daemon's folds of passed hours, one chunk after the other, step aside for a
+        // query's (or a full) fold waiting for it, which otherwise waited for the whole backlog.
+        let _one_at_a_time = match select {
+            Select::Closed(_) => {
+                while self.rollups.fold_waiting.load(Ordering::Acquire) > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner())
+            }
+            _ => {
+                self.rollups.fold_waiting.fetch_add(1, Ordering::AcqRel);
+                let locked = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.rollups.fold_waiting.fetch_sub(1, Ordering::AcqRel);
+                locked
+            }
+        };
         // Through the gate, every mark of generation <= `last` has been written with its points.
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());

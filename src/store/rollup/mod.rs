@@ -56,6 +56,8 @@ pub(super) struct Rollups {
     auto_ids: [u8; 4],
     /// One fold at a time, so a fold that read older raw rows never writes after one that read newer ones.
     fold_lock: Mutex<()>,
+    /// Folds other than the daemon's folds of passed hours waiting for `fold_lock` (those step aside for them).
+    fold_waiting: AtomicU64,
     /// The generation new marks get.
     generation: AtomicU64,
     /// Held shared by a commit from reading the generation until its marks are written; taken exclusively by a
@@ -118,6 +120,7 @@ impl Rollups {
             auto,
             auto_ids,
             fold_lock: Mutex::new(()),
+            fold_waiting: AtomicU64::new(0),
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
             pending: Mutex::new(Notes::default()),
