@@ -111,10 +111,13 @@ pub fn read(
             }
             if !folded && !pre_aggregate {
                 // Raw points written so far must be in the rollups before they are read.
+                let t = std::time::Instant::now();
                 store.fold_rollups(Some(metric))?;
+                tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, "query: metric's rollups folded");
                 folded = true;
             }
             let family = RollupInterval::family(table);
+            let t = std::time::Instant::now();
             let answer = read_interval(
                 store,
                 engine,
@@ -124,6 +127,7 @@ pub fn read(
                 (scan_start, scan_end),
                 budget,
             )?;
+            tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, table = %interval.interval, "query: rollups read");
             last_tried = Some(interval.interval.clone());
             if !answer.series.is_empty() || answer.grid.as_ref().is_some_and(|g| !g.series.is_empty()) {
                 pass_through(engine);
@@ -433,6 +437,39 @@ mod tests {
         let query = rtsd_protocol::query::parse_get(&params, 0).expect("query parses");
         let out = execute(store, &query, QueryLimits::default()).expect("query runs");
         out.into_iter().map(|g| (g.tags, g.dps)).collect()
+    }
+
+    // issue 22 item 5: a query issued right after a burst written in time order, with the burst's passed hours
+    // folded while it went on (the daemon's `fold_closed`) and its newest hour not, answers what the raw points
+    // give, and its own fold takes only the newest hour's rows.
+    #[test]
+    fn a_query_after_a_burst_folds_only_the_newest_hour_and_answers_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::for_data_dir(dir.path(), &[("tsd.rollups.enable", "true")]).unwrap();
+        let store = crate::store::Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap();
+        // Four hours of 3 hosts, a point every 20 s (floats and integers), flushed every 40 minutes.
+        for chunk in (0..4 * 180i64).collect::<Vec<_>>().chunks(120) {
+            let mut batch = store.new_batch();
+            for &i in chunk {
+                for (h, host) in ["a", "b", "c"].iter().enumerate() {
+                    let tags: Tags = [(Cow::Borrowed("host"), Cow::Borrowed(*host))].into_iter().collect();
+                    let value = if i % 3 == 0 { Stored::Int(i + h as i64) } else { Stored::Double(i as f64 / 7.0) };
+                    let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: BASE + i * 20, value, tags };
+                    store.add_point(&mut batch, &p).unwrap();
+                }
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.flush_pending().unwrap();
+            while store.closed_backlog() > 0 {
+                store.fold_closed(2).unwrap();
+            }
+        }
+        // Left for the query: the newest hour of each host.
+        assert_eq!(store.fold_backlog(), 3);
+        for m in ["sum:1m-avg:m", "sum:1m-sum:m{host=*}", "max:10m-min:m", "sum:1h-count:m", "avg:30m-avg:m"] {
+            assert_eq!(run(&store, m, ""), run(&store, m, "rollup_raw:"), "{m}");
+        }
+        assert_eq!(store.fold_backlog(), 0);
     }
 
     proptest! {

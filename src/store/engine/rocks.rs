@@ -132,7 +132,11 @@ fn tuned(tuning: Tuning, block_cache: &rocksdb::Cache) -> Options {
         Tuning::Rollup | Tuning::RollupSlots => {
             opts.set_compression_per_level(&[Lz4, Lz4, Lz4, Lz4, Zstd, Zstd, Zstd]);
             opts.set_bottommost_compression_type(Zstd);
-            let mut table = block_options(block_cache, false);
+            // A bloom filter: the fold looks up each raw hour's one-minute row before writing it, and a row not
+            // written yet (every row of a burst's first fold) otherwise cost a block read and decompression in
+            // every level-0 file; folding a burst then slowed down as it went (issue 22 item 5: 30 us a row at
+            // first, 500-900 us by the end of data set B). About 1.2 bytes per row (a row holds an hour).
+            let mut table = block_options(block_cache, true);
             if tuning == Tuning::RollupSlots {
                 // A one-minute slot row is ~1 KB, so a wide query (every series' rows of a day) met a block, and
                 // its cache lookup, every ~4 rows (q1 of data set B: 7 % fewer instructions with 16 KB), and

@@ -69,6 +69,26 @@ pub(super) fn sum_value(int_sum: Option<i64>, ints: bool, dsum: f64) -> Value {
     }
 }
 
+/// Which rows a fold takes.
+#[derive(Debug, Clone, Copy)]
+enum Select<'m> {
+    /// Every row with a mark (a full fold).
+    All,
+    /// The rows of one metric (a query's).
+    Metric(&'m [u8]),
+    /// At most this many rows of hours older than the newest hour written.
+    Closed(usize),
+}
+
+/// Adds the time since its start to a total when dropped (on every return path of a callback).
+struct Elapsed<'a>(&'a mut std::time::Duration, std::time::Instant);
+
+impl Drop for Elapsed<'_> {
+    fn drop(&mut self) {
+        *self.0 += self.1.elapsed();
+    }
+}
+
 impl Store {
     /// Folds every raw row with pending changes (of `metric` only, when given) into the automatic rollup tables.
     /// Returns the rows folded. Queries call it for their metric before reading a rollup table, so rollups never
@@ -83,7 +103,9 @@ impl Store {
             return Ok(0);
         }
         // Raw points still in the series table have no marks yet: write them (with their marks) first.
+        let t = std::time::Instant::now();
         self.settle()?;
+        tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, "fold: settled");
         self.fold_flushed(metric)
     }
 
@@ -91,24 +113,79 @@ impl Store {
     /// fold after their flush: what the daemon's periodic fold does, so that it never forces a flush (each flush
     /// costs a merge per row, so fewer and larger flushes make ingest cheaper); a query's fold settles first.
     pub fn fold_flushed(&self, metric: Option<&[u8]>) -> Result<u64, StoreError> {
+        self.fold_selected(match metric {
+            Some(m) => Select::Metric(m),
+            None => Select::All,
+        })
+    }
+
+    /// Rows of raw hours older than the newest hour written, noted and not folded yet (see
+    /// [`Store::fold_closed`]).
+    pub fn closed_backlog(&self) -> usize {
+        if !self.rollups.auto() || self.rollups.read_only {
+            return 0;
+        }
+        self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner()).closed()
+    }
+
+    /// Raw rows written and not folded yet that the notes know of (a query's fold of their metric folds them).
+    pub fn fold_backlog(&self) -> usize {
+        self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner()).len
+    }
+
+    /// Folds at most `limit` of the rows [`Store::closed_backlog`] counts: what the daemon does while a burst of
+    /// writes goes on (issue 22 item 5). A burst in time order (a backfill, a collector catching up) moves past
+    /// its hours one after the other; folding each as it is passed leaves a query right after the burst only
+    /// the newest hour to fold, where waiting for the periodic fold left it the whole burst. Rows of the newest
+    /// hour, which are still being written, are left to the periodic fold (folding them now would fold them
+    /// again at every flush). Like a query's fold of one metric, it folds from the notes and leaves the stored
+    /// marks to the next full fold, which skips the rows folded here.
+    pub fn fold_closed(&self, limit: usize) -> Result<u64, StoreError> {
+        self.fold_selected(Select::Closed(limit))
+    }
+
+    fn fold_selected(&self, select: Select<'_>) -> Result<u64, StoreError> {
         if !self.rollups.auto() || self.rollups.read_only {
             return Ok(0);
         }
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let metric = match select {
+            Select::Metric(m) => Some(m),
+            _ => None,
+        };
         let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
-        let _one_at_a_time = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // The lock is not fair: the daemon's folds of passed hours, one chunk after the other, step aside for a
+        // query's (or a full) fold waiting for it, which otherwise waited for the whole backlog.
+        let _one_at_a_time = match select {
+            Select::Closed(_) => {
+                while self.rollups.fold_waiting.load(Ordering::Acquire) > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner())
+            }
+            _ => {
+                self.rollups.fold_waiting.fetch_add(1, Ordering::AcqRel);
+                let locked = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.rollups.fold_waiting.fetch_sub(1, Ordering::AcqRel);
+                locked
+            }
+        };
         // Through the gate, every mark of generation <= `last` has been written with its points.
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
-            let notes = pending.take(metric);
-            let read_marks = match metric {
-                None => {
+            let (notes, read_marks) = match select {
+                Select::All => {
                     self.rollups.unnoted.store(false, Ordering::Release);
-                    true
+                    (pending.take(None, sw..sw + mw), true)
                 }
-                Some(_) => self.rollups.unnoted.load(Ordering::Acquire),
+                Select::Metric(m) => (pending.take(Some(m), sw..sw + mw), self.rollups.unnoted.load(Ordering::Acquire)),
+                // Stored marks without a note are left to the full fold.
+                Select::Closed(limit) => (pending.take_closed(sw..sw + mw, limit), false),
             };
+            if notes.is_empty() && !read_marks {
+                return Ok(0);
+            }
             (self.rollups.generation.fetch_add(1, Ordering::AcqRel), notes, read_marks)
         };
         // Per raw row, what changed: the note, or for a stored mark without one the whole row.
@@ -147,6 +224,8 @@ impl Store {
             iter.status()?;
         }
         let rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
+        let started = std::time::Instant::now();
+        let (mut in_rows, mut in_write) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
         // The fold reads each changed row once: keeping those blocks would fill the block cache with what ingest
         // wrote (RSS) and push out what queries read.
         let no_fill = ReadHints { fill_cache: false };
@@ -156,6 +235,8 @@ impl Store {
             let mut late = 0u64;
             let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
             self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
+                let t = std::time::Instant::now();
+                let _time = Elapsed(&mut in_rows, t);
                 let (key, change) = &chunk[i];
                 let raw = raw.unwrap_or_default();
                 let hour = codec::row_base_time(key, sw, mw);
@@ -173,17 +254,27 @@ impl Store {
                 }
                 Ok(())
             })?;
+            let t = std::time::Instant::now();
             self.engine.write(batch, Durability::Logged)?;
+            in_write += t.elapsed();
             self.metrics.rollups(buckets_written, late);
         }
+        tracing::debug!(
+            ?select,
+            rows = rows.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            fold_row_ms = in_rows.as_secs_f64() * 1e3,
+            write_ms = in_write.as_secs_f64() * 1e3,
+            "fold: rows folded"
+        );
         let mut refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
-        match metric {
-            Some(_) => {
+        match select {
+            Select::Metric(_) | Select::Closed(_) => {
                 for (row, _) in &rows {
                     refolded.insert(row.clone(), last);
                 }
             }
-            None => {
+            Select::All => {
                 // Every mark up to `last` is handled: one range tombstone.
                 let mut batch = WriteBatch::default();
                 batch.delete_range(CF_ROLLUP_DIRTY, &[0u8; 8], &(last + 1).to_be_bytes());

@@ -56,6 +56,8 @@ pub(super) struct Rollups {
     auto_ids: [u8; 4],
     /// One fold at a time, so a fold that read older raw rows never writes after one that read newer ones.
     fold_lock: Mutex<()>,
+    /// Folds other than the daemon's folds of passed hours waiting for `fold_lock` (those step aside for them).
+    fold_waiting: AtomicU64,
     /// The generation new marks get.
     generation: AtomicU64,
     /// Held shared by a commit from reading the generation until its marks are written; taken exclusively by a
@@ -118,6 +120,7 @@ impl Rollups {
             auto,
             auto_ids,
             fold_lock: Mutex::new(()),
+            fold_waiting: AtomicU64::new(0),
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
             pending: Mutex::new(Notes::default()),
@@ -594,6 +597,86 @@ mod tests {
         assert_eq!(count, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(2))]);
     }
 
+    // issue 22 item 5: a burst in time order leaves the daemon hours it has moved past, which it folds while the
+    // burst goes on (`fold_closed`, by backlog size); a query right after the burst then folds only the newest
+    // hour's rows, not the burst's, and reads what a fold of everything gives.
+    #[test]
+    fn passed_hours_are_folded_during_a_burst_and_a_query_folds_only_the_newest_hour() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let base = 1356998400i64;
+        let hosts = ["a", "b", "c", "d"];
+        // Six hours of 4 series, a point every 5 minutes, written in time order and flushed every 50 minutes (as
+        // the series table flushes every 1.2 M points).
+        for chunk in (0..6 * 12i64).collect::<Vec<_>>().chunks(10) {
+            let mut batch = store.new_batch();
+            for &i in chunk {
+                for (h, host) in hosts.iter().enumerate() {
+                    let p = point("m", base + i * 300, Value::Int(i * 10 + h as i64), &[("host", host)]);
+                    store.add_point(&mut batch, &p).unwrap();
+                }
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.flush_pending().unwrap();
+        }
+        // Newest point: 05:55. Hours 00..04 ended more than a minute before it: 5 hours x 4 series passed.
+        assert_eq!(store.closed_backlog(), 20);
+        assert_eq!(store.fold_closed(8).unwrap(), 8);
+        assert_eq!(store.closed_backlog(), 12);
+        while store.closed_backlog() > 0 {
+            assert!(store.fold_closed(8).unwrap() > 0);
+        }
+        // What is left for the query: the newest hour of each series, and nothing of the passed hours.
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        assert_eq!(store.fold_rollups(Some(metric.as_bytes())).unwrap(), 4);
+        let config = store.rollup_settings().config.clone().unwrap();
+        let read = |store: &Store| {
+            ["1m", "10m", "1h"]
+                .iter()
+                .map(|iv| {
+                    let iv = config.interval(iv).unwrap();
+                    let got = store
+                        .read_rollup(
+                            &RollupInterval::family(&iv.table),
+                            iv,
+                            &[0, 1, 2, 3],
+                            metric.as_bytes(),
+                            0,
+                            i64::MAX / 2,
+                            &mut Default::default(),
+                            |_| Ok(true),
+                        )
+                        .unwrap();
+                    got.into_iter().map(|s| s.values).collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        };
+        let got = read(&store);
+        // The 1h buckets: per series and hour, 12 points i*10+h, i = 12*hour .. 12*hour+11.
+        for (h, series) in got[2].iter().enumerate() {
+            let want: Vec<(i64, Value)> = (0..6i64)
+                .map(|hour| {
+                    ((base + hour * 3600) * 1000, Value::Int((0..12).map(|k| (hour * 12 + k) * 10 + h as i64).sum()))
+                })
+                .collect();
+            assert_eq!(series[0], want, "host {h}");
+        }
+        // A full fold (the periodic one, which also drops the stored marks) changes nothing.
+        store.fold_rollups(None).unwrap();
+        assert!(family_rows(&store, CF_ROLLUP_DIRTY).is_empty());
+        assert_eq!(read(&store), got);
+        // A late point into a passed hour is folded again, by the next fold of passed hours.
+        let mut batch = store.new_batch();
+        store.add_point(&mut batch, &point("m", base + 1, Value::Int(1000), &[("host", "a")])).unwrap();
+        store.commit(&mut batch, false).unwrap();
+        store.flush_pending().unwrap();
+        assert_eq!(store.closed_backlog(), 1);
+        assert_eq!(store.fold_closed(8).unwrap(), 1);
+        assert_eq!(store.fold_rollups(Some(metric.as_bytes())).unwrap(), 0);
+        let after = read(&store);
+        assert_eq!(after[2][0][1][0], (base * 1000, Value::Int(13)), "count of host a's first hour");
+    }
+
     // `fsck --fix` and `scan --delete` rewrite or delete raw rows: the rollups follow what is left.
     #[test]
     fn rewritten_and_deleted_raw_rows_are_rolled_up_again() {
@@ -934,7 +1017,7 @@ mod tests {
         #[test]
         fn rollups_equal_the_aggregation_of_the_raw_points(
             writes in prop::collection::vec((0i64..3 * 3600, value_strategy(), any::<bool>()), 1..120),
-            folds in prop::collection::vec((0usize..120, any::<bool>()), 0..6),
+            folds in prop::collection::vec((0usize..120, 0u8..3), 0..6),
             restart in prop::option::of(0usize..120),
         ) {
             let dir = tempfile::tempdir().unwrap();
@@ -949,11 +1032,17 @@ mod tests {
                 let metric = if *other { "other" } else { "m" };
                 store.add_point(&mut batch, &point(metric, ts / 1000, *v, &[("host", "a")])).unwrap();
                 store.commit(&mut batch, false).unwrap();
-                for (at, one_metric) in &folds {
+                for (at, kind) in &folds {
                     if *at == i {
-                        // A query's fold of one metric, or the background's full fold.
+                        // A query's fold of one metric, the background's full fold, or (issue 22 item 5) the
+                        // background's fold of passed hours, a few rows at a time.
+                        if *kind == 2 {
+                            store.settle().unwrap();
+                            store.fold_closed(2).unwrap();
+                            continue;
+                        }
                         let m = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap();
-                        let m = m.filter(|_| *one_metric);
+                        let m = m.filter(|_| *kind == 1);
                         store.fold_rollups(m.as_ref().map(|u| u.as_bytes())).unwrap();
                     }
                 }
