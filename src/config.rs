@@ -402,7 +402,7 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
                 t if t.is_zero() => operation_timeout,
                 t => t.min(operation_timeout),
             };
-            Ok(crate::store::EngineChoice::HBase(HBaseOptions {
+            Ok(crate::store::EngineChoice::HBase(Box::new(HBaseOptions {
                 zk_quorum,
                 zk_basedir: p.get("tsd.storage.hbase.zk_basedir").trim().to_string(),
                 tables: HBaseTables {
@@ -422,7 +422,7 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
                 appends: p.boolean("tsd.storage.enable_appends"),
                 operation_timeout,
                 rpc_timeout,
-            }))
+            })))
         }
         _ => Err(p.invalid("rtsd.storage.engine", "the storage engine is rocksdb or hbase")),
     }

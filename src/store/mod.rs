@@ -109,7 +109,8 @@ pub enum EngineChoice {
     RocksDb,
     /// OpenTSDB's own tables on an HBase cluster, shared by any number of rtsd nodes and OpenTSDB TSDs: nothing
     /// is kept on the node (a write is acknowledged once HBase has it in its write-ahead log).
-    HBase(engine::hbase::HBaseOptions),
+    /// Boxed: the options are far larger than the RocksDB variant's nothing.
+    HBase(Box<engine::hbase::HBaseOptions>),
 }
 
 /// A storage failure: RocksDB refused, or bytes on disk make no sense.
