@@ -474,6 +474,13 @@ mod tests {
         out
     }
 
+    /// A metric's rollups of interval `iv` over all time, aggregators `ids` (indexes into the auto aggregators).
+    fn read_whole(store: &Store, iv: &RollupInterval, ids: &[u8], metric: &[u8]) -> Vec<RollupSeries> {
+        let family = RollupInterval::family(&iv.table);
+        let all = (0, i64::MAX / 2);
+        store.read_rollup(&family, iv, ids, metric, all.0, all.1, &mut Default::default(), |_| Ok(true)).unwrap()
+    }
+
     fn rollup_point(store: &Store, line: &DataPoint<'_>, spec: RollupSpec) {
         let mut dp = line.clone();
         let target = crate::rollup::prepare(store.rollup_settings(), &mut dp, &spec, &Rules::default()).unwrap();
@@ -580,18 +587,7 @@ mod tests {
         let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
         let config = store.rollup_settings().config.clone().unwrap();
         let iv = config.interval("1m").unwrap();
-        let got = store
-            .read_rollup(
-                &RollupInterval::family(&iv.table),
-                iv,
-                &[0, 1],
-                metric.as_bytes(),
-                0,
-                i64::MAX / 2,
-                &mut Default::default(),
-                |_| Ok(true),
-            )
-            .unwrap();
+        let got = read_whole(&store, iv, &[0, 1], metric.as_bytes());
         let (sum, count) = (&got[0].values[0], &got[0].values[1]);
         assert_eq!(sum, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(5))]);
         assert_eq!(count, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(2))]);
@@ -635,18 +631,7 @@ mod tests {
                 .iter()
                 .map(|iv| {
                     let iv = config.interval(iv).unwrap();
-                    let got = store
-                        .read_rollup(
-                            &RollupInterval::family(&iv.table),
-                            iv,
-                            &[0, 1, 2, 3],
-                            metric.as_bytes(),
-                            0,
-                            i64::MAX / 2,
-                            &mut Default::default(),
-                            |_| Ok(true),
-                        )
-                        .unwrap();
+                    let got = read_whole(store, iv, &[0, 1, 2, 3], metric.as_bytes());
                     got.into_iter().map(|s| s.values).collect::<Vec<_>>()
                 })
                 .collect::<Vec<_>>()
@@ -692,18 +677,7 @@ mod tests {
         let config = store.rollup_settings().config.clone().unwrap();
         let read = |iv: &str| {
             let iv = config.interval(iv).unwrap();
-            let got = store
-                .read_rollup(
-                    &RollupInterval::family(&iv.table),
-                    iv,
-                    &[0, 1],
-                    metric.as_bytes(),
-                    0,
-                    i64::MAX / 2,
-                    &mut Default::default(),
-                    |_| Ok(true),
-                )
-                .unwrap();
+            let got = read_whole(&store, iv, &[0, 1], metric.as_bytes());
             got.into_iter().map(|s| s.values).collect::<Vec<_>>()
         };
         assert_eq!(read("1m")[0][0].len(), 3);
@@ -783,18 +757,7 @@ mod tests {
         let read = |iv: &str| {
             let iv = config.interval(iv).unwrap();
             let family = RollupInterval::family(&iv.table);
-            let whole = store
-                .read_rollup(
-                    &family,
-                    iv,
-                    &[0, 1, 2, 3],
-                    metric.as_bytes(),
-                    0,
-                    i64::MAX / 2,
-                    &mut Default::default(),
-                    |_| Ok(true),
-                )
-                .unwrap();
+            let whole = read_whole(&store, iv, &[0, 1, 2, 3], metric.as_bytes());
             let tsuids: Vec<Vec<u8>> = whole.iter().map(|s| s.series.tsuid.clone()).collect();
             let targeted = store
                 .read_rollup_series(&family, iv, &[0, 1, 2, 3], &tsuids, 0, i64::MAX / 2, &mut Default::default())
@@ -892,18 +855,7 @@ mod tests {
         let config = store.rollup_settings().config.clone().unwrap();
         for interval in ["1m", "10m", "1h"] {
             let iv = config.interval(interval).unwrap();
-            let read = store
-                .read_rollup(
-                    &RollupInterval::family(&iv.table),
-                    iv,
-                    &[0, 1, 2, 3],
-                    metric.as_bytes(),
-                    0,
-                    i64::MAX / 2,
-                    &mut Default::default(),
-                    |_| Ok(true),
-                )
-                .unwrap();
+            let read = read_whole(&store, iv, &[0, 1, 2, 3], metric.as_bytes());
             let model = model_buckets(&writes, i64::from(iv.interval_secs));
             let got: Vec<(i64, f64, i64, f64, f64)> = (0..read[0].values[0].len())
                 .map(|i| {
@@ -939,18 +891,7 @@ mod tests {
         let config = store.rollup_settings().config.clone().unwrap();
         let counts = || {
             let iv = config.interval("1m").unwrap();
-            let got = store
-                .read_rollup(
-                    &RollupInterval::family(&iv.table),
-                    iv,
-                    &[1],
-                    metric().as_bytes(),
-                    0,
-                    i64::MAX / 2,
-                    &mut Default::default(),
-                    |_| Ok(true),
-                )
-                .unwrap();
+            let got = read_whole(&store, iv, &[1], metric().as_bytes());
             got.into_iter().flat_map(|s| s.values[0].clone()).collect::<Vec<_>>()
         };
         // A backlog of an hour long past the raw retention: rolled up.
@@ -1064,10 +1005,7 @@ mod tests {
             let check = |store: &Store| -> Result<(), TestCaseError> {
                 for interval in ["1m", "10m", "1h"] {
                     let iv = config.interval(interval).unwrap();
-                    let family = RollupInterval::family(&iv.table);
-                    let read = store
-                        .read_rollup(&family, iv, &[0, 1, 2, 3], metric.as_bytes(), 0, i64::MAX / 2, &mut Default::default(), |_| Ok(true))
-                        .unwrap();
+                    let read = read_whole(store, iv, &[0, 1, 2, 3], metric.as_bytes());
                     prop_assert_eq!(read.len(), 1);
                     let model = model_buckets(&writes, i64::from(iv.interval_secs));
                     let got = &read[0].values;
