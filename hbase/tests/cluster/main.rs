@@ -55,7 +55,17 @@ fn tables() -> Vec<(&'static str, &'static str, Vec<String>)> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    // libtest's arguments: names to run (substrings), `--skip NAME` (substring) to leave out, flags ignored.
+    // scripts/test passes `--skip` to every test binary of the workspace.
+    let (mut filters, mut skips) = (Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--skip" => skips.extend(it.next()),
+            flag if flag.starts_with('-') => {}
+            name => filters.push(name),
+        }
+    }
     let all = cases![
         basic::put_get_exact_bytes,
         basic::get_absent_and_families,
@@ -84,8 +94,11 @@ fn main() {
         return;
     }
     let total = all.len();
-    let cases: Vec<_> =
-        all.into_iter().filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str()))).collect();
+    let cases: Vec<_> = all
+        .into_iter()
+        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f)))
+        .filter(|(n, _)| !skips.iter().any(|s| n.contains(s.as_str())))
+        .collect();
     let filtered = total - cases.len();
     let t0 = Instant::now();
     println!("\nrunning {} tests", cases.len());
