@@ -16,7 +16,7 @@ use super::read::{read, Read, ReadSeries};
 use super::stats::{QueryStats, ResultStats, SubStats};
 use super::{grid_points, Aggregator, GridRow, OutPoint, Point, QueryError};
 use crate::config::QueryLimits;
-use crate::store::{ReadBudget, Store};
+use crate::store::{ReadBudget, Store, Tsuid};
 
 /// Runs every sub-query in order and returns the result objects of all of them. The limits apply to the whole
 /// query: its deadline starts now, and points and bytes read add up across sub-queries.
@@ -72,7 +72,7 @@ fn execute_sub(
         // 2.4 deletes each whole row its scanner returned for the selected series, after reading it, so the
         // answer is the data as it was (spec: query §1.7). The shared row delete keeps rollups and the series
         // index right.
-        let tsuids: Vec<Vec<u8>> = read.series.iter().map(|s| s.tsuid.clone()).collect();
+        let tsuids: Vec<Tsuid> = read.series.iter().map(|s| s.tsuid.clone()).collect();
         store.delete_series_rows(&tsuids, plan.scan_start, plan.scan_end)?;
     }
     let rows_read = budget.rows - rows_before;
@@ -137,7 +137,7 @@ fn group(series: &[ReadSeries], plan: &Plan<'_>) -> BTreeMap<Vec<u8>, Vec<usize>
     let mut groups: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
     for (i, s) in series.iter().enumerate() {
         let key = if plan.engine.aggregator == Aggregator::None {
-            s.tsuid.clone()
+            s.tsuid.to_vec()
         } else {
             let mut key = Vec::new();
             for g in &plan.group_keys {
@@ -211,7 +211,7 @@ fn result_object(
 ) -> GroupOutput {
     let (tags, aggregate_tags) = split_tags(tag_sets);
     let tsuids = query.show_tsuids.then(|| {
-        let mut t: Vec<String> = members.iter().map(|s| codec::uid_to_string(&s.tsuid)).collect();
+        let mut t: Vec<String> = members.iter().map(|s| s.tsuid.to_string()).collect();
         t.sort();
         t
     });

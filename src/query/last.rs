@@ -5,11 +5,11 @@ use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::LastPointQuery;
 
 use super::QueryError;
-use crate::store::{ReadBudget, Store, StoreError};
+use crate::store::{ReadBudget, Store, StoreError, Tsuid};
 
 /// The newest point of one series.
 pub struct LastPoint {
-    pub tsuid: Vec<u8>,
+    pub tsuid: Tsuid,
     pub timestamp_ms: i64,
     pub value: Value,
     /// The metric name and the (key, value) tag names in TSUID order, when the query resolves names.
@@ -31,15 +31,15 @@ pub fn last_points(store: &Store, q: &LastPointQuery) -> Result<Vec<LastPoint>, 
 
 /// The TSUIDs the sub-queries address. Unknown names fail with OpenTSDB's texts (a 400 with the text as
 /// details); store failures are [`QueryError::Storage`] whatever they are (this read has no budget).
-fn addressed(store: &Store, q: &LastPointQuery) -> Result<Vec<Vec<u8>>, QueryError> {
+fn addressed(store: &Store, q: &LastPointQuery) -> Result<Vec<Tsuid>, QueryError> {
     let invalid = |m: String| QueryError::Invalid(m);
     let uids = store.uids();
     let layout = store.layout();
-    let mut tsuids: Vec<Vec<u8>> = Vec::new();
+    let mut tsuids: Vec<Tsuid> = Vec::new();
     for sub in &q.queries {
         if !sub.tsuids.is_empty() {
             for t in &sub.tsuids {
-                tsuids.push(codec::string_to_uid(t, None).map_err(|e| invalid(format!("Invalid TSUID: {e}")))?);
+                tsuids.push(Tsuid::parse(t).map_err(|e| invalid(format!("Invalid TSUID: {e}")))?);
             }
             continue;
         }
@@ -62,7 +62,7 @@ fn addressed(store: &Store, q: &LastPointQuery) -> Result<Vec<Vec<u8>>, QueryErr
             .for_each_series(Some(m.as_bytes()), |tsuid, _| {
                 let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
                 if wanted.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| *pk == k.as_bytes() && *pv == v.as_bytes())) {
-                    tsuids.push(tsuid.to_vec());
+                    tsuids.push(tsuid.into());
                 }
                 true
             })

@@ -6,7 +6,7 @@ use rtsd_protocol::point::UidKind;
 
 use super::error::LookupError;
 use crate::store::uid::Uid;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Tsuid};
 
 /// One `key=value` condition of a lookup; `None` stands for `*`.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,7 +17,7 @@ pub struct Condition {
 
 /// A series found, with its names.
 pub struct LookupResult {
-    pub tsuid: Vec<u8>,
+    pub tsuid: Tsuid,
     pub metric: String,
     /// (key, value) names in TSUID order.
     pub tags: Vec<(String, String)>,
@@ -71,16 +71,16 @@ fn matching_series(
     metric: Option<&Uid>,
     resolved: &[UidCondition],
     limit: usize,
-) -> Result<Vec<Vec<u8>>, StoreError> {
+) -> Result<Vec<Tsuid>, StoreError> {
     let layout = store.layout();
-    let mut matches: Vec<Vec<u8>> = Vec::new();
+    let mut matches: Vec<Tsuid> = Vec::new();
     let mut visit = |tsuid: &[u8]| -> bool {
         if !layout.is_tsuid(tsuid) {
             return true;
         }
         let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
         if series_matches(&pairs, resolved) {
-            matches.push(tsuid.to_vec());
+            matches.push(tsuid.into());
         }
         matches.len() < limit
     };

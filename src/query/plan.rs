@@ -9,7 +9,7 @@ use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::{self as request, DownsampleSpec, Filter, SubQuery, TsQuery};
 
 use super::{scan_window, Aggregator, Calendar, Downsampler, FillPolicy, Query, QueryError, RateConfig};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Tsuid};
 
 fn bad(message: String) -> QueryError {
     QueryError::Invalid(message)
@@ -33,7 +33,7 @@ pub(super) struct Plan<'q> {
 /// Which series of the metric a sub-query keeps.
 pub(super) struct Selection<'q> {
     /// The TSUIDs a `tsuids` sub-query names (then there are no filters).
-    pub tsuids: Option<Vec<Vec<u8>>>,
+    pub tsuids: Option<Vec<Tsuid>>,
     pub metric_width: usize,
     /// The tag key UIDs of all filters, sorted: explicitTags asks for exactly these keys.
     pub filter_keys: Vec<Vec<u8>>,
@@ -88,10 +88,10 @@ pub(super) fn plan<'q>(
 ) -> Result<Plan<'q>, QueryError> {
     let uids = store.uids();
     let mw = store.layout().uid_widths[0];
-    let tsuids: Option<Vec<Vec<u8>>> = match sub.tsuid_list() {
+    let tsuids: Option<Vec<Tsuid>> = match sub.tsuid_list() {
         Some(list) => {
             request::check_tsuids_share_metric(list, mw)?;
-            let parsed: Result<Vec<Vec<u8>>, _> = list.iter().map(|t| codec::string_to_uid(t, None)).collect();
+            let parsed: Result<Vec<Tsuid>, _> = list.iter().map(|t| Tsuid::parse(t)).collect();
             Some(parsed.map_err(|e| bad(format!("Invalid TSUID: {e}")))?)
         }
         None => None,

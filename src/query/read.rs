@@ -7,11 +7,11 @@ use rtsd_protocol::query::SubQuery;
 use super::plan::{Names, Plan};
 use super::rollup::RollupAnswer;
 use super::{Point, Query, QueryError};
-use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
+use crate::store::{ReadBudget, Store, StoreError, StoredSeries, Tsuid};
 
 /// A series as the aggregation reads it: its points already through their per-series stages.
 pub(super) struct ReadSeries {
-    pub tsuid: Vec<u8>,
+    pub tsuid: Tsuid,
     pub tags: Vec<(Vec<u8>, Vec<u8>)>,
     /// JSON of the annotations stored in its scanned rows.
     pub annotations: Vec<Vec<u8>>,
@@ -142,9 +142,9 @@ fn targeted(
     store: &Store,
     plan: &Plan<'_>,
     select: &mut impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
-) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+) -> Result<Option<Vec<Tsuid>>, StoreError> {
     let uids = store.uids();
-    let mut candidates: Option<Vec<Vec<u8>>> = None;
+    let mut candidates: Option<Vec<Tsuid>> = None;
     for (key, group) in plan.selection.literal_groups() {
         let mut these = Vec::new();
         for v in group.iter().filter_map(|filter| filter.literal_values()).flatten() {
@@ -172,13 +172,13 @@ fn series_since(
     store: &Store,
     plan: &Plan<'_>,
     select: &mut impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
-) -> Result<Vec<Vec<u8>>, StoreError> {
+) -> Result<Vec<Tsuid>, StoreError> {
     let start_s = plan.scan_start.div_euclid(1000);
     let first_hour = u32::try_from(start_s - start_s.rem_euclid(3600)).unwrap_or(0);
     let mut all = Vec::new();
     store.for_each_series(Some(&plan.metric_uid), |t, newest| {
         if newest >= first_hour {
-            all.push(t.to_vec());
+            all.push(t.into());
         }
         true
     })?;
@@ -188,13 +188,13 @@ fn series_since(
 /// The series of `tsuids` (of one metric) that `select` keeps, given their tag pairs.
 fn selected_by(
     store: &Store,
-    tsuids: Vec<Vec<u8>>,
+    tsuids: Vec<Tsuid>,
     select: &mut impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
-) -> Result<Vec<Vec<u8>>, StoreError> {
+) -> Result<Vec<Tsuid>, StoreError> {
     let layout = store.layout();
     let mut selected = Vec::new();
     for t in tsuids {
-        let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(t.as_slice()).collect();
+        let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(&t).collect();
         if select(&pairs)? {
             selected.push(t);
         }

@@ -31,7 +31,7 @@ use rtsd_protocol::query::{FilterKind, RollupUsage, SubQuery};
 use super::{Aggregator, FillPolicy, Point, Query};
 use crate::rollup::{RollupConfig, RollupInterval};
 use crate::store::rollup::{GridSelect, RollupGrid};
-use crate::store::{ReadBudget, Store, StoreError, StoredSeries};
+use crate::store::{ReadBudget, Store, StoreError, StoredSeries, Tsuid};
 
 /// Which cells a downsample function needs, and how a bucket's value is made of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn read(
     sub: &SubQuery,
     engine: &mut Query,
     metric: &[u8],
-    targeted: Option<&[Vec<u8>]>,
+    targeted: Option<&[Tsuid]>,
     scan_start: i64,
     scan_end: i64,
     budget: &mut ReadBudget,
@@ -176,7 +176,7 @@ fn read_interval<K>(
     engine: &Query,
     (need, ids, interval, family): (Need, &[u8], &RollupInterval, &str),
     pre_aggregate: bool,
-    (metric, targeted, keep_all, keep): (&[u8], Option<&[Vec<u8>]>, bool, &mut K),
+    (metric, targeted, keep_all, keep): (&[u8], Option<&[Tsuid]>, bool, &mut K),
     (scan_start, scan_end): (i64, i64),
     budget: &mut ReadBudget,
 ) -> Result<RollupAnswer, StoreError>

@@ -9,7 +9,7 @@ use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 
 use super::engine::{cell_key, Durability, ReadHints, WriteBatch};
-use super::{Store, StoreError, CF_DATA, CF_SERIES, CF_UID_ID, CF_UID_NAME};
+use super::{Store, StoreError, Tsuid, CF_DATA, CF_SERIES, CF_UID_ID, CF_UID_NAME};
 
 /// Which half of the UID table a cell belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +109,7 @@ impl Store {
     /// Deletes every stored row of these series (TSUIDs of one metric) whose hour lies in `[start_ms, end_ms)`:
     /// what `DELETE /api/query` removes, as 2.4 deletes each whole row its scanner returned (so points of those
     /// hours outside the query's range go too, spec: query §1.7). Returns how many rows went.
-    pub fn delete_series_rows(&self, tsuids: &[Vec<u8>], start_ms: i64, end_ms: i64) -> Result<u64, StoreError> {
+    pub fn delete_series_rows(&self, tsuids: &[Tsuid], start_ms: i64, end_ms: i64) -> Result<u64, StoreError> {
         let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(0);
@@ -142,7 +142,7 @@ impl Store {
     fn reindex_after_delete(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         // metric -> salt bucket -> tsuid -> the deleted newest hour
-        type DeletedNewest = HashMap<Vec<u8>, u32>;
+        type DeletedNewest = HashMap<Tsuid, u32>;
         let mut pending: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, DeletedNewest>> = BTreeMap::new();
         for key in keys {
             if key.len() < sw + mw + 4 {
@@ -187,8 +187,8 @@ impl Store {
                     }
                     let mut tsuid = metric.clone();
                     tsuid.extend_from_slice(&key[tags_offset..]);
-                    if series.get(&tsuid).is_some_and(|&deleted| hour < deleted) {
-                        series.remove(&tsuid);
+                    if series.get(tsuid.as_slice()).is_some_and(|&deleted| hour < deleted) {
+                        let tsuid = series.remove_entry(tsuid.as_slice()).map_or_else(|| tsuid.into(), |(t, _)| t);
                         super::series::set_last_hour(&mut batch, &tsuid, Some(hour));
                         forget.push(tsuid);
                     }
@@ -285,7 +285,7 @@ impl Store {
         let mut batch = WriteBatch::default();
         let mut rows = 0u64;
         // Per series: stored points and the newest one's second.
-        let mut series: std::collections::HashMap<Vec<u8>, (u64, i64)> = std::collections::HashMap::new();
+        let mut series: std::collections::HashMap<Tsuid, (u64, i64)> = std::collections::HashMap::new();
         let mut noted = super::series::Noted::default();
         let Some(mut iter) = self.engine.cursor(CF_DATA, ReadHints::default()) else { return Ok((0, 0)) };
         iter.seek(b"");

@@ -27,7 +27,7 @@ use rtsd_protocol::http_json::{jackson_double_json, jackson_string_map_json, jso
 use rtsd_protocol::point::UidKind;
 use serde_json::Value as Json;
 
-use super::{series, Store, StoreError, CF_DATA, CF_UID_NAME};
+use super::{series, Store, StoreError, Tsuid, CF_DATA, CF_UID_NAME};
 
 /// OpenTSDB's `tsdb-meta` table, family `name`.
 pub const CF_TSDB_META: &str = "tsdb-meta:name";
@@ -394,7 +394,7 @@ impl TsMetaEdit {
 /// A TSMeta with its UIDMetas and point counts: what `/api/uid/tsmeta` shows.
 #[derive(Debug, Clone)]
 pub struct TsMeta {
-    pub tsuid: Vec<u8>,
+    pub tsuid: Tsuid,
     pub metric: UidMeta,
     /// tagk, tagv, tagk, tagv... in TSUID order.
     pub tags: Vec<UidMeta>,
@@ -508,13 +508,13 @@ impl Store {
     /// The TSMeta of a series with its UIDMetas and point counts; None if it has none.
     pub fn ts_meta(&self, tsuid: &[u8]) -> Result<Option<TsMeta>, StoreError> {
         let TsState::Present(fields) = self.ts_state(tsuid)? else { return Ok(None) };
-        let counts = self.ts_counters(&[tsuid.to_vec()])?;
+        let counts = self.ts_counters(&[tsuid.into()])?;
         Ok(Some(self.assemble_ts_meta(tsuid, fields, counts[0])?))
     }
 
     /// For each TSUID: `totalDatapoints` and `lastReceived` (seconds) from its counter, or for a series without
     /// one, from its stored points (see the module docs).
-    fn ts_counters(&self, tsuids: &[Vec<u8>]) -> Result<Vec<(u64, i64)>, StoreError> {
+    fn ts_counters(&self, tsuids: &[Tsuid]) -> Result<Vec<(u64, i64)>, StoreError> {
         // Points still in the series table are counted when it is flushed into rows.
         self.settle()?;
         self.flush_counters()?;
@@ -530,7 +530,7 @@ impl Store {
             }
         }
         if !uncounted.is_empty() {
-            let wanted: Vec<Vec<u8>> = uncounted.iter().map(|&i| tsuids[i].clone()).collect();
+            let wanted: Vec<Tsuid> = uncounted.iter().map(|&i| tsuids[i].clone()).collect();
             for (i, (points, newest_ms)) in uncounted.into_iter().zip(self.count_points(&wanted)?) {
                 out[i] = (points, if points > 0 { newest_ms.div_euclid(1000) } else { 0 });
             }
@@ -556,7 +556,7 @@ impl Store {
         }
         let (total, last_received) = counts;
         Ok(TsMeta {
-            tsuid: tsuid.to_vec(),
+            tsuid: tsuid.into(),
             metric: uid_meta(UidKind::Metric, metric)?,
             tags,
             fields,
@@ -572,10 +572,10 @@ impl Store {
             Ok((_, pairs)) => tags.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| pk == k && pv == v)),
             Err(_) => false,
         };
-        let mut candidates: Vec<Vec<u8>> = Vec::new();
+        let mut candidates: Vec<Tsuid> = Vec::new();
         self.for_each_series(Some(metric), |tsuid, _| {
             if matches(tsuid) {
-                candidates.push(tsuid.to_vec());
+                candidates.push(tsuid.into());
             }
             true
         })?;
@@ -593,7 +593,7 @@ impl Store {
             }
             let tsuid = &key[TS_META.len() + 1..];
             if matches(tsuid) {
-                candidates.push(tsuid.to_vec());
+                candidates.push(tsuid.into());
             }
             iter.next();
         }
@@ -606,7 +606,7 @@ impl Store {
                 present.push((tsuid, fields));
             }
         }
-        let tsuids: Vec<Vec<u8>> = present.iter().map(|(t, _)| t.clone()).collect();
+        let tsuids: Vec<Tsuid> = present.iter().map(|(t, _)| t.clone()).collect();
         let counts = self.ts_counters(&tsuids)?;
         present.into_iter().zip(counts).map(|((tsuid, fields), c)| self.assemble_ts_meta(&tsuid, fields, c)).collect()
     }
@@ -657,7 +657,7 @@ impl Store {
     /// For each TSUID: how many points it has stored and the newest one's timestamp (ms), counted from the data
     /// rows between the metric's oldest hour and the series' newest indexed hour. Few series of a metric are read
     /// row by row (one multi-get per series); many are counted in one scan of the metric's rows.
-    pub fn count_points(&self, tsuids: &[Vec<u8>]) -> Result<Vec<(u64, i64)>, StoreError> {
+    pub fn count_points(&self, tsuids: &[Tsuid]) -> Result<Vec<(u64, i64)>, StoreError> {
         self.settle()?;
         let mw = self.layout.uid_widths[0];
         let mut out = vec![(0u64, 0i64); tsuids.len()];
@@ -878,7 +878,7 @@ mod tests {
                 assert_eq!(store.ts_meta(&S1).unwrap().unwrap().total_datapoints, 6);
                 // Stored points, counted on request (a series written before counters existed), and what
                 // `uid metasync` sets the counter to: an overwritten timestamp counts once.
-                assert_eq!(store.count_points(&[S1.to_vec()]).unwrap(), [(5, 1_357_005_600_000)]);
+                assert_eq!(store.count_points(&[S1[..].into()]).unwrap(), [(5, 1_357_005_600_000)]);
                 let mut batch = WriteBatch::default();
                 batch.delete(series::CF_SERIES, &series::counter_key(&S1));
                 store.engine.write(batch, Durability::Logged).unwrap();
@@ -887,7 +887,7 @@ mod tests {
                 store.rebuild_series_index(|_| {}).unwrap();
                 assert_eq!(series::counter(store.engine.as_ref(), &S1).unwrap(), Some((5, 1357005600)));
                 // The scan path (many series) counts as the per-series path does.
-                let many: Vec<Vec<u8>> = (0..=SCAN_THRESHOLD as u8).map(|_| S1.to_vec()).collect();
+                let many: Vec<Tsuid> = (0..=SCAN_THRESHOLD as u8).map(|_| S1[..].into()).collect();
                 assert!(store.count_points(&many).unwrap().iter().all(|c| *c == (5, 1_357_005_600_000)));
             }
         }

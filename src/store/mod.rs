@@ -44,7 +44,7 @@ use crate::metrics::Metrics;
 use annotations::annotation_values;
 pub use annotations::CellAddress;
 use engine::{CellMap, Durability, Engine, Merge, MergeContext, ReadHints, TableSpec, Tuning, WriteBatch};
-pub use layout::Layout;
+pub use layout::{Layout, Tsuid};
 pub use read::{RowRef, StoredSeries};
 use tables::*;
 use uid::{Uid, UidError, Uids};
@@ -613,8 +613,9 @@ mod tests {
                 vec![(vec![0x00, 0x00], vec![8])],
             ]
         );
-        let a =
-            reader.read_series(&[vec![0, 0, 1, 0, 0, 1, 0, 0, 1]], 0, i64::MAX, &mut ReadBudget::default()).unwrap();
+        let a = reader
+            .read_series(&[vec![0, 0, 1, 0, 0, 1, 0, 0, 1].into()], 0, i64::MAX, &mut ReadBudget::default())
+            .unwrap();
         let values: Vec<_> = a[0].points.iter().map(|p| p.timestamp_ms).collect();
         assert_eq!(values, [1356998401000, 1356998403000, 1357002000000]);
         assert_eq!(store.pending.points(), 3, "the writer's table is untouched");

@@ -6,7 +6,7 @@ use super::*;
 #[derive(Debug, Clone)]
 pub struct StoredSeries {
     /// Metric UID followed by the (tagk, tagv) UID pairs, as OpenTSDB's TSUID.
-    pub tsuid: Vec<u8>,
+    pub tsuid: Tsuid,
     pub tags: Vec<(Vec<u8>, Vec<u8>)>,
     pub points: Vec<codec::RowPoint>,
     /// JSON of the annotations stored in the series' rows of the scanned hours (deleted ones left out).
@@ -17,7 +17,7 @@ impl StoredSeries {
     /// The series of `tsuid` with nothing read yet: its (tagk, tagv) pairs split out by `layout`'s UID widths.
     pub fn of_tsuid(tsuid: &[u8], layout: &Layout) -> StoredSeries {
         StoredSeries {
-            tsuid: tsuid.to_vec(),
+            tsuid: tsuid.into(),
             tags: layout.tsuid_pairs(tsuid).map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
             points: Vec::new(),
             annotations: Vec::new(),
@@ -83,7 +83,7 @@ impl<'m> SeriesSlots<'m> {
             let mut tsuid = self.metric.to_vec();
             tsuid.extend_from_slice(tags_bytes);
             out.push(new(StoredSeries {
-                tsuid,
+                tsuid: tsuid.into(),
                 tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
                 points: Vec::new(),
                 annotations: Vec::new(),
@@ -126,7 +126,7 @@ impl Store {
     }
 
     /// The series of a metric that carry one tag pair (from the postings).
-    pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+    pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Tsuid>, StoreError> {
         self.settle()?;
         series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)
     }
@@ -308,7 +308,7 @@ impl Store {
     /// window is left out, as a scan would leave it out.
     pub fn read_series(
         &self,
-        tsuids: &[Vec<u8>],
+        tsuids: &[Tsuid],
         start_ms: i64,
         end_ms: i64,
         budget: &mut ReadBudget,

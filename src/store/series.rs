@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use super::engine::{Engine, Merge, MergeContext, ReadHints, WriteBatch};
 use quick_cache::sync::Cache;
 
-use super::{Layout, StoreError};
+use super::{Layout, StoreError, Tsuid};
 
 pub const CF_SERIES: &str = "rtsd:series";
 pub(super) const SERIES: u8 = b'S';
@@ -356,7 +356,7 @@ pub fn for_each_series(db: &dyn Engine, f: impl FnMut(&[u8], u32) -> bool) -> Re
 }
 
 /// The TSUIDs of a metric's series carrying the tag pair (tagk, tagv), in TSUID order.
-pub fn series_with_tag(db: &dyn Engine, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+pub fn series_with_tag(db: &dyn Engine, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Tsuid>, StoreError> {
     let mut prefix = vec![POSTING];
     prefix.extend_from_slice(metric);
     prefix.extend_from_slice(tagk);
@@ -365,7 +365,7 @@ pub fn series_with_tag(db: &dyn Engine, metric: &[u8], tagk: &[u8], tagv: &[u8])
     scan_prefix(db, &prefix, |key, _| {
         let mut tsuid = metric.to_vec();
         tsuid.extend_from_slice(&key[prefix.len()..]);
-        out.push(tsuid);
+        out.push(tsuid.into());
         true
     })?;
     Ok(out)

@@ -7,6 +7,7 @@ use rtsd_protocol::codec;
 use super::reply::Reply;
 use super::request::ApiRequest;
 use crate::server::Tsd;
+use crate::store::Tsuid;
 use crate::timefmt::now_ms;
 
 /// A time parameter: a plain integer is kept as given (seconds or ms by magnitude, like `startTime` in JSON);
@@ -60,8 +61,8 @@ pub fn annotation(req: &ApiRequest, tsd: &Tsd) -> Reply {
         return bad("Missing start time");
     }
     let tsuid = match &given.tsuid {
-        Some(t) => match codec::string_to_uid(t, None) {
-            Ok(bytes) => Some(bytes),
+        Some(t) => match Tsuid::parse(t) {
+            Ok(tsuid) => Some(tsuid),
             Err(e) => return bad(&format!("Invalid TSUID: {e}")),
         },
         None => None,
@@ -178,9 +179,9 @@ fn bulk_update(req: &ApiRequest, tsd: &Tsd) -> Reply {
         if given.start_time < 1 {
             return refuse("The start timestamp has not been set");
         }
-        let tsuid = match given.tsuid.as_deref().map(|t| codec::string_to_uid(t, None)) {
+        let tsuid = match given.tsuid.as_deref().map(Tsuid::parse) {
             None => None,
-            Some(Ok(bytes)) => Some(bytes),
+            Some(Ok(tsuid)) => Some(tsuid),
             Some(Err(e)) => return refuse(&format!("Invalid TSUID: {e}")),
         };
         let key = store.annotation_row_key(tsuid.as_deref(), given.start_time);
@@ -249,14 +250,14 @@ fn bulk_delete(req: &ApiRequest, tsd: &Tsd) -> Reply {
     if end_ms < start_ms {
         return illegal("The end timestamp cannot be less than the start timestamp");
     }
-    let mut targets: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut targets: Vec<Option<Tsuid>> = Vec::new();
     if request.global {
         targets.push(None);
     }
     for tsuid in request.tsuids.iter().flatten() {
-        match codec::string_to_uid(tsuid, None) {
-            Ok(bytes) => targets.push(Some(bytes)),
-            Err(e) => return illegal(&e.to_string()),
+        match Tsuid::parse(tsuid) {
+            Ok(tsuid) => targets.push(Some(tsuid)),
+            Err(e) => return illegal(&e),
         }
     }
     let mut found = Vec::new();

@@ -3,7 +3,6 @@
 use std::time::Instant;
 
 use hyper::{Method, StatusCode};
-use rtsd_protocol::codec;
 use rtsd_protocol::http_json::{jackson_int, jackson_string, json_string};
 use rtsd_protocol::javafmt;
 use rtsd_protocol::point::UidKind;
@@ -255,11 +254,7 @@ fn lookup_json(
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&format!(
-            "{{\"tsuid\":\"{}\",\"metric\":{},\"tags\":{{",
-            codec::uid_to_string(&r.tsuid),
-            json_string(&r.metric)
-        ));
+        out.push_str(&format!("{{\"tsuid\":\"{}\",\"metric\":{},\"tags\":{{", r.tsuid, json_string(&r.metric)));
         // 2.4 resolves a result's tags into `new HashMap<>(tags.size())` (Tags.resolveIdsAsync), in tsuid order.
         let keys: Vec<&str> = r.tags.iter().map(|(k, _)| k.as_str()).collect();
         for (n, i) in javafmt::sized_hashmap_order(&keys).into_iter().enumerate() {

@@ -28,11 +28,7 @@ pub fn uid_meta_json(m: &UidMeta) -> String {
 /// `custom` after `min`, is not what the code writes (spec: query §6.8).
 pub fn ts_meta_json(m: &TsMeta) -> String {
     let f = &m.fields;
-    let mut out = format!(
-        "{{\"tsuid\":\"{}\",\"metric\":{},\"tags\":[",
-        codec::uid_to_string(&m.tsuid),
-        uid_meta_json(&m.metric)
-    );
+    let mut out = format!("{{\"tsuid\":\"{}\",\"metric\":{},\"tags\":[", m.tsuid, uid_meta_json(&m.metric));
     for (i, t) in m.tags.iter().enumerate() {
         if i > 0 {
             out.push(',');
@@ -106,7 +102,7 @@ mod tests {
             fields: UidMetaFields::default(),
         };
         let mut m = TsMeta {
-            tsuid: vec![0, 0, 1, 0, 0, 1, 0, 0, 1],
+            tsuid: vec![0, 0, 1, 0, 0, 1, 0, 0, 1].into(),
             metric: uid(UidKind::Metric, 1, "sys.cpu.0"),
             tags: vec![uid(UidKind::TagKey, 1, "host"), uid(UidKind::TagValue, 1, "web01")],
             fields: TsMetaFields { created: 7, ..TsMetaFields::default() },

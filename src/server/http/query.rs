@@ -193,7 +193,7 @@ fn last_json(points: &[LastPoint]) -> String {
             }
             None => out.push_str(&format!("\"timestamp\":{},\"value\":{},", p.timestamp_ms, value)),
         }
-        out.push_str(&format!("\"tsuid\":\"{}\"}}", codec::uid_to_string(&p.tsuid)));
+        out.push_str(&format!("\"tsuid\":\"{}\"}}", p.tsuid));
     }
     out.push(']');
     out

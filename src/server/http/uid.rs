@@ -23,7 +23,7 @@ use super::request::ApiRequest;
 use crate::server::Tsd;
 use crate::store::meta::{TsMeta, TsMetaEdit, UidMetaEdit};
 use crate::store::uid::{AssignError, RenameError, UidError};
-use crate::store::StoreError;
+use crate::store::{StoreError, Tsuid};
 
 /// Routes `/api/uid/<segments>`.
 pub fn handle(segments: &[&str], req: &ApiRequest, tsd: &Tsd) -> Reply {
@@ -476,7 +476,7 @@ fn tsmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
     match req.method {
         Method::GET if req.has("tsuid") => {
             let tsuid = req.param("tsuid").unwrap_or_default();
-            let tsuid = codec::string_to_uid(tsuid, None).map_err(|e| bad_wrapped(&e.to_string()))?;
+            let tsuid = Tsuid::parse(tsuid).map_err(|e| bad_wrapped(&e))?;
             match store.ts_meta(&tsuid).map_err(internal)? {
                 Some(m) => Ok(Reply::json(StatusCode::OK, ts_meta_json(&m))),
                 None => Err(Reply::error(StatusCode::NOT_FOUND, "Could not find Timeseries meta data", None)),
@@ -528,7 +528,7 @@ fn tsmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
             if !edit.has_changes() {
                 return Ok(status_only(StatusCode::NOT_MODIFIED));
             }
-            let tsuid = codec::string_to_uid(&edit.tsuid, None).map_err(|e| bad_wrapped(&e.to_string()))?;
+            let tsuid = Tsuid::parse(&edit.tsuid).map_err(|e| bad_wrapped(&e))?;
             let (metric, pairs) = store.split_tsuid(&tsuid).map_err(|e| bad_wrapped(&e))?;
             // Every UID of the TSUID must have a name.
             let mut uids = vec![(UidKind::Metric, metric)];
@@ -550,7 +550,7 @@ fn tsmeta(req: &ApiRequest, tsd: &Tsd) -> Answer {
             if edit.tsuid.is_empty() {
                 return Err(refuse("Missing UID"));
             }
-            let tsuid = codec::string_to_uid(&edit.tsuid, None).map_err(|e| refuse(&e.to_string()))?;
+            let tsuid = Tsuid::parse(&edit.tsuid).map_err(|e| refuse(&e))?;
             store.delete_ts_meta(&tsuid).map_err(internal)?;
             Ok(status_only(StatusCode::NO_CONTENT))
         }

@@ -146,7 +146,7 @@ impl Store {
                 );
                 let mut out = earlier?;
                 let later = later?;
-                let at: HashMap<Vec<u8>, usize> =
+                let at: HashMap<Tsuid, usize> =
                     out.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
                 let mut added = Vec::new();
                 for s in later {
@@ -214,7 +214,7 @@ impl Store {
                         tsuid.extend_from_slice(tags_bytes);
                         out.push(GridSeries {
                             series: StoredSeries {
-                                tsuid,
+                                tsuid: tsuid.into(),
                                 tags: row.tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
                                 points: Vec::new(),
                                 annotations: Vec::new(),
@@ -262,7 +262,7 @@ impl Store {
         &self,
         read: &GridRead<'_>,
         bases: &[u32],
-        tsuids: &[Vec<u8>],
+        tsuids: &[Tsuid],
         budget: &mut crate::store::ReadBudget,
         stage_row: &F,
     ) -> Result<Vec<GridSeries>, StoreError> {

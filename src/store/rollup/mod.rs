@@ -33,7 +33,7 @@ use rtsd_protocol::codec::{self, Value};
 use rtsd_protocol::point::DataPoint;
 
 use super::rollup_rows::{self, RowView, Slots, COLUMNS};
-use super::{AddError, PointBatch, Store, StoreError, StoredSeries, CF_DATA};
+use super::{AddError, PointBatch, Store, StoreError, StoredSeries, Tsuid, CF_DATA};
 use crate::rollup::{RollupInterval, RollupSettings, RollupTarget, RowSpan, AUTO_AGGREGATORS};
 pub use fold::{buckets, Bucket};
 pub(super) use marks::mark_key;
@@ -383,7 +383,7 @@ pub enum GridSelect<'k, 'a> {
     /// Those `keep` accepts (decided once per series, from its tags).
     Keep(&'k mut Keep<'a>),
     /// These TSUIDs (sorted), fetched by key.
-    Series(&'k [Vec<u8>]),
+    Series(&'k [Tsuid]),
 }
 
 impl Store {
@@ -758,7 +758,7 @@ mod tests {
             let iv = config.interval(iv).unwrap();
             let family = RollupInterval::family(&iv.table);
             let whole = read_whole(&store, iv, &[0, 1, 2, 3], metric.as_bytes());
-            let tsuids: Vec<Vec<u8>> = whole.iter().map(|s| s.series.tsuid.clone()).collect();
+            let tsuids: Vec<Tsuid> = whole.iter().map(|s| s.series.tsuid.clone()).collect();
             let targeted = store
                 .read_rollup_series(&family, iv, &[0, 1, 2, 3], &tsuids, 0, i64::MAX / 2, &mut Default::default())
                 .unwrap();

@@ -263,8 +263,7 @@ impl Store {
         );
         let mut out = earlier?;
         let later = later?;
-        let mut at: HashMap<Vec<u8>, usize> =
-            out.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
+        let mut at: HashMap<Tsuid, usize> = out.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
         for s in later {
             match at.get(&s.series.tsuid) {
                 Some(&i) => {
@@ -376,7 +375,7 @@ impl Store {
         family: &str,
         interval: &RollupInterval,
         ids: &[u8],
-        tsuids: &[Vec<u8>],
+        tsuids: &[Tsuid],
         start_ms: i64,
         end_ms: i64,
         budget: &mut crate::store::ReadBudget,
@@ -403,7 +402,7 @@ impl Store {
         family: &str,
         interval: &RollupInterval,
         ids: &[u8],
-        tsuids: &[Vec<u8>],
+        tsuids: &[Tsuid],
         start_ms: i64,
         end_ms: i64,
         budget: &mut crate::store::ReadBudget,
