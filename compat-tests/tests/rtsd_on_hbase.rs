@@ -8,6 +8,9 @@
 //!    an rtsd node then answers the suite's `/api/query` cases as the reference does, up to the differences
 //!    `compat-tests/differential/differences.json` lists for rtsd on RocksDB (the same answers: the engine must not
 //!    change one).
+//!    Then the series only OpenTSDB writes are found as 2.4 finds them: `/api/query/last` with `back_scan` reads
+//!    their rows, `/api/search/lookup` reads the `tsdb-meta` rows the reference's realtime TS meta keeps; rtsd's
+//!    answers are the reference's.
 //! 3. **rtsd writes, OpenTSDB reads.** The same data set under other metric names (`dr.*`) goes in through rtsd node
 //!    A only; node B (a second rtsd, no state of its own) and the reference answer the same cases again.
 //! 4. **UIDs assigned at once by three writers.** Two rtsd nodes and the reference assign the same 1,000 new metric
@@ -93,6 +96,63 @@ fn compare_queries(
         tally.new.len(),
         tally.changed.len()
     );
+}
+
+/// Series only the reference writes, in the current hour and two hours before: rtsd's `/api/query/last` (with
+/// `back_scan`, which reads rows as 2.4 does) and `/api/search/lookup` (from tsdb-meta) answer as the reference.
+fn last_and_lookup_of_opentsdb_series(tb: &Testbed, rtsd: SocketAddr) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let hour = now - now % 3600;
+    let body = format!(
+        r#"[{{"metric":"dl.last","timestamp":{},"value":1,"tags":{{"host":"a"}}}},
+            {{"metric":"dl.last","timestamp":{},"value":2.5,"tags":{{"host":"a"}}}},
+            {{"metric":"dl.last","timestamp":{},"value":7,"tags":{{"host":"b","dc":"x"}}}}]"#,
+        hour + 1,
+        hour + 2,
+        hour - 2 * 3600 + 60
+    );
+    let (status, _, answer) = http_answer(tb.tsd, "POST", "/api/put?sync&details", &body);
+    assert_eq!(status, 200, "{answer}");
+    let json = |addr: SocketAddr, path: &str| -> Value {
+        let (status, _, body) = http_answer(addr, "GET", path, "");
+        assert_eq!(status, 200, "{addr} {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{addr} {path}: {e}: {body}"))
+    };
+    let expected_a = serde_json::json!([{"metric": "dl.last", "tags": {"host": "a"}, "timestamp": (hour + 2) * 1000,
+        "value": "2.5", "tsuid": json(tb.tsd, "/api/query/last?timeseries=dl.last%7Bhost=a%7D&back_scan=3")[0]["tsuid"]}]);
+    for (path, hits) in [
+        ("/api/query/last?timeseries=dl.last%7Bhost=a%7D&back_scan=3&resolve", 1),
+        ("/api/query/last?timeseries=dl.last%7Bhost=b,dc=x%7D&back_scan=3", 1),
+        // The point two hours back is outside one hour's back scan.
+        ("/api/query/last?timeseries=dl.last%7Bhost=b,dc=x%7D&back_scan=1", 0),
+    ] {
+        let reference = json(tb.tsd, path);
+        assert_eq!(reference.as_array().map(Vec::len), Some(hits), "the reference's {path}: {reference}");
+        assert_eq!(json(rtsd, path), reference, "rtsd's {path}");
+    }
+    assert_eq!(json(rtsd, "/api/query/last?timeseries=dl.last%7Bhost=a%7D&back_scan=3&resolve"), expected_a);
+    // Realtime TS meta is written after the put is answered: wait for the reference to find both series.
+    let lookup = "/api/search/lookup?m=dl.last";
+    let started = Instant::now();
+    let reference = loop {
+        let v = json(tb.tsd, lookup);
+        if v["totalResults"] == 2 {
+            break v;
+        }
+        assert!(started.elapsed().as_secs() < 60, "the reference's lookup after 60 s: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let results = |v: &Value| -> Vec<Value> {
+        let mut r = v["results"].as_array().cloned().unwrap_or_default();
+        r.sort_by_key(|x| x["tsuid"].as_str().unwrap_or_default().to_string());
+        r
+    };
+    let ours = json(rtsd, lookup);
+    assert_eq!(results(&ours), results(&reference), "rtsd's {lookup}: {ours}");
+    assert_eq!(ours["totalResults"], 2);
+    let tagged = json(rtsd, "/api/search/lookup?m=dl.last%7Bdc=x%7D");
+    assert_eq!(tagged["results"].as_array().map(Vec::len), Some(1), "{tagged}");
+    assert_eq!(tagged["results"][0]["tags"], serde_json::json!({"host": "b", "dc": "x"}));
 }
 
 /// Each name's UID as `/api/uid/assign` reports it for a name that already has one (OpenTSDB's "Name already
@@ -196,7 +256,12 @@ fn run_readme_fleet_example(tb: &Testbed) {
 #[test]
 fn rtsd_on_hbase_shares_opentsdb_tables() {
     let started = Instant::now();
-    let tb = Testbed::start("rtsd_on_hbase");
+    // Realtime TS meta: the reference records each series it writes in tsdb-meta, as deployments that serve
+    // `/api/search/lookup` (Grafana's tag queries) run it. 2.4.1 records it only with tracking on as well.
+    let tb = Testbed::start_with(
+        "rtsd_on_hbase",
+        &[("tsd.core.meta.enable_tsuid_tracking", "true"), ("tsd.core.meta.enable_realtime_ts", "true")],
+    );
 
     // 1. The engine contract on real HBase tables.
     tb.hbase_tool(&["create", "rtsd_conformance", "data,uid,plain"]);
@@ -216,6 +281,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     write_through(tb.tsd, &series, &same);
     let mut a = tb.start_rtsd(&[]);
     compare_queries("opentsdb-written", a.addr(), tb.tsd, &same, &same);
+    last_and_lookup_of_opentsdb_series(&tb, a.addr());
 
     // 3. rtsd writes (node A), a second node and OpenTSDB read.
     let rename = |s: &str| s.replace("dq.", "dr.");

@@ -1,5 +1,10 @@
 //! `/api/query/last`'s engine: the newest point of each addressed series, from the series index (spec: query
 //! §6.1). Unlike 2.4, `backScan` 0 needs no meta table: the index knows each series' newest hour.
+//!
+//! On a store other writers share (HBase, beside OpenTSDB's TSDs), a series they alone write is in no index of
+//! rtsd's. Such a series is addressed as 2.4 addresses it: by the metric and its complete tag set, or through the
+//! `tsdb-meta` rows their realtime TS meta keeps; and with `backScan` its newest point is read from its rows, the
+//! current hour's and `backScan` hours before, as 2.4 reads them.
 use rtsd_protocol::codec::{self, Value};
 use rtsd_protocol::point::UidKind;
 use rtsd_protocol::query::LastPointQuery;
@@ -22,7 +27,7 @@ pub fn last_points(store: &Store, q: &LastPointQuery) -> Result<Vec<LastPoint>, 
     let tsuids = addressed(store, q)?;
     let mut out = Vec::new();
     for tsuid in tsuids {
-        let Some(p) = newest(store, &tsuid).map_err(QueryError::Storage)? else { continue };
+        let Some(p) = newest(store, &tsuid, q.back_scan).map_err(QueryError::Storage)? else { continue };
         let names = if q.resolve_names { Some(names(store, &tsuid).map_err(QueryError::Storage)?) } else { None };
         out.push(LastPoint { tsuid, timestamp_ms: p.timestamp_ms, value: p.value, names });
     }
@@ -58,22 +63,51 @@ fn addressed(store: &Store, q: &LastPointQuery) -> Result<Vec<Tsuid>, QueryError
             wanted.push((ku, vu));
         }
         // The tags are matched as a subset of each series' tags (2.4's meta-table behaviour, the useful one).
-        store
-            .for_each_series(Some(m.as_bytes()), |tsuid, _| {
-                let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
-                if wanted.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| *pk == k.as_bytes() && *pv == v.as_bytes())) {
-                    tsuids.push(tsuid.into());
-                }
-                true
-            })
-            .map_err(QueryError::Storage)?;
+        let mut visit = |tsuid: &[u8]| {
+            let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
+            if wanted.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| *pk == k.as_bytes() && *pv == v.as_bytes())) {
+                tsuids.push(tsuid.into());
+            }
+            true
+        };
+        store.for_each_series(Some(m.as_bytes()), |tsuid, _| visit(tsuid)).map_err(QueryError::Storage)?;
+        if !store.series_index_is_complete() {
+            // Other writers' series: those their TS meta records, and the one the tags name completely (2.4's
+            // backScan reads that series' rows; tag pairs sorted by tag key UID, as in the row key).
+            store.for_each_meta_series(Some(m.as_bytes()), visit).map_err(QueryError::Storage)?;
+            wanted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            let mut exact = m.as_bytes().to_vec();
+            for (k, v) in &wanted {
+                exact.extend_from_slice(k.as_bytes());
+                exact.extend_from_slice(v.as_bytes());
+            }
+            tsuids.push(exact.into());
+        }
     }
+    // A series found twice (in the index and in tsdb-meta) is answered once, where it was first addressed.
+    let mut seen = std::collections::HashSet::new();
+    tsuids.retain(|t| seen.insert(t.clone()));
     Ok(tsuids)
 }
 
-/// The newest point stored in the series' newest hour.
-fn newest(store: &Store, tsuid: &[u8]) -> Result<Option<codec::RowPoint>, StoreError> {
-    let Some(hour) = store.last_hour(tsuid)? else { return Ok(None) };
+/// The newest point stored in the series' newest hour; for a series the index does not know on a shared store,
+/// the newest in its rows of the current hour and `back_scan` hours before (none when `back_scan` is 0).
+fn newest(store: &Store, tsuid: &Tsuid, back_scan: i32) -> Result<Option<codec::RowPoint>, StoreError> {
+    let Some(hour) = store.last_hour(tsuid)? else {
+        if store.series_index_is_complete() || back_scan <= 0 {
+            return Ok(None);
+        }
+        let now = crate::timefmt::now_ms();
+        let current_hour_ms = now - now.rem_euclid(3_600_000);
+        let from = current_hour_ms - i64::from(back_scan) * 3_600_000;
+        let read = store.read_series(
+            std::slice::from_ref(tsuid),
+            from,
+            current_hour_ms + 3_600_000,
+            &mut ReadBudget::default(),
+        )?;
+        return Ok(read.into_iter().flat_map(|s| s.points).max_by_key(|p| p.timestamp_ms));
+    };
     let layout = store.layout();
     let mw = layout.uid_widths[0];
     let metric = layout.tsuid_metric(tsuid);

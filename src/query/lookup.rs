@@ -1,5 +1,5 @@
 //! `/api/search/lookup`'s engine: the series of a metric (or of all metrics) whose tags match, from the series
-//! index, never from data rows (spec: query §6.5). Within one key, conditions are OR'd; across keys, AND'd; a `*`
+//! index, never from data rows (spec: query §6.5); on a store other writers share, also from `tsdb-meta`. Within one key, conditions are OR'd; across keys, AND'd; a `*`
 //! value for a key overrides literal values for it.
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
@@ -73,9 +73,16 @@ fn matching_series(
     limit: usize,
 ) -> Result<Vec<Tsuid>, StoreError> {
     let layout = store.layout();
+    // Other writers' series (OpenTSDB's TSDs on a shared HBase) are in no index of rtsd's; their realtime TS meta
+    // keeps them in tsdb-meta, where 2.4's own lookup finds them: read too, and a series found in both is one.
+    let shared = !store.series_index_is_complete();
+    let mut seen = std::collections::HashSet::new();
     let mut matches: Vec<Tsuid> = Vec::new();
     let mut visit = |tsuid: &[u8]| -> bool {
-        if !layout.is_tsuid(tsuid) {
+        if matches.len() >= limit {
+            return false;
+        }
+        if !layout.is_tsuid(tsuid) || (shared && !seen.insert(tsuid.to_vec())) {
             return true;
         }
         let pairs: Vec<(&[u8], &[u8])> = layout.tsuid_pairs(tsuid).collect();
@@ -109,6 +116,11 @@ fn matching_series(
             }
         }
         (m, _) => store.for_each_series(m.map(|m| m.as_bytes()), |tsuid, _| visit(tsuid))?,
+    }
+    if shared {
+        store.for_each_meta_series(metric.map(|m| m.as_bytes()), &mut visit)?;
+        // In TSUID order, as a scan of either table answers.
+        matches.sort();
     }
     Ok(matches)
 }

@@ -32,6 +32,8 @@ use super::{series, Store, StoreError, Tsuid, CF_DATA, CF_UID_NAME};
 /// OpenTSDB's `tsdb-meta` table, family `name`.
 pub const CF_TSDB_META: &str = "tsdb-meta:name";
 pub(super) const TS_META: &[u8] = b"ts_meta";
+/// OpenTSDB's per-series counter in `tsdb-meta` (realtime TS meta with `tsd.core.meta.enable_tsuid_incrementing`).
+const TS_CTR: &[u8] = b"ts_ctr";
 
 /// Above this many series of one metric, counting scans the metric's rows once instead of fetching each
 /// series' rows hour by hour.
@@ -565,6 +567,54 @@ impl Store {
         })
     }
 
+    /// The TSUIDs `tsdb-meta` has a row for (a TSMeta or OpenTSDB's counter), of one metric or of all, in TSUID
+    /// order: where OpenTSDB's TSDs record their series when realtime TS meta is on, and where 2.4's lookup
+    /// finds them. What readers that must see other writers' series ask besides the series index.
+    pub fn for_each_meta_series(
+        &self,
+        metric: Option<&[u8]>,
+        mut f: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut found = std::collections::BTreeSet::new();
+        for qualifier in [TS_META, TS_CTR] {
+            self.for_each_meta_row(qualifier, metric, |tsuid| {
+                found.insert(tsuid.to_vec());
+                true
+            })?;
+        }
+        for tsuid in &found {
+            if !f(tsuid) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of `tsdb-meta` holding a `qualifier` cell (of one metric's TSUIDs, or all), in row order, until `f`
+    /// says stop.
+    fn for_each_meta_row(
+        &self,
+        qualifier: &[u8],
+        metric: Option<&[u8]>,
+        mut f: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        let prefix = cell_key(qualifier, metric.unwrap_or_default());
+        let mut iter = self
+            .engine
+            .cursor(CF_TSDB_META, ReadHints::default())
+            .ok_or_else(|| StoreError::Corrupt(format!("no table {CF_TSDB_META}")))?;
+        iter.seek(&prefix);
+        while iter.valid() {
+            let key = iter.key();
+            if !key.starts_with(&prefix) || !f(&key[qualifier.len() + 1..]) {
+                break;
+            }
+            iter.next();
+        }
+        iter.status()?;
+        Ok(())
+    }
+
     /// The TSMetas of a metric's series that carry every given (tagk, tagv) pair, in TSUID order (OpenTSDB's
     /// `TSUIDQuery.getTSMetas`: a series may have more tags than asked for).
     pub fn ts_metas_of_metric(&self, metric: &[u8], tags: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<TsMeta>, StoreError> {
@@ -580,24 +630,12 @@ impl Store {
             true
         })?;
         // TSMetas created through the API for series without data yet.
-        let prefix = cell_key(TS_META, metric);
-        let mut iter = self
-            .engine
-            .cursor(CF_TSDB_META, ReadHints::default())
-            .ok_or_else(|| StoreError::Corrupt(format!("no table {CF_TSDB_META}")))?;
-        iter.seek(&prefix);
-        while iter.valid() {
-            let key = iter.key();
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            let tsuid = &key[TS_META.len() + 1..];
+        self.for_each_meta_row(TS_META, Some(metric), |tsuid| {
             if matches(tsuid) {
                 candidates.push(tsuid.into());
             }
-            iter.next();
-        }
-        iter.status()?;
+            true
+        })?;
         candidates.sort();
         candidates.dedup();
         let mut present = Vec::with_capacity(candidates.len());
