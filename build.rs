@@ -22,13 +22,24 @@ fn main() {
     println!("cargo:rustc-env=RTSD_BUILD_HOST={host}");
     println!("cargo:rustc-env=RTSD_BUILD_DIR={dir}");
     // Only a new commit changes the facts worth rebuilding for; editing sources must not rerun this script.
-    // Ask git where HEAD and the refs live: in a linked worktree `.git` is a file, and a watched path that does not
-    // exist would rerun this script (and recompile the crate) on every build.
+    // Ask git where HEAD and its reflog live: in a linked worktree `.git` is a file, and a watched path that does not
+    // exist would rerun this script (and recompile the crate) on every build. This checkout's reflog gets a line
+    // for each commit and checkout here and for no other worktree's (watching all of `refs/heads` rebuilt the crate
+    // whenever a commit landed on another worktree's branch, in the middle of a test run too).
     let git_dir = git(&["rev-parse", "--absolute-git-dir"]);
     let common_dir = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]);
+    let branch_ref = git(&["symbolic-ref", "-q", "HEAD"]);
     if let (Some(git_dir), Some(common_dir)) = (git_dir, common_dir) {
         println!("cargo:rerun-if-changed={git_dir}/HEAD");
-        println!("cargo:rerun-if-changed={common_dir}/refs/heads");
+        let reflog = format!("{git_dir}/logs/HEAD");
+        let loose = branch_ref.map(|r| format!("{common_dir}/{r}"));
+        if std::path::Path::new(&reflog).exists() {
+            println!("cargo:rerun-if-changed={reflog}");
+        } else if let Some(loose) = loose.filter(|l| std::path::Path::new(l).exists()) {
+            println!("cargo:rerun-if-changed={loose}");
+        } else {
+            println!("cargo:rerun-if-changed={common_dir}/packed-refs");
+        }
     } else {
         println!("cargo:rerun-if-changed=build.rs");
     }
