@@ -291,6 +291,8 @@ pub struct Store {
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
+    /// Set by [`Store::abandon_folds`]: folds stop between chunks.
+    folds_abandoned: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -403,6 +405,7 @@ impl Store {
             flush_failed_at: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
+            folds_abandoned: Default::default(),
         };
         if read_only {
             store.load_overlay(&unflushed)?;
@@ -447,6 +450,26 @@ impl Store {
     /// readers that must see every series scan the data table instead.
     pub fn series_index_is_complete(&self) -> bool {
         self.node_local
+    }
+
+    /// Whether a rollup fold may be left unfinished when the daemon stops ([`Store::abandon_folds`]): on an
+    /// engine other nodes share (HBase), whose folds are round trips, a fold of a large backlog takes minutes,
+    /// and the rows it leaves keep their stored marks for the next start, or any other node's full fold. On the
+    /// embedded engine the daemon folds what is left before it stops (fast there, and the rollups are then whole
+    /// for tools that open the directory after it).
+    pub fn folds_resume_elsewhere(&self) -> bool {
+        !self.node_local
+    }
+
+    /// Makes folds in progress, and every later one, stop after the chunk of rows they are writing: the rows not
+    /// folded keep their stored marks (written with their points, deleted only once a full fold has folded
+    /// every row up to them), so the next full fold of this or another process folds them (see `rollup::fold`).
+    pub fn abandon_folds(&self) {
+        self.folds_abandoned.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn folds_abandoned(&self) -> bool {
+        self.folds_abandoned.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The storage engine under the store.
