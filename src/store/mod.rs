@@ -516,6 +516,40 @@ mod tests {
         store.commit(&mut batch, false).unwrap();
     }
 
+    // Issue 21 item 5: a fold abandoned at shutdown (what a node on HBase does) leaves every row it did not fold
+    // to the next full fold, of a later start of the store: their marks stay stored.
+    #[test]
+    fn a_fold_abandoned_at_shutdown_is_resumed_by_the_next_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = |store: &Store| {
+            let mut n = 0;
+            store
+                .scan_raw(rollup::CF_ROLLUP_DIRTY, b"", |_, _| {
+                    n += 1;
+                    true
+                })
+                .unwrap();
+            n
+        };
+        {
+            let store = open(dir.path(), &[("tsd.rollups.enable", "true")]);
+            let points: Vec<DataPoint<'_>> = ["a", "b", "c"]
+                .iter()
+                .flat_map(|h| (0..3).map(move |i| point("m", 1356998400 + i * 3600, Value::Int(i), &[("host", h)])))
+                .collect();
+            write(&store, &points);
+            store.flush_pending().unwrap();
+            assert_eq!(marks(&store), 9, "one mark per raw row");
+            store.abandon_folds();
+            assert_eq!(store.fold_rollups(None).unwrap(), 0, "an abandoned fold folds nothing more");
+            assert_eq!(marks(&store), 9, "the marks stay for the next fold");
+            assert_eq!(store.fold_backlog(), 0, "the notes were taken");
+        }
+        let store = open(dir.path(), &[("tsd.rollups.enable", "true")]);
+        assert_eq!(store.fold_rollups(None).unwrap(), 9, "the next start folds every row left");
+        assert_eq!(marks(&store), 0);
+    }
+
     // A series made of one series' metric and another's tags is the one the UIDs of its names give, salt
     // included (spec: ingest §4.2, the salt a hash of the metric and tags).
     #[test]
