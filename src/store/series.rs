@@ -567,7 +567,9 @@ mod tests {
         let tsuid = [0, 0, 1, 0, 0, 1, 0, 0, 2];
         let key = |prefix: u8| [&[prefix][..], &tsuid].concat();
         let u32s = |ns: &[u32]| ns.iter().map(|n| n.to_be_bytes().to_vec()).collect::<Vec<_>>();
-        let cases: Vec<(Vec<u8>, Option<Vec<u8>>, Vec<Vec<u8>>)> = vec![
+        // (key, value stored whole, operands)
+        type Case = (Vec<u8>, Option<Vec<u8>>, Vec<Vec<u8>>);
+        let cases: Vec<Case> = vec![
             (key(SERIES), None, u32s(&[7200, 3600, 10800, 7200])),
             (key(SERIES), Some(14400u32.to_be_bytes().to_vec()), u32s(&[7200, 18000])),
             (key(FIRST_SEEN), None, u32s(&[1700000500, 1700000100, 1700000900])),

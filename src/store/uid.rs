@@ -855,7 +855,7 @@ mod tests {
         assert_eq!(spent, vec![0, 1, 1, 100, 1], "get, get_many, increment, compare-and-sets, write");
         for (i, name) in names.iter().enumerate() {
             let uid = uids.get_or_create(UidKind::TagValue, name, true).unwrap();
-            assert_eq!(uid.as_bytes(), &Uid::from_id(i as u64 + 2, 3).as_bytes()[..], "{name}");
+            assert_eq!(uid.as_bytes(), Uid::from_id(i as u64 + 2, 3).as_bytes(), "{name}");
             assert_eq!(uids.name_of(UidKind::TagValue, uid.as_bytes()).unwrap().as_deref(), Some(name.as_str()));
         }
         // Every one answered from the cache; the counter says 51 ids are out.

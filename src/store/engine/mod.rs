@@ -106,10 +106,13 @@ pub struct Parts {
     /// The updates an operand makes, as `(index into parts, number)`; `None` when it cannot be said so (the
     /// engine then merges it whole). A value is split as an operand merged into nothing, so `full(key, None,
     /// [v]) == v` must hold for a value that splits. Maxima and minima are numbers in `0..=u32::MAX`.
-    pub split: fn(key: &[u8], operand: &[u8]) -> Option<Vec<(usize, i64)>>,
+    pub split: SplitFn,
     /// The operand that stands for part `index` holding `number`.
     pub join: fn(key: &[u8], index: usize, number: i64) -> Vec<u8>,
 }
+
+/// [`Parts::split`]: `(key, operand) -> updates as (index into parts, number)`, `None` for a key without parts.
+pub type SplitFn = fn(key: &[u8], operand: &[u8]) -> Option<Vec<(usize, i64)>>;
 
 /// How the updates of one [`Parts`] part combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
