@@ -152,7 +152,24 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
         if full {
             last_full = std::time::Instant::now();
         }
-        match tokio::task::spawn_blocking(fold).await {
+        if stopping && tsd.store.folds_resume_elsewhere() {
+            // No last fold: what is left keeps its stored marks for the next start or another node.
+            return;
+        }
+        // A fold of a large backlog through HBase's round trips takes minutes: on a shutdown meanwhile it stops
+        // after the chunk being written (see Store::abandon_folds) instead of holding up the daemon's exit.
+        let abandon = tsd.store.folds_resume_elsewhere().then(|| {
+            let tsd = tsd.clone();
+            tokio::spawn(async move {
+                tsd.shutdown.cancelled().await;
+                tsd.store.abandon_folds();
+            })
+        });
+        let outcome = tokio::task::spawn_blocking(fold).await;
+        if let Some(abandon) = abandon {
+            abandon.abort();
+        }
+        match outcome {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "folding raw rows into rollups failed; will retry"),
             Err(e) => tracing::error!(error = %e, "rollup task failed"),

@@ -297,6 +297,22 @@ impl Metrics {
         out
     }
 
+    /// [`Metrics::encode`] without the metrics named in `omitted` (full names, `rtsd_series`): their HELP, TYPE
+    /// and sample lines.
+    pub fn encode_except(&self, omitted: &[&str]) -> String {
+        let text = self.encode();
+        let named = |line: &str| {
+            let rest = line.strip_prefix("# HELP ").or_else(|| line.strip_prefix("# TYPE ")).unwrap_or(line);
+            let name = rest.split([' ', '{']).next().unwrap_or_default();
+            omitted.contains(&name)
+        };
+        let mut out = String::with_capacity(text.len());
+        for line in text.split_inclusive('\n').filter(|l| !named(l.trim_end_matches('\n'))) {
+            out.push_str(line);
+        }
+        out
+    }
+
     pub fn point_added(&self, protocol: Protocol, n: u64) {
         self.datapoints_added.get_or_create(&ProtocolLabel { protocol: protocol.as_str() }).inc_by(n);
     }
@@ -575,5 +591,20 @@ mod tests {
         let text = m.encode();
         assert!(text.contains("rtsd_datapoints_added_total{protocol=\"telnet\"} 7\n"), "{text}");
         assert!(text.contains("# TYPE rtsd_rocksdb_write_seconds histogram"));
+    }
+
+    #[test]
+    fn a_metric_can_be_left_out_of_the_text() {
+        let m = Metrics::new();
+        m.series.set(5);
+        let full = m.encode();
+        assert!(full.contains("\nrtsd_series 5\n"), "{full}");
+        let text = m.encode_except(&["rtsd_series"]);
+        assert!(!text.contains("rtsd_series "), "{text}");
+        assert!(!text.contains("rtsd_series\n"), "{text}");
+        // Only its three lines go (HELP, TYPE, the sample); a metric whose name starts the same stays.
+        assert_eq!(full.lines().count() - text.lines().count(), 3);
+        assert!(text.contains("# TYPE rtsd_rocksdb_write_seconds histogram"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -201,11 +201,46 @@ impl TableSet {
                     *total = 0;
                     truncate.push(table.clone());
                 } else {
-                    let deletes: Vec<_> =
-                        rows.iter().map(|cells| rtsd_hbase::Mutation::delete_row(table, &cells[0].row)).collect();
-                    for r in client.multi(deletes).await {
-                        r.unwrap_or_else(|e| panic!("empty {table}: {e}"));
+                    let mut rows = rows;
+                    // rtsd keeps the maxima and minima of its index in cells versioned past any time a server
+                    // stamps (its HBase engine's `part_version`), which a row delete stamped by the server does
+                    // not reach: each such version is deleted on its own, and the table scanned again until it
+                    // is empty (a version deleted may uncover an older one in another file).
+                    for _ in 0..64 {
+                        if rows.is_empty() {
+                            break;
+                        }
+                        let past = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as u64)
+                            + 86_400_000;
+                        let mut deletes = Vec::new();
+                        for cells in &rows {
+                            deletes.push(rtsd_hbase::Mutation::delete_row(table, &cells[0].row));
+                            for c in cells.iter().filter(|c| c.timestamp > past) {
+                                let q = [c.qualifier.as_slice()];
+                                deletes.push(rtsd_hbase::Mutation::delete_version(
+                                    table,
+                                    &c.row,
+                                    &c.family,
+                                    &q,
+                                    c.timestamp,
+                                ));
+                            }
+                        }
+                        for r in client.multi(deletes).await {
+                            r.unwrap_or_else(|e| panic!("empty {table}: {e}"));
+                        }
+                        rows = client
+                            .scan_all(rtsd_hbase::ScanRequest {
+                                table: table.clone(),
+                                caching: 1000,
+                                ..Default::default()
+                            })
+                            .await
+                            .unwrap_or_else(|e| panic!("scan {table}: {e}"));
                     }
+                    assert!(rows.is_empty(), "{table} could not be emptied");
                 }
                 for family in families {
                     client

@@ -16,6 +16,7 @@
 //! 4. **UIDs assigned at once by three writers.** Two rtsd nodes and the reference assign the same 1,000 new metric
 //!    names concurrently (OpenTSDB's protocol: increment, reverse CAS, forward CAS); all three then map every name
 //!    to one UID, the same on all three, and every UID's reverse mapping names it.
+//!    Then again with the rtsd nodes assigning as their `/api/put`s do (a batch's new names together).
 //! 5. **A region server killed under writes.** Node A takes `/api/put?sync` batches while one of the three region
 //!    servers is SIGKILLed; then node A is SIGKILLed too, and every batch it acknowledged is read back through a
 //!    node started after it.
@@ -253,6 +254,47 @@ fn run_readme_fleet_example(tb: &Testbed) {
     eprintln!("rtsd_on_hbase: the README's fleet example answers through node 2 what node 1 took");
 }
 
+/// Rows of a plain table written before its merges were blind parts (by rtsd up to issue 21 item 5: the value
+/// whole in the empty-qualifier cell, merged by read and compare-and-set) read as that value with the parts
+/// written since merged onto it, through every read path.
+fn old_cells_read_with_parts(tb: &Testbed, engine: &HBaseEngine, plain: &str) {
+    use rtsd::store::engine::{Durability, Engine, ReadHints, WriteBatch};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = rt.block_on(rtsd_hbase::Client::connect(&tb.zk_quorum(), "/hbase")).expect("connect");
+    for (row, n) in [(b"old/c1".as_slice(), 100i64), (b"old/hi1", 50), (b"old/lo1", 50)] {
+        let cell = vec![(Vec::new(), n.to_be_bytes().to_vec())];
+        rt.block_on(client.put("rtsd_conformance", row, b"plain", cell)).expect("an old cell");
+    }
+    let write = |ops: &[(&[u8], i64)]| {
+        let mut batch = WriteBatch::default();
+        for (key, n) in ops {
+            batch.merge(plain, key, &n.to_be_bytes());
+        }
+        engine.write(batch, Durability::Logged).expect("merges");
+    };
+    let get = |key: &[u8]| engine.get(plain, key, ReadHints::default()).unwrap();
+    let be = |n: i64| Some(n.to_be_bytes().to_vec());
+    assert_eq!((get(b"old/c1"), get(b"old/hi1"), get(b"old/lo1")), (be(100), be(50), be(50)), "old cells alone");
+    write(&[(b"old/c1", 5), (b"old/hi1", 7), (b"old/lo1", 70)]);
+    assert_eq!((get(b"old/c1"), get(b"old/hi1"), get(b"old/lo1")), (be(105), be(50), be(50)), "parts below");
+    write(&[(b"old/c1", -10), (b"old/hi1", 60), (b"old/lo1", 40)]);
+    assert_eq!((get(b"old/c1"), get(b"old/hi1"), get(b"old/lo1")), (be(95), be(60), be(40)), "parts past");
+    let mut cursor = engine.cursor(plain, ReadHints::default()).expect("declared");
+    cursor.seek(b"old/");
+    let mut scanned = Vec::new();
+    while cursor.valid() && cursor.key().starts_with(b"old/") {
+        scanned.push((cursor.key().to_vec(), cursor.value().to_vec()));
+        cursor.next();
+    }
+    cursor.status().unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = [(b"old/c1".as_slice(), 95i64), (b"old/hi1", 60), (b"old/lo1", 40)]
+        .iter()
+        .map(|(k, n)| (k.to_vec(), n.to_be_bytes().to_vec()))
+        .collect();
+    assert_eq!(scanned, want, "old cells and parts, scanned");
+    eprintln!("rtsd_on_hbase: old cells read with the parts merged onto them");
+}
+
 #[test]
 fn rtsd_on_hbase_shares_opentsdb_tables() {
     let started = Instant::now();
@@ -272,6 +314,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     assert_eq!(engine.family_ttl("tsdb:t").unwrap(), None, "a fresh test bed keeps tsdb forever");
     conformance::check(&engine, names, "run1/");
     conformance::check(&engine, names, "run2/");
+    old_cells_read_with_parts(&tb, &engine, names.2);
     drop(engine);
     eprintln!("rtsd_on_hbase: engine contract kept on HBase ({:.0}s)", started.elapsed().as_secs_f64());
 
@@ -344,6 +387,61 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     }
     eprintln!(
         "rtsd_on_hbase: {RACE_NAMES} names raced by 3 writers, one UID each ({:.0}s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    // 4b. The same, with the rtsd nodes assigning as their puts do: each `/api/put` of 25 points of new metrics
+    // resolves its new names together (one increment reserving a block of ids, then the compare-and-sets of all
+    // of them at once), while OpenTSDB assigns the same names one by one.
+    let names: Vec<String> = (0..RACE_NAMES).map(|i| format!("race.p{i:04}")).collect();
+    std::thread::scope(|s| {
+        for (w, addr) in writers.iter().enumerate() {
+            let mut order = names.clone();
+            let mut rng = Rng(0xba7c + w as u64);
+            for i in (1..order.len()).rev() {
+                order.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            }
+            let is_rtsd = *addr != tb.tsd;
+            s.spawn(move || {
+                for chunk in order.chunks(25) {
+                    if is_rtsd {
+                        let points: Vec<String> = chunk
+                            .iter()
+                            .map(|m| {
+                                format!(
+                                    r#"{{"metric":"{m}","timestamp":1700000000,"value":1,"tags":{{"host":"race"}}}}"#
+                                )
+                            })
+                            .collect();
+                        let (status, _, body) =
+                            http_answer(*addr, "POST", "/api/put?sync", &format!("[{}]", points.join(",")));
+                        assert_eq!(status, 204, "writer {w}: {body}");
+                    } else {
+                        let path = format!("/api/uid/assign?metric={}", chunk.join(","));
+                        let (status, _, body) = http_answer(*addr, "GET", &path, "");
+                        assert!(status == 200 || status == 400, "writer {w}: {status} {body}");
+                    }
+                }
+            });
+        }
+    });
+    let maps: Vec<BTreeMap<String, String>> = writers.iter().map(|&addr| assigned_uids(addr, &names)).collect();
+    assert_eq!(maps[0], maps[2], "rtsd node A (puts) and OpenTSDB map the names to the same UIDs");
+    assert_eq!(maps[1], maps[2], "rtsd node B (puts) and OpenTSDB map the names to the same UIDs");
+    let mut uids: Vec<&String> = maps[2].values().collect();
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), RACE_NAMES, "one UID per name, none shared (puts)");
+    for (name, uid) in maps[2].iter().step_by(50) {
+        for &addr in &writers {
+            let (status, _, body) = http_answer(addr, "GET", &format!("/api/uid/uidmeta?uid={uid}&type=metric"), "");
+            assert_eq!(status, 200, "{addr} uidmeta {uid}: {body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["name"], name.as_str(), "{addr}: UID {uid}");
+        }
+    }
+    eprintln!(
+        "rtsd_on_hbase: {RACE_NAMES} names raced by 2 rtsd nodes' puts and OpenTSDB, one UID each ({:.0}s)",
         started.elapsed().as_secs_f64()
     );
 

@@ -110,7 +110,16 @@ impl Client {
             let mut calls = JoinSet::new();
             for (server, regions) in by_server {
                 let (inner, actions) = (self.inner.clone(), actions.clone());
-                calls.spawn(async move { send(&inner, &server, regions, &actions, timeout).await });
+                // A server's share goes in Multis of at most MAX_ACTIONS_PER_MULTI, one after the other: one
+                // Multi of 100k+ actions held a region server busy for 15 s, past its ZooKeeper session, and it
+                // aborted (HBase itself warns past 5000 rows per call, HBASE-18023).
+                calls.spawn(async move {
+                    let mut out = Vec::new();
+                    for part in split_batches(regions, MAX_ACTIONS_PER_MULTI) {
+                        out.extend(send(&inner, &server, part, &actions, timeout).await);
+                    }
+                    out
+                });
             }
             while let Some(done) = calls.join_next().await {
                 let done = done.expect("a Multi task panicked");
@@ -138,6 +147,34 @@ impl Client {
         }
         outcome.into_iter().map(|o| o.expect("every action has an outcome")).collect()
     }
+}
+
+/// Actions per Multi RPC at most; a server's share of a larger batch goes in several, in turn.
+pub const MAX_ACTIONS_PER_MULTI: usize = 2000;
+
+/// One server's region batches as parts of at most `max` actions each (a region's actions split across parts
+/// when it has more), in the order given.
+fn split_batches(regions: HashMap<Vec<u8>, RegionBatch>, max: usize) -> Vec<HashMap<Vec<u8>, RegionBatch>> {
+    let max = max.max(1);
+    let mut parts: Vec<HashMap<Vec<u8>, RegionBatch>> = Vec::new();
+    let mut room = 0;
+    for (name, (loc, idx)) in regions {
+        for piece in idx.chunks(max) {
+            let mut piece = piece;
+            while !piece.is_empty() {
+                if room == 0 {
+                    parts.push(HashMap::new());
+                    room = max;
+                }
+                let (now, later) = piece.split_at(piece.len().min(room));
+                let part = parts.last_mut().expect("a part was pushed");
+                part.entry(name.clone()).or_insert_with(|| (loc.clone(), Vec::new())).1.extend_from_slice(now);
+                room -= now.len();
+                piece = later;
+            }
+        }
+    }
+    parts
 }
 
 /// The deadline's error for one mutation, keeping its own last error.
@@ -236,4 +273,53 @@ async fn send(
 fn pair_error(ex: &proto::NameBytesPair) -> Error {
     let msg = ex.value.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
     Error::remote(&ex.name, &msg, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(name: &str) -> Arc<RegionLoc> {
+        Arc::new(RegionLoc {
+            table: "t".into(),
+            name: name.as_bytes().to_vec(),
+            start: Vec::new(),
+            end: Vec::new(),
+            server: "s".into(),
+        })
+    }
+
+    /// A server's share of a large batch goes in Multis of at most the limit, every action in exactly one, each
+    /// under its own region.
+    #[test]
+    fn a_large_batch_is_split_into_multis_of_at_most_the_limit() {
+        let mut regions: HashMap<Vec<u8>, RegionBatch> = HashMap::new();
+        regions.insert(b"r1".to_vec(), (region("r1"), (0..4500).collect()));
+        regions.insert(b"r2".to_vec(), (region("r2"), (4500..4510).collect()));
+        regions.insert(b"r3".to_vec(), (region("r3"), (4510..6010).collect()));
+        let parts = split_batches(regions, 2000);
+        let sizes: Vec<usize> = parts.iter().map(|p| p.values().map(|(_, idx)| idx.len()).sum()).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 6010);
+        assert!(sizes.iter().all(|&n| n <= 2000), "{sizes:?}");
+        assert_eq!(parts.len(), 4, "{sizes:?}");
+        let mut seen: Vec<usize> = Vec::new();
+        for part in &parts {
+            for (name, (loc, idx)) in part {
+                assert_eq!(&loc.name, name);
+                let want = match name.as_slice() {
+                    b"r1" => 0..4500,
+                    b"r2" => 4500..4510,
+                    _ => 4510..6010,
+                };
+                assert!(idx.iter().all(|i| want.contains(i)), "{name:?}");
+                seen.extend(idx);
+            }
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..6010).collect::<Vec<_>>());
+        // A small batch stays one Multi.
+        let mut small: HashMap<Vec<u8>, RegionBatch> = HashMap::new();
+        small.insert(b"r1".to_vec(), (region("r1"), vec![0, 1, 2]));
+        assert_eq!(split_batches(small, 2000).len(), 1);
+    }
 }

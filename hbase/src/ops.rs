@@ -41,6 +41,9 @@ pub enum MutationKind {
     Increment,
     /// Deletes every version of each column; with no columns, the whole family; with no family, the whole row.
     Delete,
+    /// Deletes the one version of each column whose timestamp is the mutation's (which it must have): older
+    /// and newer versions stay, and a later write at another timestamp is not masked.
+    DeleteVersion,
 }
 
 /// A write to one row of one table.
@@ -88,6 +91,12 @@ impl Mutation {
         Mutation::new(MutationKind::Delete, table, row, family, columns)
     }
 
+    /// Deletes the version at `timestamp` of each of `qualifiers` of `family` (see [`MutationKind::DeleteVersion`]).
+    pub fn delete_version(table: &str, row: &[u8], family: &[u8], qualifiers: &[&[u8]], timestamp: u64) -> Mutation {
+        let columns = qualifiers.iter().map(|q| (q.to_vec(), Vec::new())).collect();
+        Mutation::new(MutationKind::DeleteVersion, table, row, family, columns).with_timestamp(timestamp)
+    }
+
     /// Deletes the whole row.
     pub fn delete_row(table: &str, row: &[u8]) -> Mutation {
         Mutation::new(MutationKind::Delete, table, row, b"", Vec::new())
@@ -100,7 +109,7 @@ impl Mutation {
 
     /// Whether applying it twice differs from applying it once (a retry then needs the server's nonce check).
     pub fn is_idempotent(&self) -> bool {
-        matches!(self.kind, MutationKind::Put | MutationKind::Delete)
+        matches!(self.kind, MutationKind::Put | MutationKind::Delete | MutationKind::DeleteVersion)
     }
 
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
@@ -110,6 +119,9 @@ impl Mutation {
         }
         if self.kind != MutationKind::Delete && (self.family.is_empty() || self.columns.is_empty()) {
             return bad("no column");
+        }
+        if self.kind == MutationKind::DeleteVersion && self.timestamp.is_none() {
+            return bad("a version to delete needs its timestamp");
         }
         if self.kind == MutationKind::Increment && self.columns.iter().any(|(_, v)| v.len() != 8) {
             return bad("increment amounts are 8 bytes");
@@ -126,6 +138,7 @@ impl Mutation {
                 (proto::MutationType::Delete, Some(proto::DeleteType::DeleteFamily))
             }
             MutationKind::Delete => (proto::MutationType::Delete, Some(proto::DeleteType::DeleteMultipleVersions)),
+            MutationKind::DeleteVersion => (proto::MutationType::Delete, Some(proto::DeleteType::DeleteOneVersion)),
         };
         let column_value = if self.family.is_empty() {
             Vec::new()
@@ -147,7 +160,8 @@ impl Mutation {
                     .iter()
                     .map(|(q, v)| proto::QualifierValue {
                         qualifier: Some(q.clone()),
-                        value: (self.kind != MutationKind::Delete).then(|| v.clone()),
+                        value: (!matches!(self.kind, MutationKind::Delete | MutationKind::DeleteVersion))
+                            .then(|| v.clone()),
                         timestamp: self.timestamp,
                         delete_type: delete_type.map(|d| d as i32),
                     })

@@ -15,6 +15,7 @@ pub use series_cache::SeriesCache;
 use crate::metrics::Metrics;
 use crate::rollup::{self, RollupError};
 use crate::store::engine::{EngineError, EngineErrorKind};
+use crate::store::uid::Names;
 use crate::store::{AddError, PointBatch, Store, StoreError};
 
 /// Why a point was not added to the batch.
@@ -142,6 +143,31 @@ impl<'a> Writer<'a> {
         let Some((timestamp, value)) = value() else { return false };
         self.store.add_to_series(&mut self.batch, series, timestamp, value);
         true
+    }
+
+    /// Whether this batch should gather the names of its new series and resolve them together
+    /// ([`Writer::resolve_names`]) before adding its points: on an engine whose lookups are round trips.
+    pub fn batches_names(&self) -> bool {
+        self.store.resolves_names_in_batches() && self.unreachable.is_none()
+    }
+
+    /// Whether the series keyed by `key` (as [`Writer::known`] keys it) is new to this connection, so that its
+    /// point will need its names resolved. Leaves the key set.
+    pub fn is_new_series<'k>(&mut self, key: impl IntoIterator<Item = &'k [u8]>) -> bool {
+        self.cache.set_key(key);
+        self.cache.get().is_none()
+    }
+
+    /// Resolves the names of the batch's new series together, ahead of adding its points one by one (see
+    /// [`Store::resolve_names`]): a request of a thousand new names then costs a few round trips, not several
+    /// per name. What fails here is the points' to report, by their own lookups; only an unreachable storage is
+    /// remembered, so that they fail at once as they would after the first one (see `unreachable`).
+    pub fn resolve_names(&mut self, names: &Names) {
+        if let Err(StoreError::Engine(e)) = self.store.resolve_names(names) {
+            if e.kind == EngineErrorKind::Unavailable {
+                self.unreachable = Some(e);
+            }
+        }
     }
 
     /// Adds a validated point: resolves its UIDs (assigning new ones as configured) and, when `keyed`, caches its

@@ -89,7 +89,10 @@ fn too_long(tsd: &Tsd, bytes: usize) {
 
 /// Handles every complete line in `buf`; returns the bytes consumed.
 fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCache) -> (usize, Next) {
-    let writer = Writer::new(&tsd.store, &tsd.config.rules, &tsd.metrics, cache);
+    let mut writer = Writer::new(&tsd.store, &tsd.config.rules, &tsd.metrics, cache);
+    if tsd.config.mode.writes() && writer.batches_names() {
+        resolve_new_names(buf, tsd, &mut writer);
+    }
     let mut session = Session { tsd, writer, out, puts: 0 };
     let mut pos = 0;
     let mut lines = 0;
@@ -113,6 +116,29 @@ fn handle_lines(buf: &[u8], tsd: &Tsd, out: &mut Vec<u8>, cache: &mut SeriesCach
     tsd.metrics.rpcs("telnet", lines);
     tsd.metrics.rpcs("put", session.puts);
     (pos, next)
+}
+
+/// Resolves the names of the new series of every complete `put` line in `buf` together (see
+/// [`Writer::resolve_names`]), before the lines are handled one by one as usual. Lines that do not parse are left
+/// to that handling, which answers them.
+fn resolve_new_names(buf: &[u8], tsd: &Tsd, writer: &mut Writer<'_>) {
+    let mut names = crate::store::uid::Names::default();
+    let mut pos = 0;
+    while let Some((line, used)) = telnet::next_line(&buf[pos..]) {
+        if telnet::line_too_long(line) {
+            break;
+        }
+        pos += used;
+        if let Command::Put(words) = telnet::parse_command(line) {
+            if words.len() >= 5 && !writer.is_new_series(series_words(&words)) {
+                continue;
+            }
+            if let Ok(point) = telnet::parse_put(&words, &tsd.config.rules) {
+                names.add_point(&point);
+            }
+        }
+    }
+    writer.resolve_names(&names);
 }
 
 struct Session<'a> {

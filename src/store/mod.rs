@@ -291,6 +291,8 @@ pub struct Store {
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
+    /// Set by [`Store::abandon_folds`]: folds stop between chunks.
+    folds_abandoned: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -403,6 +405,7 @@ impl Store {
             flush_failed_at: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
+            folds_abandoned: Default::default(),
         };
         if read_only {
             store.load_overlay(&unflushed)?;
@@ -449,6 +452,26 @@ impl Store {
         self.node_local
     }
 
+    /// Whether a rollup fold may be left unfinished when the daemon stops ([`Store::abandon_folds`]): on an
+    /// engine other nodes share (HBase), whose folds are round trips, a fold of a large backlog takes minutes,
+    /// and the rows it leaves keep their stored marks for the next start, or any other node's full fold. On the
+    /// embedded engine the daemon folds what is left before it stops (fast there, and the rollups are then whole
+    /// for tools that open the directory after it).
+    pub fn folds_resume_elsewhere(&self) -> bool {
+        !self.node_local
+    }
+
+    /// Makes folds in progress, and every later one, stop after the chunk of rows they are writing: the rows not
+    /// folded keep their stored marks (written with their points, deleted only once a full fold has folded
+    /// every row up to them), so the next full fold of this or another process folds them (see `rollup::fold`).
+    pub fn abandon_folds(&self) {
+        self.folds_abandoned.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn folds_abandoned(&self) -> bool {
+        self.folds_abandoned.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The storage engine under the store.
     pub fn engine(&self) -> &dyn Engine {
         self.engine.as_ref()
@@ -491,6 +514,40 @@ mod tests {
             store.add_point(&mut batch, p).unwrap();
         }
         store.commit(&mut batch, false).unwrap();
+    }
+
+    // Issue 21 item 5: a fold abandoned at shutdown (what a node on HBase does) leaves every row it did not fold
+    // to the next full fold, of a later start of the store: their marks stay stored.
+    #[test]
+    fn a_fold_abandoned_at_shutdown_is_resumed_by_the_next_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = |store: &Store| {
+            let mut n = 0;
+            store
+                .scan_raw(rollup::CF_ROLLUP_DIRTY, b"", |_, _| {
+                    n += 1;
+                    true
+                })
+                .unwrap();
+            n
+        };
+        {
+            let store = open(dir.path(), &[("tsd.rollups.enable", "true")]);
+            let points: Vec<DataPoint<'_>> = ["a", "b", "c"]
+                .iter()
+                .flat_map(|h| (0..3).map(move |i| point("m", 1356998400 + i * 3600, Value::Int(i), &[("host", h)])))
+                .collect();
+            write(&store, &points);
+            store.flush_pending().unwrap();
+            assert_eq!(marks(&store), 9, "one mark per raw row");
+            store.abandon_folds();
+            assert_eq!(store.fold_rollups(None).unwrap(), 0, "an abandoned fold folds nothing more");
+            assert_eq!(marks(&store), 9, "the marks stay for the next fold");
+            assert_eq!(store.fold_backlog(), 0, "the notes were taken");
+        }
+        let store = open(dir.path(), &[("tsd.rollups.enable", "true")]);
+        assert_eq!(store.fold_rollups(None).unwrap(), 9, "the next start folds every row left");
+        assert_eq!(marks(&store), 0);
     }
 
     // A series made of one series' metric and another's tags is the one the UIDs of its names give, salt

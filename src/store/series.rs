@@ -22,7 +22,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::engine::{Engine, Merge, MergeContext, ReadHints, WriteBatch};
+use super::engine::{Combine, Engine, Merge, MergeContext, Parts, ReadHints, WriteBatch};
 use quick_cache::sync::Cache;
 
 use super::{Layout, StoreError, Tsuid};
@@ -442,6 +442,35 @@ pub(super) fn merge() -> Merge {
     Merge { name: "max-hour-v1", full: full.clone(), partial: Some(full) }
 }
 
+/// The series table's merge as parts (see [`Parts`]), so that an engine without merge operators (HBase) writes
+/// each entry blindly in the batch's own round trip: `S` a maximum (part 0), `F` a minimum (part 1), `C` a sum of
+/// points (part 2) and a maximum of seconds (part 0). `T` postings are plain puts and have none.
+pub(super) const PARTS: Parts =
+    Parts { parts: &[(b"M", Combine::Max), (b"m", Combine::Min), (b"+", Combine::Sum)], split, join };
+
+/// See [`PARTS`]. An operand that does not parse makes no update, as [`merge_max_hour`] ignores it.
+fn split(key: &[u8], operand: &[u8]) -> Option<Vec<(usize, i64)>> {
+    let seconds = || <[u8; 4]>::try_from(operand).ok().map(|b| i64::from(u32::from_be_bytes(b)));
+    Some(match key.first() {
+        Some(&SERIES) => seconds().map(|h| (0, h)).into_iter().collect(),
+        Some(&FIRST_SEEN) => seconds().map(|t| (1, t)).into_iter().collect(),
+        Some(&COUNTER) => match parse_counter(operand).filter(|_| operand.len() == 12) {
+            Some((points, seconds)) => vec![(2, i64::try_from(points).unwrap_or(i64::MAX)), (0, i64::from(seconds))],
+            None => Vec::new(),
+        },
+        _ => return None,
+    })
+}
+
+/// See [`PARTS`].
+fn join(key: &[u8], index: usize, number: i64) -> Vec<u8> {
+    match (key.first(), index) {
+        (Some(&COUNTER), 0) => counter_value(0, number as u32).to_vec(),
+        (Some(&COUNTER), _) => counter_value(number.max(0) as u64, 0).to_vec(),
+        _ => (number as u32).to_be_bytes().to_vec(),
+    }
+}
+
 pub fn merge_max_hour(key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Vec<u8> {
     if key.first() == Some(&COUNTER) {
         let (points, seconds) = existing
@@ -528,6 +557,45 @@ mod tests {
         assert_eq!((again.len(), counted(&index)), (0, 7));
         index.remember(&mut noted);
         assert_eq!(counted(&index), 8);
+    }
+
+    /// Issue 21 item 5: on HBase the index's merges are blind parts; what they read back must be what the
+    /// merge makes of the same operands, on a value stored whole before (rows written by earlier rtsd) or none.
+    #[test]
+    fn the_index_read_through_its_parts_is_its_merge() {
+        let merge = merge();
+        let tsuid = [0, 0, 1, 0, 0, 1, 0, 0, 2];
+        let key = |prefix: u8| [&[prefix][..], &tsuid].concat();
+        let u32s = |ns: &[u32]| ns.iter().map(|n| n.to_be_bytes().to_vec()).collect::<Vec<_>>();
+        // (key, value stored whole, operands)
+        type Case = (Vec<u8>, Option<Vec<u8>>, Vec<Vec<u8>>);
+        let cases: Vec<Case> = vec![
+            (key(SERIES), None, u32s(&[7200, 3600, 10800, 7200])),
+            (key(SERIES), Some(14400u32.to_be_bytes().to_vec()), u32s(&[7200, 18000])),
+            (key(FIRST_SEEN), None, u32s(&[1700000500, 1700000100, 1700000900])),
+            (key(FIRST_SEEN), Some(1600000000u32.to_be_bytes().to_vec()), u32s(&[1700000100])),
+            (
+                key(COUNTER),
+                Some(counter_value(10, 1700000000).to_vec()),
+                vec![counter_value(5, 1700000100).to_vec(), counter_value(7, 1600000000).to_vec()],
+            ),
+            (key(COUNTER), None, vec![counter_value(3, 1700000100).to_vec(), b"junk".to_vec()]),
+            // An operand that does not parse is ignored by both.
+            (key(SERIES), Some(3600u32.to_be_bytes().to_vec()), vec![b"x".to_vec(), 7200u32.to_be_bytes().to_vec()]),
+        ];
+        for (key, whole, operands) in cases {
+            let ops: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+            let want = (merge.full)(&key, whole.as_deref(), &ops, MergeContext { stored: false });
+            let got =
+                super::super::engine::conformance::read_through_parts(&merge, &PARTS, &key, whole.as_deref(), &ops);
+            assert_eq!(got, Some(want), "{key:?} {whole:?} {operands:?}");
+        }
+        // The postings are plain puts: no parts.
+        assert_eq!((PARTS.split)(&key(POSTING), b""), None);
+        // A value splits as an operand (a put of `S` or `C` is reset and written as parts).
+        let v = counter_value(9, 1700000000);
+        let got = super::super::engine::conformance::read_through_parts(&merge, &PARTS, &key(COUNTER), None, &[&v]);
+        assert_eq!(got, Some(v.to_vec()));
     }
 
     #[test]

@@ -39,13 +39,31 @@ pub(super) fn table_spec(name: &str, layout: &Layout, fix_duplicates: bool, metr
             let merge = Merge { name: "opentsdb-row-v1", full: Arc::new(full), partial: None };
             TableSpec::new(name, CellMap::RowColumns, Tuning::Data).with_merge(merge)
         }
-        CF_SERIES => TableSpec::new(name, CellMap::Plain, Tuning::Small).with_merge(series::merge()),
+        CF_SERIES => {
+            TableSpec::new(name, CellMap::Plain, Tuning::Small).with_merge(series::merge()).with_parts(series::PARTS)
+        }
         CF_UID_ID | CF_UID_NAME | CF_TSDB_META => TableSpec::new(name, CellMap::QualifierRow, Tuning::Small),
         n if COLUMN_FAMILIES.contains(&n) => TableSpec::new(name, CellMap::Plain, Tuning::Small),
-        rollup::CF_ROLLUP_DIRTY => rollup::marks_spec(),
+        rollup::CF_ROLLUP_DIRTY => rollup::marks_spec().with_parts(MARK_PARTS),
         n if crate::rollup::RollupInterval::is_auto_family(n) => rollup::slots_spec(n),
         _ => rollup::table_spec(name),
     }
+}
+
+/// The rollup marks' merge (point counts summed, each an i64 little-endian) as one sum part (see
+/// [`engine::Parts`]): an engine without merge operators (HBase) increments a mark's count blindly instead of
+/// reading it and setting it by compare-and-set.
+pub(super) const MARK_PARTS: engine::Parts =
+    engine::Parts { parts: &[(b"+", engine::Combine::Sum)], split: split_mark, join: join_mark };
+
+/// See [`MARK_PARTS`]; a count that does not parse adds nothing, as the marks' merge reads it as 0.
+fn split_mark(_key: &[u8], operand: &[u8]) -> Option<Vec<(usize, i64)>> {
+    Some(<[u8; 8]>::try_from(operand).map(|b| vec![(0, i64::from_le_bytes(b))]).unwrap_or_default())
+}
+
+/// See [`MARK_PARTS`].
+fn join_mark(_key: &[u8], _index: usize, count: i64) -> Vec<u8> {
+    count.to_le_bytes().to_vec()
 }
 
 /// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and with `pack` (a stored merge
@@ -92,6 +110,33 @@ pub(super) fn check_layout(engine: &dyn Engine, layout: &Layout, read_only: bool
             let mut batch = WriteBatch::default();
             batch.put(CF_META, b"layout", want.as_bytes());
             engine.write(batch, Durability::Logged)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 21 item 5: on HBase a mark's count is a blind increment; read back it is the marks' merge of the
+    /// same counts, onto a count stored whole before (by earlier rtsd) or none.
+    #[test]
+    fn a_mark_read_through_its_part_is_its_sum() {
+        let spec = rollup::marks_spec();
+        let merge = spec.merge.as_ref().unwrap();
+        let counts: Vec<[u8; 8]> = [5i64, 7, -2, 1000].map(i64::to_le_bytes).to_vec();
+        let ops: Vec<&[u8]> = counts.iter().map(|c| c.as_slice()).collect();
+        for whole in [None, Some(40i64.to_le_bytes())] {
+            let want = (merge.full)(b"k", whole.as_ref().map(|w| w.as_slice()), &ops, MergeContext { stored: false });
+            let got = engine::conformance::read_through_parts(
+                merge,
+                &MARK_PARTS,
+                b"k",
+                whole.as_ref().map(|w| w.as_slice()),
+                &ops,
+            );
+            assert_eq!(got, Some(want.clone()));
+            assert_eq!(i64::from_le_bytes(want.try_into().unwrap()), 1010 + whole.map_or(0, i64::from_le_bytes));
         }
     }
 }

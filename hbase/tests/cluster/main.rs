@@ -72,6 +72,7 @@ fn main() {
         basic::append_and_increment,
         basic::check_and_put,
         basic::delete_columns_family_row,
+        basic::delete_one_version,
         basic::multi_across_region_servers,
         basic::missing_table_is_typed,
         basic::bootstrap_without_zookeeper,

@@ -70,6 +70,9 @@ pub(super) fn put(req: &ApiRequest, tsd: &Tsd, rollup: bool) -> Reply {
     let mut writer = Writer::new(&tsd.store, &tsd.config.rules, &tsd.metrics, &mut series);
     match body {
         PutBody::Plain(body) => {
+            if writer.batches_names() {
+                resolve_new_names(&body, &mut writer);
+            }
             for p in &body.points {
                 let tags = body.tags(p).iter().copied();
                 if add_known_point(&mut writer, p.metric, tags, p.timestamp, p.value) {
@@ -284,6 +287,26 @@ fn add_known_point<'s>(
     let pairs = tags.flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]);
     let key = std::iter::once(metric.as_bytes()).chain(pairs);
     writer.known(key, || point::known_series_value(timestamp, value).map(|v| (timestamp, v)))
+}
+
+/// Resolves the names of the body's points of series new to the connection together (see
+/// [`Writer::resolve_names`]), before the points are added one by one as usual; points that fail validation are
+/// left to that, which reports them.
+fn resolve_new_names(body: &json_put::PlainBody<'_>, writer: &mut Writer<'_>) {
+    let mut names = crate::store::uid::Names::default();
+    for p in &body.points {
+        let pairs = body.tags(p).iter().flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]);
+        if !writer.is_new_series(std::iter::once(p.metric.as_bytes()).chain(pairs)) {
+            continue;
+        }
+        let body_point = BodyPoint::Point(body.incoming(p));
+        if let Ok(dp) = http_data_point(&body_point, |_| Ok(())) {
+            if point::check_for_write(&dp, writer.rules()).is_ok() {
+                names.add_point(&dp);
+            }
+        };
+    }
+    writer.resolve_names(&names);
 }
 
 /// Validates one `/api/put` element (spec: ingest §3.4) and adds it to the batch.

@@ -93,8 +93,7 @@ pub(super) async fn route(
     let reply = match segs.as_slice() {
         ["metrics"] => {
             let reply = blocking(&request, tsd, |_, tsd| {
-                tsd.refresh_store_gauges();
-                Reply::new(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", tsd.metrics.encode())
+                Reply::new(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", tsd.metrics_text())
             });
             reply.await.unwrap_or_else(|| Reply::text(StatusCode::INTERNAL_SERVER_ERROR, "Internal error"))
         }

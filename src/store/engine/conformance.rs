@@ -5,11 +5,41 @@ use std::sync::Arc;
 
 use rtsd_protocol::codec;
 
-use super::{CellMap, Durability, Engine, Merge, MergeContext, ReadHints, TableSpec, Tuning, WriteBatch};
+use super::{
+    CellMap, Combine, Durability, Engine, Merge, MergeContext, Parts, ReadHints, TableSpec, Tuning, WriteBatch,
+};
+
+/// What a key of the plain table merges by, from the last part of its key (after the run's `/`): `c...` sums,
+/// `hi...` keeps the maximum, `lo...` the minimum (each an 8-byte big-endian number); other keys have values of
+/// their own and no merge.
+fn plain_kind(key: &[u8]) -> Option<Combine> {
+    let name = key.rsplit(|&b| b == b'/').next().unwrap_or(key);
+    match name {
+        [b'c', ..] => Some(Combine::Sum),
+        [b'h', b'i', ..] => Some(Combine::Max),
+        [b'l', b'o', ..] => Some(Combine::Min),
+        _ => None,
+    }
+}
+
+/// The plain table's merge as parts (see [`Parts`]): what an engine without merge operators writes blindly.
+const PLAIN_PARTS: Parts = Parts {
+    parts: &[(b"s", Combine::Sum), (b"x", Combine::Max), (b"n", Combine::Min)],
+    split: |key, operand| {
+        let i = match plain_kind(key)? {
+            Combine::Sum => 0,
+            Combine::Max => 1,
+            Combine::Min => 2,
+        };
+        Some(<[u8; 8]>::try_from(operand).map(|b| vec![(i, i64::from_be_bytes(b))]).unwrap_or_default())
+    },
+    join: |_key, _index, number| number.to_be_bytes().to_vec(),
+};
 
 /// The tables the checks use, as the store declares its own: a data-like table of cells merged by OpenTSDB's
 /// compaction rule (here: later cell wins, cells sorted), a UID-like table of single cells, and one of rtsd's
-/// plain tables with a summing merge.
+/// plain tables with a merge that sums, or keeps the maximum or the minimum, by key (see [`plain_kind`]), with
+/// its parts declared.
 pub fn tables(data: &str, uid: &str, plain: &str) -> Vec<TableSpec> {
     let latest = Arc::new(|_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
         let mut cells: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
@@ -24,10 +54,15 @@ pub fn tables(data: &str, uid: &str, plain: &str) -> Vec<TableSpec> {
         }
         out
     });
-    let sum = Arc::new(|_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
-        let value = |b: &[u8]| b.try_into().map(i64::from_be_bytes).unwrap_or(0);
-        let total = operands.iter().fold(existing.map_or(0, value), |acc, op| acc + value(op));
-        total.to_be_bytes().to_vec()
+    let sum = Arc::new(|key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
+        let value = |b: &[u8]| b.try_into().ok().map(i64::from_be_bytes);
+        let values = existing.into_iter().chain(operands.iter().copied()).filter_map(value);
+        let merged = match plain_kind(key) {
+            Some(Combine::Max) => values.max(),
+            Some(Combine::Min) => values.min(),
+            _ => Some(values.sum()),
+        };
+        merged.map(|n| n.to_be_bytes().to_vec()).unwrap_or_default()
     });
     vec![
         TableSpec::new(data, CellMap::RowColumns, Tuning::Data).with_merge(Merge {
@@ -36,11 +71,9 @@ pub fn tables(data: &str, uid: &str, plain: &str) -> Vec<TableSpec> {
             partial: None,
         }),
         TableSpec::new(uid, CellMap::QualifierRow, Tuning::Small),
-        TableSpec::new(plain, CellMap::Plain, Tuning::Small).with_merge(Merge {
-            name: "conformance-sum",
-            full: sum.clone(),
-            partial: Some(sum),
-        }),
+        TableSpec::new(plain, CellMap::Plain, Tuning::Small)
+            .with_merge(Merge { name: "conformance-sum", full: sum.clone(), partial: Some(sum) })
+            .with_parts(PLAIN_PARTS),
     ]
 }
 
@@ -129,6 +162,60 @@ pub fn check(engine: &dyn Engine, (data, uid, plain): (&str, &str, &str), run: &
         write(engine, |b| b.merge(plain, &counter, &n.to_be_bytes()));
     }
     assert_eq!(get(plain, &counter), Some(10i64.to_be_bytes().to_vec()), "{name}: plain merge");
+    // Merges that are maxima and minima, in any order, several to a batch; a put replaces what they made (also
+    // with a smaller maximum or a larger minimum) and later merges apply to it; a delete removes the value, and
+    // later merges start afresh, whatever their number (an engine that writes them blindly must not mask them).
+    let be = |n: i64| Some(n.to_be_bytes().to_vec());
+    let (hi, lo) = (key("hi1"), key("lo1"));
+    for n in [3i64, 9, 4] {
+        write(engine, |b| {
+            b.merge(plain, &hi, &n.to_be_bytes());
+            b.merge(plain, &lo, &(n + 100).to_be_bytes());
+        });
+    }
+    write(engine, |b| {
+        b.merge(plain, &hi, &1i64.to_be_bytes());
+        b.merge(plain, &hi, &8i64.to_be_bytes());
+        b.merge(plain, &lo, &(200i64).to_be_bytes());
+    });
+    assert_eq!((get(plain, &hi), get(plain, &lo)), (be(9), be(103)), "{name}: max and min merges");
+    write(engine, |b| {
+        b.put(plain, &hi, &2i64.to_be_bytes());
+        b.put(plain, &lo, &150i64.to_be_bytes());
+    });
+    assert_eq!((get(plain, &hi), get(plain, &lo)), (be(2), be(150)), "{name}: a put replaces max and min");
+    write(engine, |b| {
+        b.merge(plain, &hi, &5i64.to_be_bytes());
+        b.merge(plain, &lo, &160i64.to_be_bytes());
+    });
+    assert_eq!((get(plain, &hi), get(plain, &lo)), (be(5), be(150)), "{name}: merges after a put");
+    // The number the put replaced, written again, counts again.
+    write(engine, |b| b.merge(plain, &hi, &9i64.to_be_bytes()));
+    assert_eq!(get(plain, &hi), be(9), "{name}: the replaced maximum written again");
+    write(engine, |b| {
+        b.delete(plain, &hi);
+        b.delete(plain, &lo);
+    });
+    assert_eq!((get(plain, &hi), get(plain, &lo)), (None, None), "{name}: deleted max and min");
+    write(engine, |b| {
+        b.merge(plain, &hi, &1i64.to_be_bytes());
+        b.merge(plain, &lo, &900i64.to_be_bytes());
+    });
+    assert_eq!((get(plain, &hi), get(plain, &lo)), (be(1), be(900)), "{name}: merges after a delete");
+    // A put of a sum, then merges onto it; read through every read path.
+    write(engine, |b| b.put(plain, &counter, &40i64.to_be_bytes()));
+    write(engine, |b| b.merge(plain, &counter, &2i64.to_be_bytes()));
+    assert_eq!(get(plain, &counter), be(42), "{name}: a sum put, then merged");
+    let mut many = Vec::new();
+    engine
+        .get_many(plain, &[&counter, &hi, &lo, &key("lo-absent")], false, ReadHints::default(), &mut |i, v| {
+            many.push((i, v.map(<[u8]>::to_vec)));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(many, vec![(0, be(42)), (1, be(1)), (2, be(900)), (3, None)], "{name}: get_many of merged values");
+    let scanned: Vec<(Vec<u8>, Vec<u8>)> = scan(engine, plain, &key("hi"), &key("hi"));
+    assert_eq!(scanned, vec![(hi.clone(), 1i64.to_be_bytes().to_vec())], "{name}: scan of a merged value");
     let (m1, m2, m3) = (key("m1"), key("m2"), key("m3"));
     write(engine, |b| {
         for k in [&m1, &m2, &m3] {
@@ -173,4 +260,35 @@ pub fn check(engine: &dyn Engine, (data, uid, plain): (&str, &str, &str), run: &
     write(engine, |b| b.delete(uid, &forward));
     assert_eq!(get(uid, &forward), None, "{name}: cell delete");
     assert!(engine.cursor("no:such", ReadHints::default()).is_none(), "{name}: undeclared table");
+}
+
+/// What an engine that applies `parts` blindly (see [`Parts`]) reads for `key` after `whole` (the value stored
+/// whole, if any) and then `operands` were merged into it: each part kept as a sum, a maximum or a minimum of
+/// its updates, then joined with `merge`. Test support for tables that declare parts: this must equal
+/// `merge(key, whole, operands)`.
+pub fn read_through_parts(
+    merge: &Merge,
+    parts: &Parts,
+    key: &[u8],
+    whole: Option<&[u8]>,
+    operands: &[&[u8]],
+) -> Option<Vec<u8>> {
+    let mut held: Vec<Option<i64>> = vec![None; parts.parts.len()];
+    for op in operands {
+        for (i, n) in (parts.split)(key, op).expect("a key with parts") {
+            held[i] = Some(match (held[i], parts.parts[i].1) {
+                (None, _) => n,
+                (Some(h), Combine::Sum) => h + n,
+                (Some(h), Combine::Max) => h.max(n),
+                (Some(h), Combine::Min) => h.min(n),
+            });
+        }
+    }
+    let joined: Vec<Vec<u8>> =
+        held.iter().enumerate().filter_map(|(i, h)| h.map(|n| (parts.join)(key, i, n))).collect();
+    if joined.is_empty() {
+        return whole.map(<[u8]>::to_vec);
+    }
+    let joined: Vec<&[u8]> = joined.iter().map(Vec::as_slice).collect();
+    Some((merge.full)(key, whole, &joined, MergeContext { stored: false }))
 }

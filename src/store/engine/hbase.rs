@@ -10,7 +10,10 @@
 //!   qualifier)`; increments and compare-and-sets are HBase's own, so UIDs are assigned exactly as OpenTSDB's
 //!   TSDs assign them, and concurrently with them.
 //! * [`CellMap::Plain`] (rtsd's own tables, in the HBase table `rtsd`): the key is the row, the value the cell
-//!   with the empty qualifier. A merge there is read-modify-write by compare-and-set, retried until it applies.
+//!   with the empty qualifier. A merge there is read-modify-write by compare-and-set, retried until it applies,
+//!   unless the table declares its merge's [`Parts`] (the series index, the rollup marks): then each merge is
+//!   blind mutations in the batch's Multi, one cell per part beside the empty-qualifier one (see [`part_writes`]),
+//!   and a read joins the cells with the merge (see [`value_of`]).
 //!
 //! The store's code is synchronous; the client is async. The engine owns a small runtime and each call blocks
 //! its caller until the runtime answers (as a RocksDB call blocks on disk). What HBase cannot do the way RocksDB
@@ -25,8 +28,8 @@ use rtsd_hbase::{Cell, Client, Mutation, ScanRequest};
 use rtsd_protocol::codec;
 
 use super::{
-    CellMap, Cursor, Durability, Engine, EngineError, EngineErrorKind, Merge, MergeContext, Op, ReadHints, RowVisitor,
-    TableSpec, WriteBatch,
+    CellMap, CheckAndPut, Combine, Cursor, Durability, Engine, EngineError, EngineErrorKind, Merge, MergeContext, Op,
+    Parts, ReadHints, RowVisitor, TableSpec, WriteBatch,
 };
 use crate::store::StoreError;
 
@@ -100,6 +103,8 @@ struct Table {
     merge: Option<Merge>,
     /// Merges go into the append column (the data table with `tsd.storage.enable_appends`).
     appends: bool,
+    /// How the table's merges split into blind mutations (a [`CellMap::Plain`] table with a merge only).
+    parts: Option<Parts>,
 }
 
 pub struct HBaseEngine {
@@ -333,7 +338,9 @@ fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
     let (table, family) = split_store_name(&spec.name);
     let hbase = hbase_table_name(table, &options.tables);
     let appends = options.appends && spec.name == crate::store::CF_DATA;
-    Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends }
+    // Parts are joined by the merge, and only a plain table's cell can carry them beside its own.
+    let parts = spec.parts.filter(|_| spec.cells == CellMap::Plain && spec.merge.is_some());
+    Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends, parts }
 }
 
 fn hbase_error(e: rtsd_hbase::Error) -> StoreError {
@@ -357,6 +364,110 @@ impl Table {
             CellMap::RowColumns => (None, key),
         }
     }
+}
+
+impl Table {
+    /// The table's parts if `key` has them (see [`Parts::split`]: decided by the key alone).
+    fn parts_of(&self, key: &[u8]) -> Option<Parts> {
+        self.parts.filter(|p| (p.split)(key, &[]).is_some())
+    }
+
+    /// The qualifier a read asks for: every cell of the row when the table has parts.
+    fn read_qualifier<'k>(&self, key: &'k [u8]) -> (Option<&'k [u8]>, &'k [u8]) {
+        match self.cell_of(key) {
+            (_, row) if self.parts.is_some() => (None, row),
+            found => found,
+        }
+    }
+}
+
+/// Versions of max and min parts start here: far past any time a server stamps, so that no delete a server
+/// stamps (of the empty-qualifier cell, of the family) masks them, and below `i64::MAX`.
+const PART_VERSIONS: u64 = 1 << 60;
+
+/// The version of a max (`Combine::Max`: `n`) or min (`u32::MAX - n`) part holding `n`: ordered as the values
+/// are, so the version HBase serves (the newest) is the largest, or the smallest, value written. The low 20 bits
+/// are random: a delete of one version ([`reset_key`]) then masks that write only, not a later write of the
+/// same number (which gets other low bits, but for a chance of 2^-20).
+fn part_version(order: u64) -> u64 {
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+    // splitmix64's finaliser over the sequence, the time and the process.
+    let mut z = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ t ^ (u64::from(std::process::id()) << 40);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    PART_VERSIONS + ((order.min(u64::from(u32::MAX)) << 20) | (z & 0xf_ffff))
+}
+
+/// The mutations that apply `operand` to `key`'s parts: a sum an Increment of its cell, a max or a min a Put of
+/// the number (8 bytes big-endian) at the version that orders it (see [`part_version`]). With `set` (a put of a
+/// value, after [`reset_key`]) sums are Puts of the number. Nothing is read: these go into the batch's Multi.
+fn part_writes(table: &Table, parts: Parts, key: &[u8], operand: &[u8], set: bool) -> Vec<Mutation> {
+    let (name, family) = (table.hbase.as_str(), table.family.as_slice());
+    let updates = (parts.split)(key, operand).unwrap_or_default();
+    updates
+        .into_iter()
+        .filter_map(|(i, n)| {
+            let (qualifier, combine) = *parts.parts.get(i)?;
+            let cell = vec![(qualifier.to_vec(), n.to_be_bytes().to_vec())];
+            Some(match combine {
+                Combine::Sum if set => Mutation::put(name, key, family, cell),
+                Combine::Sum => Mutation::increment(name, key, family, qualifier, n),
+                Combine::Max => Mutation::put(name, key, family, cell).with_timestamp(part_version(n.max(0) as u64)),
+                Combine::Min => Mutation::put(name, key, family, cell)
+                    .with_timestamp(part_version(u64::from(u32::MAX).saturating_sub(n.max(0) as u64))),
+            })
+        })
+        .collect()
+}
+
+/// Removes every cell of `row`, the empty-qualifier one and the parts', so that a put after it stands alone
+/// (a store put or delete of a key with parts). The empty-qualifier cell and the sums are deleted up to the
+/// server's time; a max or min part's versions lie past it, so each version HBase serves is deleted on its own
+/// (a delete up to a version would mask every later write of a smaller number) until none is left: HBase keeps
+/// one version per cell, but an older one may still be in another file, and is served once the newer is deleted.
+/// Returns once a write after it is stamped later than the deletes.
+async fn reset_key(client: Arc<Client>, table: Table, parts: Parts, row: Vec<u8>) -> Result<(), StoreError> {
+    let (name, family) = (table.hbase.as_str(), table.family.as_slice());
+    let mut stamped: Vec<&[u8]> = vec![b""];
+    let mut versioned: Vec<&[u8]> = Vec::new();
+    for &(qualifier, combine) in parts.parts {
+        match combine {
+            Combine::Sum => stamped.push(qualifier),
+            Combine::Max | Combine::Min => versioned.push(qualifier),
+        }
+    }
+    client.mutate(&Mutation::delete(name, &row, family, &stamped)).await.map_err(hbase_error)?;
+    let mut cleared = versioned.is_empty();
+    for _ in 0..MERGE_ROUNDS {
+        if cleared {
+            break;
+        }
+        let cells = client.get(name, &row, Some(family), &versioned).await.map_err(hbase_error)?;
+        if cells.is_empty() {
+            cleared = true;
+            break;
+        }
+        let deletes = cells
+            .iter()
+            .map(|c| Mutation::delete_version(name, &row, family, &[c.qualifier.as_slice()], c.timestamp))
+            .collect();
+        for outcome in client.multi(deletes).await {
+            outcome.map_err(hbase_error)?;
+        }
+    }
+    if !cleared {
+        return Err(StoreError::Engine(EngineError {
+            kind: EngineErrorKind::Unavailable,
+            message: format!("HBase error: the parts of a row of {name} kept coming back ({MERGE_ROUNDS} deletes)"),
+        }));
+    }
+    // The server stamps the delete and the writes after it in milliseconds: one within the same millisecond
+    // would be masked by the delete.
+    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    Ok(())
 }
 
 /// A [`CellMap::QualifierRow`] key split into (qualifier, row).
@@ -383,8 +494,34 @@ fn value_of(table: &Table, key: &[u8], cells: &[Cell]) -> Option<Vec<u8>> {
                 None => columns,
             })
         }
-        CellMap::QualifierRow | CellMap::Plain => Some(cells[0].value.clone()),
+        CellMap::Plain => match table.parts {
+            Some(parts) => join_parts(table, parts, key, cells),
+            None => Some(cells[0].value.clone()),
+        },
+        CellMap::QualifierRow => Some(cells[0].value.clone()),
     }
+}
+
+/// The value of a key with parts: the table's merge of its empty-qualifier cell (merges applied whole, puts, and
+/// rows written before the parts) and of each part's cell as the operand [`Parts::join`] makes of it.
+fn join_parts(table: &Table, parts: Parts, key: &[u8], cells: &[Cell]) -> Option<Vec<u8>> {
+    let mut whole = None;
+    let mut operands = Vec::new();
+    for cell in cells {
+        if cell.qualifier.is_empty() {
+            whole = Some(cell.value.as_slice());
+            continue;
+        }
+        let Some(i) = parts.parts.iter().position(|(q, _)| *q == cell.qualifier.as_slice()) else { continue };
+        let Ok(number) = <[u8; 8]>::try_from(cell.value.as_slice()) else { continue };
+        operands.push((parts.join)(key, i, i64::from_be_bytes(number)));
+    }
+    if operands.is_empty() {
+        return whole.map(<[u8]>::to_vec);
+    }
+    let operands: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+    let merge = table.merge.as_ref()?;
+    Some((merge.full)(key, whole, &operands, MergeContext { stored: false }))
 }
 
 impl HBaseEngine {
@@ -498,6 +635,11 @@ impl HBaseEngine {
             cursor.next();
         }
         cursor.status()?;
+        if let Some(parts) = table.parts.filter(|p| p.parts.iter().any(|(_, c)| *c != Combine::Sum)) {
+            // Versions of max and min parts lie past the time a family delete is stamped with.
+            let resets = keys.into_iter().map(|k| (table.clone(), parts, k)).collect();
+            return self.reset_keys(resets);
+        }
         let deletes: Vec<Mutation> =
             keys.iter().map(|k| Mutation::delete(&table.hbase, k, &table.family, &[])).collect();
         self.apply(deletes)
@@ -544,7 +686,7 @@ impl Engine for HBaseEngine {
 
     fn get(&self, table: &str, key: &[u8], _hints: ReadHints) -> Result<Option<Vec<u8>>, StoreError> {
         let t = self.table(table)?;
-        let (qualifier, row) = t.cell_of(key);
+        let (qualifier, row) = t.read_qualifier(key);
         Ok(value_of(t, key, &self.row_cells(t, row, qualifier)?))
     }
 
@@ -562,7 +704,7 @@ impl Engine for HBaseEngine {
         // By qualifier (none: whole rows): each key's index and row.
         let mut groups: std::collections::BTreeMap<Option<Vec<u8>>, Vec<IndexedRow>> = Default::default();
         for (i, key) in keys.iter().enumerate() {
-            let (qualifier, row) = t.cell_of(key);
+            let (qualifier, row) = t.read_qualifier(key);
             groups.entry(qualifier.map(<[u8]>::to_vec)).or_default().push((i, row.to_vec()));
         }
         let client = self.client.clone();
@@ -593,27 +735,45 @@ impl Engine for HBaseEngine {
     }
 
     fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), StoreError> {
-        // HBase acknowledges a write once its WAL has it: Logged and Synced are the same here. Puts and deletes go
-        // first (one Multi per region server), then the merges into cell tables; a range delete applies
-        // everything before it first. (The store never merges into a key and then puts it in one batch.)
-        let mut mutations = Vec::new();
-        let mut merges: Vec<PendingMerge> = Vec::new();
-        let mut merge_at: HashMap<(String, Vec<u8>), usize> = HashMap::new();
+        // HBase acknowledges a write once its WAL has it: Logged and Synced are the same here. Puts, deletes and
+        // the merges of tables with parts go into one Multi per region server; merges into other cell tables are
+        // read-modify-writes after it; a range delete applies everything before it first. A put or delete of a
+        // key with parts resets it first (see [`reset_key`]); its new parts follow in the Multi. (The store never
+        // merges into a key and then puts it in one batch; a batch that writes a key before resetting it has
+        // its writes so far applied first.)
+        let mut pending = Pending::default();
         for (op, table, key, value) in batch.iter() {
             let t = self.table(table)?;
-            match (op, t.cells) {
-                (Op::DeleteRange, _) => {
-                    self.apply(std::mem::take(&mut mutations))?;
-                    merge_at.clear();
-                    self.apply_merges(std::mem::take(&mut merges))?;
+            let parts = t.parts_of(key);
+            match (op, t.cells, parts) {
+                (Op::DeleteRange, _, _) => {
+                    self.flush(&mut pending)?;
                     self.delete_range(t, key, value)?;
                 }
-                (Op::Merge, CellMap::Plain | CellMap::QualifierRow) => {
-                    match merge_at.get(&(table.to_string(), key.to_vec())) {
-                        Some(&i) => merges[i].operands.push(value.to_vec()),
+                (Op::Put | Op::Delete, _, Some(parts)) => {
+                    let id = (table.to_string(), key.to_vec());
+                    if pending.written.contains(&id) {
+                        self.flush(&mut pending)?;
+                    }
+                    pending.resets.push((t.clone(), parts, key.to_vec()));
+                    if op == Op::Put {
+                        pending.mutations.extend(part_writes(t, parts, key, value, true));
+                    }
+                    pending.written.insert(id);
+                }
+                (Op::Merge, _, Some(parts)) => {
+                    pending.mutations.extend(part_writes(t, parts, key, value, false));
+                    pending.written.insert((table.to_string(), key.to_vec()));
+                }
+                (Op::Merge, CellMap::Plain | CellMap::QualifierRow, None) => {
+                    if t.parts.is_some() {
+                        pending.written.insert((table.to_string(), key.to_vec()));
+                    }
+                    match pending.merge_at.get(&(table.to_string(), key.to_vec())) {
+                        Some(&i) => pending.merges[i].operands.push(value.to_vec()),
                         None => {
-                            merge_at.insert((table.to_string(), key.to_vec()), merges.len());
-                            merges.push(PendingMerge {
+                            pending.merge_at.insert((table.to_string(), key.to_vec()), pending.merges.len());
+                            pending.merges.push(PendingMerge {
                                 table: t.clone(),
                                 key: key.to_vec(),
                                 operands: vec![value.to_vec()],
@@ -621,11 +781,15 @@ impl Engine for HBaseEngine {
                         }
                     }
                 }
-                _ => mutations.extend(self.mutations(op, t, key, value)?),
+                _ => {
+                    if t.parts.is_some() {
+                        pending.written.insert((table.to_string(), key.to_vec()));
+                    }
+                    pending.mutations.extend(self.mutations(op, t, key, value)?)
+                }
             }
         }
-        self.apply(mutations)?;
-        self.apply_merges(merges)
+        self.flush(&mut pending)
     }
 
     fn sync(&self) -> Result<(), StoreError> {
@@ -652,6 +816,50 @@ impl Engine for HBaseEngine {
         self.cas(t, row, qualifier.unwrap_or_default(), expected, value)
     }
 
+    fn check_and_put_many(&self, table: &str, cells: &[CheckAndPut<'_>]) -> Vec<Result<bool, StoreError>> {
+        let t = match self.table(table) {
+            Ok(t) => t,
+            Err(e) => {
+                let message = e.to_string();
+                return cells.iter().map(|_| Err(StoreError::Corrupt(message.clone()))).collect();
+            }
+        };
+        let calls: Vec<(Mutation, Vec<u8>, Vec<u8>)> = cells
+            .iter()
+            .map(|c| {
+                let (qualifier, row) = t.cell_of(c.key);
+                let qualifier = qualifier.unwrap_or_default().to_vec();
+                let put = Mutation::put(&t.hbase, row, &t.family, vec![(qualifier.clone(), c.value.to_vec())]);
+                (put, qualifier, c.expected.unwrap_or_default().to_vec())
+            })
+            .collect();
+        let (client, family) = (self.client.clone(), t.family.clone());
+        // All in flight at once (bounded), each its own CheckAndPut: HBase has no multi-row compare-and-set, and
+        // one round trip per cell, one after the other, is what made UID assignment slow (bench/RESULTS.md).
+        let outcomes = self.run(async move {
+            let mut calls_left = calls.into_iter().enumerate();
+            let mut running = tokio::task::JoinSet::new();
+            let mut outcomes: Vec<Option<Result<bool, rtsd_hbase::Error>>> = Vec::new();
+            outcomes.resize_with(calls_left.len(), || None);
+            loop {
+                while running.len() < CALLS_IN_FLIGHT {
+                    let Some((i, (put, qualifier, expected))) = calls_left.next() else { break };
+                    let (client, family) = (client.clone(), family.clone());
+                    running.spawn(async move { (i, client.check_and_put(&put, &family, &qualifier, &expected).await) });
+                }
+                match running.join_next().await {
+                    Some(done) => {
+                        let (i, outcome) = done.expect("a compare-and-set task panicked");
+                        outcomes[i] = Some(outcome);
+                    }
+                    None => break,
+                }
+            }
+            outcomes
+        });
+        outcomes.into_iter().map(|o| o.expect("every compare-and-set answered").map_err(hbase_error)).collect()
+    }
+
     /// OpenTSDB's `tsd.hbase.nsre` (regions found elsewhere than cached: a split, a move, a region opening) and
     /// `tsd.hbase.meta_lookups`, and rtsd's own `tsd.hbase.retries` (attempts repeated after a retriable error)
     /// and `tsd.hbase.server_failures` (servers given up on: down, timed out, stopping).
@@ -667,8 +875,61 @@ impl Engine for HBaseEngine {
     }
 }
 
+/// What a batch has left to apply, in this order: resets of keys with parts, then the Multi, then the
+/// read-modify-write merges.
+#[derive(Default)]
+struct Pending {
+    resets: Vec<(Table, Parts, Vec<u8>)>,
+    mutations: Vec<Mutation>,
+    merges: Vec<PendingMerge>,
+    merge_at: HashMap<(String, Vec<u8>), usize>,
+    /// Keys of tables with parts that the pending writes write (a reset of one must wait for them).
+    written: std::collections::HashSet<(String, Vec<u8>)>,
+}
+
+impl HBaseEngine {
+    /// Applies what a batch has pending (see [`Pending`]).
+    fn flush(&self, pending: &mut Pending) -> Result<(), StoreError> {
+        let Pending { resets, mutations, merges, .. } = std::mem::take(pending);
+        self.reset_keys(resets)?;
+        self.apply(mutations)?;
+        self.apply_merges(merges)
+    }
+
+    /// [`reset_key`] of each key, many at once.
+    fn reset_keys(&self, resets: Vec<(Table, Parts, Vec<u8>)>) -> Result<(), StoreError> {
+        if resets.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.clone();
+        let outcomes = self.run(async move {
+            let mut calls = tokio::task::JoinSet::new();
+            let mut outcomes = Vec::new();
+            for (table, parts, row) in resets {
+                if calls.len() >= MERGES_IN_FLIGHT {
+                    if let Some(done) = calls.join_next().await {
+                        outcomes.push(done);
+                    }
+                }
+                calls.spawn(reset_key(client.clone(), table, parts, row));
+            }
+            while let Some(done) = calls.join_next().await {
+                outcomes.push(done);
+            }
+            outcomes
+        });
+        for outcome in outcomes {
+            outcome.expect("a reset task panicked")?;
+        }
+        Ok(())
+    }
+}
+
 /// Merges into cell tables under way at once (each a Get and a CheckAndPut).
 const MERGES_IN_FLIGHT: usize = 64;
+
+/// Single-row calls of one [`Engine::check_and_put_many`] under way at once.
+const CALLS_IN_FLIGHT: usize = 64;
 
 /// A batch's merge operands for one key of a cell table, in batch order.
 struct PendingMerge {

@@ -87,6 +87,41 @@ pub struct Merge {
     pub partial: Option<Arc<MergeFn>>,
 }
 
+/// How a table's merge splits into updates of independent parts of the value, each an engine without merge
+/// operators can apply blindly, with no read: a sum (HBase: an Increment), a maximum or a minimum (HBase: a Put
+/// whose version orders the values, so that the version HBase serves is the one wanted). Declared by the store for
+/// tables whose merges are sums, maxima and minima of numbers (the series index, the rollup marks); an engine that
+/// can apply them writes each merge as its parts' mutations in the batch's own round trip, instead of a read and
+/// a compare-and-set after it. An engine with merge operators (RocksDB) ignores it.
+///
+/// The value of a key is always [`Merge::full`] of what the engine stores whole for it (merges applied by
+/// read-modify-write, puts) and of one [`Parts::join`] operand per stored part: so both forms may meet in one key
+/// (rows written before the parts existed, operands [`Parts::split`] declines), and `full` must be commutative and
+/// associative, which sums, maxima and minima are.
+#[derive(Clone, Copy)]
+pub struct Parts {
+    /// The parts a key's value may have: a short name each (HBase: the qualifier of its cell; never empty) and
+    /// how its updates combine.
+    pub parts: &'static [(&'static [u8], Combine)],
+    /// The updates an operand makes, as `(index into parts, number)`; `None` when it cannot be said so (the
+    /// engine then merges it whole). A value is split as an operand merged into nothing, so `full(key, None,
+    /// [v]) == v` must hold for a value that splits. Maxima and minima are numbers in `0..=u32::MAX`.
+    pub split: SplitFn,
+    /// The operand that stands for part `index` holding `number`.
+    pub join: fn(key: &[u8], index: usize, number: i64) -> Vec<u8>,
+}
+
+/// [`Parts::split`]: `(key, operand) -> updates as (index into parts, number)`, `None` for a key without parts.
+pub type SplitFn = fn(key: &[u8], operand: &[u8]) -> Option<Vec<(usize, i64)>>;
+
+/// How the updates of one [`Parts`] part combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    Sum,
+    Max,
+    Min,
+}
+
 /// A merge function: `(key, existing value, operands oldest first, context) -> new value`.
 pub type MergeFn = dyn Fn(&[u8], Option<&[u8]>, &[&[u8]], MergeContext) -> Vec<u8> + Send + Sync;
 
@@ -142,15 +177,23 @@ pub struct TableSpec {
     pub filter: Option<Arc<dyn FilterFactory>>,
     /// Rewrite files at least this often even when nothing else would (so a filter's expiry reaches cold files).
     pub rewrite_every_secs: Option<u64>,
+    /// The merge's parts, for an engine that applies them blindly (see [`Parts`]).
+    pub parts: Option<Parts>,
 }
 
 impl TableSpec {
     pub fn new(name: impl Into<String>, cells: CellMap, tuning: Tuning) -> TableSpec {
-        TableSpec { name: name.into(), cells, tuning, merge: None, filter: None, rewrite_every_secs: None }
+        TableSpec { name: name.into(), cells, tuning, merge: None, filter: None, rewrite_every_secs: None, parts: None }
     }
 
     pub fn with_merge(mut self, merge: Merge) -> TableSpec {
         self.merge = Some(merge);
+        self
+    }
+
+    /// Declares how the merge splits into parts (see [`Parts`]); only with a merge, whose `full` joins them.
+    pub fn with_parts(mut self, parts: Parts) -> TableSpec {
+        self.parts = Some(parts);
         self
     }
 }
@@ -185,6 +228,15 @@ pub trait Cursor {
     fn prev(&mut self);
     /// Why the cursor stopped, when it stopped on an error rather than at the end of the table.
     fn status(&self) -> Result<(), StoreError>;
+}
+
+/// One compare-and-set of [`Engine::check_and_put_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct CheckAndPut<'a> {
+    pub key: &'a [u8],
+    /// `None`: the key must have no value.
+    pub expected: Option<&'a [u8]>,
+    pub value: &'a [u8],
 }
 
 /// What [`Engine::get_many`] calls with each key's index and value.
@@ -229,6 +281,13 @@ pub trait Engine: Send + Sync {
     /// did (HBase's CheckAndPut; OpenTSDB's UID mappings).
     fn check_and_put(&self, table: &str, key: &[u8], expected: Option<&[u8]>, value: &[u8])
         -> Result<bool, StoreError>;
+
+    /// [`Engine::check_and_put`] of each `(key, expected, value)`, each atomic on its own (not as a group): one
+    /// outcome per entry, in order. An engine whose calls are round trips (HBase) has them all in flight at once;
+    /// the default runs them one after the other, which is as fast as it gets for an embedded engine.
+    fn check_and_put_many(&self, table: &str, cells: &[CheckAndPut<'_>]) -> Vec<Result<bool, StoreError>> {
+        cells.iter().map(|c| self.check_and_put(table, c.key, c.expected, c.value)).collect()
+    }
 
     /// Control of background work, for an engine that has its own (RocksDB); `None` for one that runs it
     /// elsewhere (HBase's region servers).

@@ -229,7 +229,13 @@ impl Store {
         // The fold reads each changed row once: keeping those blocks would fill the block cache with what ingest
         // wrote (RSS) and push out what queries read.
         let no_fill = ReadHints { fill_cache: false };
-        for chunk in rows.chunks(256) {
+        for (done, chunk) in rows.chunks(256).enumerate() {
+            if self.folds_abandoned() {
+                // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
+                self.rollups.unnoted.store(true, Ordering::Release);
+                tracing::info!(folded = done * 256, left = rows.len() - done * 256, "fold abandoned: stopping");
+                return Ok((done * 256) as u64);
+            }
             let mut batch = WriteBatch::default();
             let mut buckets_written = 0u64;
             let mut late = 0u64;

@@ -672,7 +672,9 @@ async function refreshStatus() {
     lastAdded = { added, at: now };
     rows.push(["Ingest rate", rate]);
     rows.push(["Points written since start", String(added)]);
-    rows.push(["Series", String(promValue(metrics, "rtsd_series"))]);
+    // rtsd on HBase leaves rtsd_series out: its series index is shared by every node and not counted.
+    const series = promValue(metrics, "rtsd_series");
+    rows.push(["Series", series === null ? "not counted (series index shared on HBase)" : String(series)]);
     for (const kind of ["metrics", "tagk", "tagv"]) rows.push([`UIDs: ${kind}`, String(stat("tsd.uid.ids-used", { kind }))]);
     rows.push(["Disk use", humanBytes(promValue(metrics, "rtsd_disk_bytes") || 0)]);
     rows.push(["Connections open", String(promValue(metrics, "rtsd_connections_open"))]);
