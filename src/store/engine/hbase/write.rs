@@ -1,0 +1,247 @@
+//! A batch on HBase: its operations as mutations, one Multi per region server, and what cannot be one (resets of
+//! keys with parts, read-modify-write merges by compare-and-set).
+use super::*;
+
+impl HBaseEngine {
+    /// The mutations of one batch operation.
+    pub(super) fn mutations(
+        &self,
+        op: Op,
+        table: &Table,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Vec<Mutation>, StoreError> {
+        let (name, family) = (table.hbase.as_str(), table.family.as_slice());
+        // A packed row (the embedded engine's form of a closed hour, which bulk loads may hand over) goes to HBase
+        // as OpenTSDB's cells: OpenTSDB reads these tables too.
+        let expanded;
+        let value = match (table.cells, op) {
+            (CellMap::RowColumns, Op::Put | Op::Merge) => {
+                expanded = codec::expand_row(value).map_err(|e| StoreError::Corrupt(format!("a row to write: {e}")))?;
+                expanded.as_ref()
+            }
+            _ => value,
+        };
+        Ok(match (table.cells, op) {
+            (CellMap::RowColumns, Op::Merge) if table.appends => {
+                // OpenTSDB's append: each point's qualifier and value concatenated onto the one append column
+                // (spec: ingest §4.7); HBase keeps arrival order, the read's merge sorts and de-duplicates.
+                let mut record = Vec::with_capacity(value.len());
+                for column in codec::columns(value) {
+                    let c = column.map_err(|e| StoreError::Corrupt(format!("columns of a write: {e}")))?;
+                    record.extend_from_slice(c.qualifier);
+                    record.extend_from_slice(c.value);
+                }
+                vec![Mutation::append(name, key, family, vec![(codec::APPEND_QUALIFIER.to_vec(), record)])]
+            }
+            (CellMap::RowColumns, Op::Put | Op::Merge) => {
+                let mut columns = Vec::new();
+                for column in codec::columns(value) {
+                    let c = column.map_err(|e| StoreError::Corrupt(format!("columns of a write: {e}")))?;
+                    columns.push((c.qualifier.to_vec(), c.value.to_vec()));
+                }
+                if op == Op::Put {
+                    // A whole row replaced: a delete of every cell up to now, and the new cells one millisecond
+                    // later. HBase masks a put by a delete marker of the same timestamp, and both would get the
+                    // server's clock within one Multi.
+                    let now = crate::timefmt::now_ms().max(1) as u64;
+                    return Ok(vec![
+                        Mutation::delete(name, key, family, &[]).with_timestamp(now),
+                        Mutation::put(name, key, family, columns).with_timestamp(now + 1),
+                    ]);
+                }
+                vec![Mutation::put(name, key, family, columns)]
+            }
+            (CellMap::RowColumns, Op::Delete) => vec![Mutation::delete(name, key, family, &[])],
+            (CellMap::QualifierRow | CellMap::Plain, Op::Put) => {
+                let (qualifier, row) = table.cell_of(key);
+                vec![Mutation::put(name, row, family, vec![(qualifier.unwrap_or_default().to_vec(), value.to_vec())])]
+            }
+            (CellMap::QualifierRow | CellMap::Plain, Op::Delete) => {
+                let (qualifier, row) = table.cell_of(key);
+                vec![Mutation::delete(name, row, family, &[qualifier.unwrap_or_default()])]
+            }
+            (_, Op::Merge) | (_, Op::DeleteRange) => {
+                unreachable!("merges into cell tables and range deletes are applied one by one")
+            }
+        })
+    }
+
+    /// Applies merges into [`CellMap::Plain`] and [`CellMap::QualifierRow`] tables, each key's operands in
+    /// one read-merge-compare-and-set, many keys at once (see [`merge_cell`]).
+    pub(super) fn apply_merges(&self, merges: Vec<PendingMerge>) -> Result<(), StoreError> {
+        if merges.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.clone();
+        let outcomes = self.run(async move {
+            let mut calls = tokio::task::JoinSet::new();
+            let mut outcomes = Vec::new();
+            for merge in merges {
+                if calls.len() >= MERGES_IN_FLIGHT {
+                    if let Some(done) = calls.join_next().await {
+                        outcomes.push(done);
+                    }
+                }
+                calls.spawn(merge_cell(client.clone(), merge));
+            }
+            while let Some(done) = calls.join_next().await {
+                outcomes.push(done);
+            }
+            outcomes
+        });
+        for outcome in outcomes {
+            outcome.expect("a merge task panicked")?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn cas(
+        &self,
+        table: &Table,
+        row: &[u8],
+        qualifier: &[u8],
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, StoreError> {
+        let put = Mutation::put(&table.hbase, row, &table.family, vec![(qualifier.to_vec(), value.to_vec())]);
+        let (client, family, qualifier) = (self.client.clone(), table.family.clone(), qualifier.to_vec());
+        let expected = expected.unwrap_or_default().to_vec();
+        self.run(async move { client.check_and_put(&put, &family, &qualifier, &expected).await }).map_err(hbase_error)
+    }
+
+    pub(super) fn delete_range(&self, table: &Table, start: &[u8], end: &[u8]) -> Result<(), StoreError> {
+        let mut keys = Vec::new();
+        let mut cursor = self.unstarted_cursor(table);
+        cursor.seek_until(start, end);
+        while cursor.valid() && cursor.key() < end {
+            keys.push(cursor.key().to_vec());
+            cursor.next();
+        }
+        cursor.status()?;
+        if let Some(parts) = table.parts.filter(|p| p.parts.iter().any(|(_, c)| *c != Combine::Sum)) {
+            // Versions of max and min parts lie past the time a family delete is stamped with.
+            let resets = keys.into_iter().map(|k| (table.clone(), parts, k)).collect();
+            return self.reset_keys(resets);
+        }
+        let deletes: Vec<Mutation> =
+            keys.iter().map(|k| Mutation::delete(&table.hbase, k, &table.family, &[])).collect();
+        self.apply(deletes)
+    }
+
+    pub(super) fn apply(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.clone();
+        let outcomes = self.run(async move { client.multi(mutations).await });
+        for outcome in outcomes {
+            outcome.map_err(hbase_error)?;
+        }
+        Ok(())
+    }
+
+    /// A cursor that reads nothing until it is positioned.
+    pub(super) fn unstarted_cursor(&self, table: &Table) -> HBaseCursor {
+        HBaseCursor {
+            engine_client: self.client.clone(),
+            handle: self.runtime.as_ref().expect("runtime lives as long as the engine").handle().clone(),
+            table: table.clone(),
+            rows: None,
+            current: None,
+            error: None,
+            behind: Vec::new(),
+        }
+    }
+}
+
+/// What a batch has left to apply, in this order: resets of keys with parts, then the Multi, then the
+/// read-modify-write merges.
+#[derive(Default)]
+pub(super) struct Pending {
+    pub(super) resets: Vec<(Table, Parts, Vec<u8>)>,
+    pub(super) mutations: Vec<Mutation>,
+    pub(super) merges: Vec<PendingMerge>,
+    pub(super) merge_at: HashMap<(String, Vec<u8>), usize>,
+    /// Keys of tables with parts that the pending writes write (a reset of one must wait for them).
+    pub(super) written: std::collections::HashSet<(String, Vec<u8>)>,
+}
+
+impl HBaseEngine {
+    /// Applies what a batch has pending (see [`Pending`]).
+    pub(super) fn flush(&self, pending: &mut Pending) -> Result<(), StoreError> {
+        let Pending { resets, mutations, merges, .. } = std::mem::take(pending);
+        self.reset_keys(resets)?;
+        self.apply(mutations)?;
+        self.apply_merges(merges)
+    }
+
+    /// [`reset_key`] of each key, many at once.
+    pub(super) fn reset_keys(&self, resets: Vec<(Table, Parts, Vec<u8>)>) -> Result<(), StoreError> {
+        if resets.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.clone();
+        let outcomes = self.run(async move {
+            let mut calls = tokio::task::JoinSet::new();
+            let mut outcomes = Vec::new();
+            for (table, parts, row) in resets {
+                if calls.len() >= MERGES_IN_FLIGHT {
+                    if let Some(done) = calls.join_next().await {
+                        outcomes.push(done);
+                    }
+                }
+                calls.spawn(reset_key(client.clone(), table, parts, row));
+            }
+            while let Some(done) = calls.join_next().await {
+                outcomes.push(done);
+            }
+            outcomes
+        });
+        for outcome in outcomes {
+            outcome.expect("a reset task panicked")?;
+        }
+        Ok(())
+    }
+}
+
+/// Merges into cell tables under way at once (each a Get and a CheckAndPut).
+pub(super) const MERGES_IN_FLIGHT: usize = 64;
+
+/// Single-row calls of one [`Engine::check_and_put_many`] under way at once.
+pub(super) const CALLS_IN_FLIGHT: usize = 64;
+
+/// A batch's merge operands for one key of a cell table, in batch order.
+pub(super) struct PendingMerge {
+    pub(super) table: Table,
+    pub(super) key: Vec<u8>,
+    pub(super) operands: Vec<Vec<u8>>,
+}
+
+/// One key's merge: read the cell, merge the operands into it with the table's merge, compare-and-set; again
+/// when another writer changed the cell in between.
+pub(super) async fn merge_cell(client: Arc<Client>, m: PendingMerge) -> Result<(), StoreError> {
+    let PendingMerge { table, key, operands } = m;
+    let merge = table.merge.as_ref().ok_or_else(|| {
+        StoreError::Corrupt(format!("a merge into {}:{}, which has none", table.hbase, family_text(&table)))
+    })?;
+    let (qualifier, row) = table.cell_of(&key);
+    let qualifier = qualifier.unwrap_or_default();
+    let operands: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+    for _ in 0..MERGE_ROUNDS {
+        let cells =
+            client.get(&table.hbase, row, Some(table.family.as_slice()), &[qualifier]).await.map_err(hbase_error)?;
+        let current = cells.into_iter().next().map(|c| c.value);
+        let merged = (merge.full)(&key, current.as_deref(), &operands, MergeContext { stored: true });
+        let put = Mutation::put(&table.hbase, row, &table.family, vec![(qualifier.to_vec(), merged)]);
+        // An empty expected value stands for an absent cell (HBase's CheckAndPut).
+        let expected = current.as_deref().unwrap_or_default();
+        if client.check_and_put(&put, &table.family, qualifier, expected).await.map_err(hbase_error)? {
+            return Ok(());
+        }
+    }
+    Err(StoreError::Engine(EngineError {
+        kind: EngineErrorKind::Unavailable,
+        message: format!("HBase error: a merge into {} lost {MERGE_ROUNDS} compare-and-sets", table.hbase),
+    }))
+}
