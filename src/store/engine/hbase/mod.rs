@@ -160,6 +160,37 @@ impl HBaseEngine {
         block(self.runtime.as_ref().expect("runtime lives as long as the engine"), f)
     }
 
+    /// Runs `calls` on the engine's runtime, at most `in_flight` at once, and gives back their outputs in call
+    /// order once all are done. `what` names a call in a panic's message.
+    fn run_at_most<T, F>(&self, in_flight: usize, calls: Vec<F>, what: &'static str) -> Vec<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        // A batch with nothing of the kind (most of them) costs no trip through the runtime.
+        if calls.is_empty() {
+            return Vec::new();
+        }
+        let outputs = self.run(async move {
+            let mut outputs: Vec<Option<T>> = std::iter::repeat_with(|| None).take(calls.len()).collect();
+            let mut left = calls.into_iter().enumerate();
+            let mut running = tokio::task::JoinSet::new();
+            loop {
+                while running.len() < in_flight {
+                    let Some((i, call)) = left.next() else { break };
+                    running.spawn(async move { (i, call.await) });
+                }
+                match running.join_next().await {
+                    Some(Ok((i, output))) => outputs[i] = Some(output),
+                    Some(Err(e)) => return Err(e),
+                    None => return Ok(outputs),
+                }
+            }
+        });
+        let outputs = outputs.unwrap_or_else(|e| panic!("a {what} task panicked: {e}"));
+        outputs.into_iter().map(|o| o.expect("every call answered")).collect()
+    }
+
     /// The cells of one row of `table`'s family.
     fn row_cells(&self, table: &Table, row: &[u8], qualifier: Option<&[u8]>) -> Result<Vec<Cell>, StoreError> {
         let (client, name, family, row) =
@@ -520,31 +551,18 @@ impl Engine for HBaseEngine {
                 (put, qualifier, c.expected.unwrap_or_default().to_vec())
             })
             .collect();
-        let (client, family) = (self.client.clone(), t.family.clone());
         // All in flight at once (bounded), each its own CheckAndPut: HBase has no multi-row compare-and-set, and
         // one round trip per cell, one after the other, is what made UID assignment slow (bench/RESULTS.md).
-        let outcomes = self.run(async move {
-            let mut calls_left = calls.into_iter().enumerate();
-            let mut running = tokio::task::JoinSet::new();
-            let mut outcomes: Vec<Option<Result<bool, rtsd_hbase::Error>>> = Vec::new();
-            outcomes.resize_with(calls_left.len(), || None);
-            loop {
-                while running.len() < CALLS_IN_FLIGHT {
-                    let Some((i, (put, qualifier, expected))) = calls_left.next() else { break };
-                    let (client, family) = (client.clone(), family.clone());
-                    running.spawn(async move { (i, client.check_and_put(&put, &family, &qualifier, &expected).await) });
-                }
-                match running.join_next().await {
-                    Some(done) => {
-                        let (i, outcome) = done.expect("a compare-and-set task panicked");
-                        outcomes[i] = Some(outcome);
-                    }
-                    None => break,
-                }
-            }
-            outcomes
-        });
-        outcomes.into_iter().map(|o| o.expect("every compare-and-set answered").map_err(hbase_error)).collect()
+        let family = &t.family;
+        let calls = calls
+            .into_iter()
+            .map(|(put, qualifier, expected)| {
+                let (client, family) = (self.client.clone(), family.clone());
+                async move { client.check_and_put(&put, &family, &qualifier, &expected).await }
+            })
+            .collect();
+        let outcomes = self.run_at_most(CALLS_IN_FLIGHT, calls, "compare-and-set");
+        outcomes.into_iter().map(|o| o.map_err(hbase_error)).collect()
     }
 
     /// OpenTSDB's `tsd.hbase.nsre` (regions found elsewhere than cached: a split, a move, a region opening) and

@@ -70,30 +70,9 @@ impl HBaseEngine {
     /// Applies merges into [`CellMap::Plain`] and [`CellMap::QualifierRow`] tables, each key's operands in
     /// one read-merge-compare-and-set, many keys at once (see [`merge_cell`]).
     pub(super) fn apply_merges(&self, merges: Vec<PendingMerge>) -> Result<(), StoreError> {
-        if merges.is_empty() {
-            return Ok(());
-        }
-        let client = self.client.clone();
-        let outcomes = self.run(async move {
-            let mut calls = tokio::task::JoinSet::new();
-            let mut outcomes = Vec::new();
-            for merge in merges {
-                if calls.len() >= MERGES_IN_FLIGHT {
-                    if let Some(done) = calls.join_next().await {
-                        outcomes.push(done);
-                    }
-                }
-                calls.spawn(merge_cell(client.clone(), merge));
-            }
-            while let Some(done) = calls.join_next().await {
-                outcomes.push(done);
-            }
-            outcomes
-        });
-        for outcome in outcomes {
-            outcome.expect("a merge task panicked")?;
-        }
-        Ok(())
+        let client = &self.client;
+        let calls = merges.into_iter().map(|m| merge_cell(client.clone(), m)).collect();
+        self.run_at_most(MERGES_IN_FLIGHT, calls, "merge").into_iter().collect()
     }
 
     pub(super) fn cas(
@@ -178,30 +157,10 @@ impl HBaseEngine {
 
     /// [`reset_key`] of each key, many at once.
     pub(super) fn reset_keys(&self, resets: Vec<(Table, Parts, Vec<u8>)>) -> Result<(), StoreError> {
-        if resets.is_empty() {
-            return Ok(());
-        }
-        let client = self.client.clone();
-        let outcomes = self.run(async move {
-            let mut calls = tokio::task::JoinSet::new();
-            let mut outcomes = Vec::new();
-            for (table, parts, row) in resets {
-                if calls.len() >= MERGES_IN_FLIGHT {
-                    if let Some(done) = calls.join_next().await {
-                        outcomes.push(done);
-                    }
-                }
-                calls.spawn(reset_key(client.clone(), table, parts, row));
-            }
-            while let Some(done) = calls.join_next().await {
-                outcomes.push(done);
-            }
-            outcomes
-        });
-        for outcome in outcomes {
-            outcome.expect("a reset task panicked")?;
-        }
-        Ok(())
+        let client = &self.client;
+        let calls =
+            resets.into_iter().map(|(table, parts, row)| reset_key(client.clone(), table, parts, row)).collect();
+        self.run_at_most(MERGES_IN_FLIGHT, calls, "reset").into_iter().collect()
     }
 }
 
