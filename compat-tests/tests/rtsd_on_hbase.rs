@@ -156,6 +156,27 @@ fn last_and_lookup_of_opentsdb_series(tb: &Testbed, rtsd: SocketAddr) {
     assert_eq!(tagged["results"][0]["tags"], serde_json::json!({"host": "b", "dc": "x"}));
 }
 
+/// After a race of `writers` (rtsd node A, rtsd node B, the reference) over `names`: all three map every name to
+/// one UID, the same on all three, no UID is shared, and every UID's reverse mapping names its name on every
+/// server. `how` tells the race's checks apart in a failure.
+fn one_uid_per_name(writers: &[SocketAddr; 3], names: &[String], how: &str) {
+    let maps: Vec<BTreeMap<String, String>> = writers.iter().map(|&addr| assigned_uids(addr, names)).collect();
+    assert_eq!(maps[0], maps[2], "rtsd node A{how} and OpenTSDB map the names to the same UIDs");
+    assert_eq!(maps[1], maps[2], "rtsd node B{how} and OpenTSDB map the names to the same UIDs");
+    let mut uids: Vec<&String> = maps[2].values().collect();
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), names.len(), "one UID per name, none shared{how}");
+    for (name, uid) in maps[2].iter().step_by(50) {
+        for &addr in writers {
+            let (status, _, body) = http_answer(addr, "GET", &format!("/api/uid/uidmeta?uid={uid}&type=metric"), "");
+            assert_eq!(status, 200, "{addr} uidmeta {uid}: {body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["name"], name.as_str(), "{addr}: UID {uid}");
+        }
+    }
+}
+
 /// Each name's UID as `/api/uid/assign` reports it for a name that already has one (OpenTSDB's "Name already
 /// exists with UID: 00000A"), asked of one server for all names at once.
 fn assigned_uids(addr: SocketAddr, names: &[String]) -> BTreeMap<String, String> {
@@ -369,22 +390,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
             });
         }
     });
-    let maps: Vec<BTreeMap<String, String>> = writers.iter().map(|&addr| assigned_uids(addr, &names)).collect();
-    assert_eq!(maps[0], maps[2], "rtsd node A and OpenTSDB map the names to the same UIDs");
-    assert_eq!(maps[1], maps[2], "rtsd node B and OpenTSDB map the names to the same UIDs");
-    let mut uids: Vec<&String> = maps[2].values().collect();
-    uids.sort();
-    uids.dedup();
-    assert_eq!(uids.len(), RACE_NAMES, "one UID per name, none shared");
-    // Every UID's reverse mapping names its name, on every server.
-    for (name, uid) in maps[2].iter().step_by(50) {
-        for &addr in &writers {
-            let (status, _, body) = http_answer(addr, "GET", &format!("/api/uid/uidmeta?uid={uid}&type=metric"), "");
-            assert_eq!(status, 200, "{addr} uidmeta {uid}: {body}");
-            let v: Value = serde_json::from_str(&body).unwrap();
-            assert_eq!(v["name"], name.as_str(), "{addr}: UID {uid}");
-        }
-    }
+    one_uid_per_name(&writers, &names, "");
     eprintln!(
         "rtsd_on_hbase: {RACE_NAMES} names raced by 3 writers, one UID each ({:.0}s)",
         started.elapsed().as_secs_f64()
@@ -425,21 +431,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
             });
         }
     });
-    let maps: Vec<BTreeMap<String, String>> = writers.iter().map(|&addr| assigned_uids(addr, &names)).collect();
-    assert_eq!(maps[0], maps[2], "rtsd node A (puts) and OpenTSDB map the names to the same UIDs");
-    assert_eq!(maps[1], maps[2], "rtsd node B (puts) and OpenTSDB map the names to the same UIDs");
-    let mut uids: Vec<&String> = maps[2].values().collect();
-    uids.sort();
-    uids.dedup();
-    assert_eq!(uids.len(), RACE_NAMES, "one UID per name, none shared (puts)");
-    for (name, uid) in maps[2].iter().step_by(50) {
-        for &addr in &writers {
-            let (status, _, body) = http_answer(addr, "GET", &format!("/api/uid/uidmeta?uid={uid}&type=metric"), "");
-            assert_eq!(status, 200, "{addr} uidmeta {uid}: {body}");
-            let v: Value = serde_json::from_str(&body).unwrap();
-            assert_eq!(v["name"], name.as_str(), "{addr}: UID {uid}");
-        }
-    }
+    one_uid_per_name(&writers, &names, " (puts)");
     eprintln!(
         "rtsd_on_hbase: {RACE_NAMES} names raced by 2 rtsd nodes' puts and OpenTSDB, one UID each ({:.0}s)",
         started.elapsed().as_secs_f64()
