@@ -80,6 +80,13 @@ enum Select<'m> {
     Closed(usize),
 }
 
+/// Raw rows a fold reads and writes the rollups of at a time: a fold waiting for the lock waits for one chunk.
+pub(super) const FOLD_CHUNK: usize = 256;
+
+/// How long a full fold that handed the lock to queries' folds (see `Store::fold_selected`) waits for them to take
+/// it before going on; they take it at once, so this only bounds a query that gave up meanwhile.
+const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Adds the time since its start to a total when dropped (on every return path of a callback).
 struct Elapsed<'a>(&'a mut std::time::Duration, std::time::Instant);
 
@@ -156,20 +163,25 @@ impl Store {
         let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
         // The lock is not fair: the daemon's folds of passed hours, one chunk after the other, step aside for a
         // query's (or a full) fold waiting for it, which otherwise waited for the whole backlog.
-        let _one_at_a_time = match select {
+        let mut one_at_a_time = Some(match select {
             Select::Closed(_) => {
                 while self.rollups.fold_waiting.load(Ordering::Acquire) > 0 {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner())
             }
-            _ => {
-                self.rollups.fold_waiting.fetch_add(1, Ordering::AcqRel);
-                let locked = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
-                self.rollups.fold_waiting.fetch_sub(1, Ordering::AcqRel);
+            Select::Metric(m) => {
+                // A full fold in progress folds this metric's rows next and then lets this fold in.
+                self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).push(m.to_vec());
+                let locked = self.fold_lock_ahead_of_passed_hours();
+                let mut wanted = self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(i) = wanted.iter().position(|w| w.as_slice() == m) {
+                    wanted.swap_remove(i);
+                }
                 locked
             }
-        };
+            Select::All => self.fold_lock_ahead_of_passed_hours(),
+        });
         // Through the gate, every mark of generation <= `last` has been written with its points.
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
@@ -223,19 +235,66 @@ impl Store {
             }
             iter.status()?;
         }
-        let rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
+        let mut rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
         let started = std::time::Instant::now();
         let (mut in_rows, mut in_write) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
         // The fold reads each changed row once: keeping those blocks would fill the block cache with what ingest
         // wrote (RSS) and push out what queries read.
         let no_fill = ReadHints { fill_cache: false };
-        for (done, chunk) in rows.chunks(256).enumerate() {
+        // A full fold holds the lock for its whole backlog (a minute after a burst on a busy machine), so when a
+        // query's fold of one metric waits, the rows of that metric go next, and once they are folded the lock is
+        // handed to the query: it then finds its metric's rows of this fold done, and folds only what was written
+        // since. Every fold reads the raw rows as they are, so the order rows are folded in does not matter.
+        let mut hand_off: Option<(usize, Vec<Vec<u8>>)> = None;
+        let mut done = 0;
+        while done < rows.len() {
             if self.folds_abandoned() {
                 // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
                 self.rollups.unnoted.store(true, Ordering::Release);
-                tracing::info!(folded = done * 256, left = rows.len() - done * 256, "fold abandoned: stopping");
-                return Ok((done * 256) as u64);
+                tracing::info!(folded = done, left = rows.len() - done, "fold abandoned: stopping");
+                return Ok(done as u64);
             }
+            if matches!(select, Select::All) && hand_off.is_none() {
+                let wanted = self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if !wanted.is_empty() {
+                    let is_wanted = |row: &[u8]| wanted.iter().any(|m| row.get(sw..sw + mw) == Some(m.as_slice()));
+                    let (mut first, later): (Vec<_>, Vec<_>) =
+                        rows.split_off(done).into_iter().partition(|(row, _)| is_wanted(row));
+                    let until = done + first.len();
+                    rows.append(&mut first);
+                    rows.extend(later);
+                    hand_off = Some((until, wanted));
+                }
+            }
+            if let Some((until, metrics)) = &hand_off {
+                if done >= *until {
+                    drop(one_at_a_time.take());
+                    let asked = std::time::Instant::now();
+                    while asked.elapsed() < HAND_OFF_WAIT
+                        && self
+                            .rollups
+                            .wanted
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .iter()
+                            .any(|w| metrics.contains(w))
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    one_at_a_time = Some(self.fold_lock_ahead_of_passed_hours());
+                    hand_off = None;
+                    continue;
+                }
+            }
+            #[cfg(test)]
+            if matches!(select, Select::All) {
+                if let Some(hook) = self.rollups.before_chunk.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    hook(done);
+                }
+            }
+            // A chunk ends where the rows of a hand-off end, so the waiting folds get the lock as soon as can be.
+            let end = hand_off.as_ref().map_or(rows.len(), |(until, _)| *until);
+            let chunk = &rows[done..(done + FOLD_CHUNK).min(end)];
             let mut batch = WriteBatch::default();
             let mut buckets_written = 0u64;
             let mut late = 0u64;
@@ -264,6 +323,7 @@ impl Store {
             self.engine.write(batch, Durability::Logged)?;
             in_write += t.elapsed();
             self.metrics.rollups(buckets_written, late);
+            done += chunk.len();
         }
         tracing::debug!(
             ?select,
@@ -296,7 +356,16 @@ impl Store {
                 }
             }
         }
+        drop(one_at_a_time);
         Ok(rows.len() as u64)
+    }
+
+    /// The fold lock, for a fold that the daemon's folds of passed hours step aside for (see `fold_waiting`).
+    fn fold_lock_ahead_of_passed_hours(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.rollups.fold_waiting.fetch_add(1, Ordering::AcqRel);
+        let locked = self.rollups.fold_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.rollups.fold_waiting.fetch_sub(1, Ordering::AcqRel);
+        locked
     }
 
     /// Writes the buckets of one raw hour row into every automatic interval (their `<table>:a` rows, see

@@ -58,6 +58,13 @@ pub(super) struct Rollups {
     fold_lock: Mutex<()>,
     /// Folds other than the daemon's folds of passed hours waiting for `fold_lock` (those step aside for them).
     fold_waiting: AtomicU64,
+    /// The metrics of the folds of one metric (a query's) waiting for `fold_lock`: a full fold in progress folds
+    /// their rows first and then lets them in (see `Store::fold_selected`).
+    wanted: Mutex<Vec<Vec<u8>>>,
+    /// Tests: called by a full fold before each chunk of rows, with the rows it has folded so far.
+    #[cfg(test)]
+    #[allow(clippy::type_complexity)]
+    pub(super) before_chunk: Mutex<Option<Box<dyn FnMut(usize) + Send>>>,
     /// The generation new marks get.
     generation: AtomicU64,
     /// Held shared by a commit from reading the generation until its marks are written; taken exclusively by a
@@ -121,6 +128,9 @@ impl Rollups {
             auto_ids,
             fold_lock: Mutex::new(()),
             fold_waiting: AtomicU64::new(0),
+            wanted: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            before_chunk: Mutex::new(None),
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
             pending: Mutex::new(Notes::default()),
@@ -660,6 +670,88 @@ mod tests {
         assert_eq!(store.fold_rollups(Some(metric.as_bytes())).unwrap(), 0);
         let after = read(&store);
         assert_eq!(after[2][0][1][0], (base * 1000, Value::Int(13)), "count of host a's first hour");
+    }
+
+    // issue 22 item 5: a query right after a burst waited for the daemon's full fold of the whole backlog (34 of the
+    // 38 s of q1's first answer on a busy machine). A full fold in progress now folds the waiting query's metric
+    // next and hands it the lock, and finishes the other metrics after.
+    #[test]
+    fn a_full_fold_in_progress_folds_a_waiting_querys_metric_next_and_lets_it_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path(), &[]));
+        let base = 1356998400i64;
+        // "busy": 300 series x 2 hours = 600 raw rows, sorted before "asked"'s 100 rows (its metric UID is lower).
+        let mut batch = store.new_batch();
+        for host in 0..300 {
+            let host = format!("h{host}");
+            for (ts, v) in [(base, 1), (base + 3600, 2)] {
+                store.add_point(&mut batch, &point("busy", ts, Value::Int(v), &[("host", &host)])).unwrap();
+            }
+        }
+        for host in 0..100 {
+            let host = format!("h{host}");
+            for (ts, v) in [(base, 3), (base + 60, 4)] {
+                store.add_point(&mut batch, &point("asked", ts, Value::Int(v), &[("host", &host)])).unwrap();
+            }
+        }
+        store.commit(&mut batch, false).unwrap();
+        store.flush_pending().unwrap();
+        let uid = |name| store.uids().get(rtsd_protocol::point::UidKind::Metric, name).unwrap().unwrap();
+        let (busy, asked) = (uid("busy"), uid("asked"));
+
+        // Before the full fold's first chunk a query's fold of "asked" starts and waits for the lock; the hook
+        // then notes, for each later chunk, whether that fold had returned by then.
+        let (query_done, returned_by) =
+            (Arc::new(std::sync::atomic::AtomicBool::new(false)), Arc::new(Mutex::new(Vec::new())));
+        let query: Arc<Mutex<Option<std::thread::JoinHandle<u64>>>> = Arc::default();
+        let hook = {
+            let (store, query, query_done, returned_by) =
+                (Arc::downgrade(&store), query.clone(), query_done.clone(), returned_by.clone());
+            let asked = asked.as_bytes().to_vec();
+            move |done: usize| {
+                let store = store.upgrade().unwrap();
+                if done == 0 {
+                    let (store2, query_done, asked) = (store.clone(), query_done.clone(), asked.clone());
+                    *query.lock().unwrap() = Some(std::thread::spawn(move || {
+                        let folded = store2.fold_rollups(Some(&asked)).unwrap();
+                        query_done.store(true, Ordering::Release);
+                        folded
+                    }));
+                    while store.rollups.wanted.lock().unwrap().is_empty() {
+                        std::thread::yield_now();
+                    }
+                } else if done > fold::FOLD_CHUNK {
+                    // Past the chunk of "busy" that was under way and "asked"'s rows: the query is done (waited
+                    // for up to 10 s, so that a full fold which never lets it in fails here instead of hanging).
+                    let waited = std::time::Instant::now();
+                    while !query_done.load(Ordering::Acquire) && waited.elapsed() < std::time::Duration::from_secs(10) {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+                returned_by.lock().unwrap().push((done, query_done.load(Ordering::Acquire)));
+            }
+        };
+        *store.rollups.before_chunk.lock().unwrap() = Some(Box::new(hook));
+        assert_eq!(store.fold_rollups(None).unwrap(), 700);
+        *store.rollups.before_chunk.lock().unwrap() = None;
+        // The query's fold found its rows folded by the full fold (nothing left for it), and returned before the
+        // full fold went on with "busy": chunks at 0 and 256 ("busy", the one under way when it asked), then
+        // "asked"'s 100 rows, then the hand-off, then the rest of "busy" (600 - 256 rows).
+        assert_eq!(query.lock().unwrap().take().unwrap().join().unwrap(), 0);
+        assert_eq!(*returned_by.lock().unwrap(), vec![(0, false), (256, false), (356, true), (612, true)]);
+        // Both metrics' rollups are complete.
+        let config = store.rollup_settings().config.clone().unwrap();
+        let iv = config.interval("1h").unwrap();
+        let sums = |metric: &[u8]| -> Vec<Vec<(i64, Value)>> {
+            read_whole(&store, iv, &[0], metric).into_iter().map(|s| s.values[0].clone()).collect()
+        };
+        let (busy_sums, asked_sums) = (sums(busy.as_bytes()), sums(asked.as_bytes()));
+        assert_eq!(busy_sums.len(), 300);
+        assert!(busy_sums
+            .iter()
+            .all(|s| s == &vec![(base * 1000, Value::Int(1)), ((base + 3600) * 1000, Value::Int(2))]));
+        assert_eq!(asked_sums.len(), 100);
+        assert!(asked_sums.iter().all(|s| s == &vec![(base * 1000, Value::Int(7))]));
     }
 
     // `fsck --fix` and `scan --delete` rewrite or delete raw rows: the rollups follow what is left.
