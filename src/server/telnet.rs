@@ -32,7 +32,7 @@ fn series_words<'w>(words: &'w [&'w [u8]]) -> impl Iterator<Item = &'w [u8]> + '
 /// waits for HBase, the lines that arrive meanwhile are read at once with the next, so one write carries several
 /// points of each series in one row's Put, where 64 KiB reads put one point per row (data set B: 1,000 series a
 /// round; bench/RESULTS.md). The batch is still written before any of its lines is answered.
-const SHARED_BATCH_BYTES: usize = 4 << 20;
+const SHARED_BATCH_BYTES: usize = 1 << 20;
 
 /// Serves a telnet connection until it closes, sends a line over the limit, idles past
 /// `rtsd.telnet.idle_timeout_secs` (the reaper cancels `conn.closed`, see `super::conn`) or the daemon stops.
