@@ -63,6 +63,16 @@ pub(crate) struct Inner {
     meta_server: Mutex<Option<String>>,
     pub nonces: Nonces,
     stats: Counters,
+    /// Calls and cells sent, by table and kind (see [`Client::op_counts`]).
+    pub(crate) ops: Mutex<std::collections::BTreeMap<(String, &'static str), OpCount>>,
+}
+
+/// How many operations of one kind on one table the client was asked to do, and how many cells (columns of
+/// mutations, rows of Gets and scans) they carried. Counted once per operation, not per attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpCount {
+    pub ops: u64,
+    pub cells: u64,
 }
 
 #[derive(Default)]
@@ -120,6 +130,7 @@ impl Client {
                 meta_server: Mutex::new(None),
                 nonces: Nonces::new(),
                 stats: Counters::default(),
+                ops: Mutex::new(Default::default()),
             }),
         };
         let inner = &client.inner;
@@ -139,6 +150,7 @@ impl Client {
     /// The cells of `row`: all of `family` when `qualifiers` is empty, all families when `family` is `None`.
     /// An absent row is an empty vector.
     pub async fn get(&self, table: &str, row: &[u8], family: Option<&[u8]>, qualifiers: &[&[u8]]) -> Result<Vec<Cell>> {
+        self.inner.count(table, "get", 1);
         let get = proto::Get { row: row.to_vec(), column: columns(family, qualifiers), ..Default::default() };
         let resp: proto::GetResponse = self
             .inner
@@ -154,6 +166,7 @@ impl Client {
     /// only once HBase acknowledged it: any error means it may or may not have been applied.
     pub async fn mutate(&self, m: &Mutation) -> Result<Vec<Cell>> {
         m.validate()?;
+        self.inner.count(&m.table, m.kind.name(), m.columns.len().max(1) as u64);
         let nonce = self.inner.nonces.for_mutation(m);
         let mutation = m.to_proto(nonce);
         let nonce_group = nonce.map(|_| self.inner.nonces.group());
@@ -224,6 +237,7 @@ impl Client {
         if put.kind != MutationKind::Put {
             return Err(Error::Invalid("check_and_put takes a Put".into()));
         }
+        self.inner.count(&put.table, "check_and_put", put.columns.len() as u64);
         let comparator =
             proto::BinaryComparator { comparable: proto::ByteArrayComparable { value: Some(expected.to_vec()) } };
         let condition = proto::Condition {
@@ -259,6 +273,14 @@ impl Client {
         }
     }
 
+    /// Operations asked of the client since it started, by (table, kind), kinds being `get`, `put`, `append`,
+    /// `increment`, `delete`, `delete_version` and `check_and_put` for single-row calls, the same prefixed with
+    /// `multi_` for actions sent in Multis (`multi_get` for [`Client::get_many`]'s rows), `multi` for the Multi
+    /// RPCs themselves (one per region server per round) and `scan` for scan RPCs (`cells`: rows answered).
+    pub fn op_counts(&self) -> Vec<((String, &'static str), OpCount)> {
+        self.inner.ops.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
     /// `host:port` of the region server holding `hbase:meta` (as last read from ZooKeeper).
     pub async fn meta_location(&self) -> Result<String> {
         self.inner.meta_server().await
@@ -285,6 +307,17 @@ pub(crate) fn columns(family: Option<&[u8]>, qualifiers: &[&[u8]]) -> Vec<proto:
 }
 
 impl Inner {
+    /// Counts one operation of `kind` on `table` carrying `cells` (see [`Client::op_counts`]).
+    pub(crate) fn count(&self, table: &str, kind: &'static str, cells: u64) {
+        let mut ops = self.ops.lock().unwrap();
+        let c = match ops.get_mut(&(table.to_string(), kind)) {
+            Some(c) => c,
+            None => ops.entry((table.to_string(), kind)).or_default(),
+        };
+        c.ops += 1;
+        c.cells += cells;
+    }
+
     pub fn attempts(&self) -> Attempts {
         let now = Instant::now();
         Attempts { started: now, deadline: now + self.cfg.operation_timeout, n: 0 }

@@ -71,7 +71,7 @@ mod scan;
 mod zk;
 
 pub use admin::FamilyDescriptor;
-pub use client::{Client, Config, Stats};
+pub use client::{Client, Config, OpCount, Stats};
 pub use error::{Error, Result, Retry};
 pub use meta::RegionLoc;
 pub use ops::{Cell, Mutation, MutationKind};

@@ -28,6 +28,7 @@ impl Client {
         let ops = mutations
             .into_iter()
             .map(|m| {
+                self.inner.count(&m.table, m.kind.multi_name(), m.columns.len().max(1) as u64);
                 let action = m.validate().map(|()| proto::Action {
                     index: None,
                     // The nonce is chosen once: a retried Increment or Append then carries the same one.
@@ -50,6 +51,9 @@ impl Client {
         qualifiers: &[&[u8]],
     ) -> Vec<Result<Vec<Cell>>> {
         let column = crate::client::columns(family, qualifiers);
+        for _ in rows {
+            self.inner.count(table, "multi_get", 1);
+        }
         let ops = rows
             .iter()
             .map(|r| {
@@ -209,6 +213,7 @@ async fn send(
             .collect(),
         nonce_group: needs_nonce.then(|| inner.nonces.group()),
     };
+    inner.count("*", "multi", regions.iter().map(|(_, idx)| idx.len() as u64).sum());
     let res: Result<proto::MultiResponse> = async {
         let conn = inner.conn(server, timeout).await?;
         conn.call("Multi", &req, timeout).await

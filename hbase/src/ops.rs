@@ -46,6 +46,30 @@ pub enum MutationKind {
     DeleteVersion,
 }
 
+impl MutationKind {
+    /// Its name in [`crate::Client::op_counts`].
+    pub fn name(self) -> &'static str {
+        match self {
+            MutationKind::Put => "put",
+            MutationKind::Append => "append",
+            MutationKind::Increment => "increment",
+            MutationKind::Delete => "delete",
+            MutationKind::DeleteVersion => "delete_version",
+        }
+    }
+
+    /// Its name in [`crate::Client::op_counts`] when sent in a Multi.
+    pub fn multi_name(self) -> &'static str {
+        match self {
+            MutationKind::Put => "multi_put",
+            MutationKind::Append => "multi_append",
+            MutationKind::Increment => "multi_increment",
+            MutationKind::Delete => "multi_delete",
+            MutationKind::DeleteVersion => "multi_delete_version",
+        }
+    }
+}
+
 /// A write to one row of one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mutation {

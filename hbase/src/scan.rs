@@ -252,6 +252,7 @@ impl Scanner {
             return Err(Error::Protocol("the server answered in cell blocks, which were not asked for".into()));
         }
         self.heartbeats += resp.heartbeat_message.unwrap_or(false) as u32;
+        self.inner.count(&self.req.table, "scan", resp.results.len() as u64);
         for (i, r) in resp.results.into_iter().enumerate() {
             let partial = r.partial.unwrap_or(false) || resp.partial_flag_per_result.get(i).copied().unwrap_or(false);
             self.partials += partial as u32;

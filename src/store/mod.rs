@@ -472,6 +472,11 @@ impl Store {
         self.folds_abandoned.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Whether the store is on this node's disk (RocksDB), not a shared cluster's (HBase).
+    pub fn node_local(&self) -> bool {
+        self.node_local
+    }
+
     /// The storage engine under the store.
     pub fn engine(&self) -> &dyn Engine {
         self.engine.as_ref()

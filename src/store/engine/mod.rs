@@ -179,11 +179,32 @@ pub struct TableSpec {
     pub rewrite_every_secs: Option<u64>,
     /// The merge's parts, for an engine that applies them blindly (see [`Parts`]).
     pub parts: Option<Parts>,
+    /// The merge takes its operands in order and each later one wins where it speaks (rtsd's rollup rows, slot by
+    /// slot), so an engine without merge operators may store each operand blindly as a cell of its own, ordered
+    /// by when it was written, and merge the cells on read (HBase: a Put in the batch's Multi instead of a read and
+    /// a compare-and-set after it). An engine with merge operators (RocksDB) ignores it.
+    pub blind_operands: bool,
 }
 
 impl TableSpec {
     pub fn new(name: impl Into<String>, cells: CellMap, tuning: Tuning) -> TableSpec {
-        TableSpec { name: name.into(), cells, tuning, merge: None, filter: None, rewrite_every_secs: None, parts: None }
+        TableSpec {
+            name: name.into(),
+            cells,
+            tuning,
+            merge: None,
+            filter: None,
+            rewrite_every_secs: None,
+            parts: None,
+            blind_operands: false,
+        }
+    }
+
+    /// Declares that the merge's operands may be stored blindly, each on its own (see
+    /// [`TableSpec::blind_operands`]).
+    pub fn with_blind_operands(mut self) -> TableSpec {
+        self.blind_operands = true;
+        self
     }
 
     pub fn with_merge(mut self, merge: Merge) -> TableSpec {

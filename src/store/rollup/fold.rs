@@ -87,6 +87,19 @@ pub(super) const FOLD_CHUNK: usize = 256;
 /// it before going on; they take it at once, so this only bounds a query that gave up meanwhile.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The rollup rows one chunk of a fold reads, by (family, key): present ones only (see
+/// [`Store::prefetch_rollups`]).
+pub(super) struct Prefetched {
+    values: HashMap<(String, Vec<u8>), Vec<u8>>,
+}
+
+impl Prefetched {
+    fn get(&self, family: &str, key: &[u8]) -> Option<&[u8]> {
+        // Keyed by owned values: a lookup by borrowed parts would need a key type of its own.
+        self.values.get(&(family.to_string(), key.to_vec())).map(Vec::as_slice)
+    }
+}
+
 /// Adds the time since its start to a total when dropped (on every return path of a callback).
 struct Elapsed<'a>(&'a mut std::time::Duration, std::time::Instant);
 
@@ -299,6 +312,7 @@ impl Store {
             let mut buckets_written = 0u64;
             let mut late = 0u64;
             let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
+            let read = self.prefetch_rollups(&keys, no_fill)?;
             self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
                 let t = std::time::Instant::now();
                 let _time = Elapsed(&mut in_rows, t);
@@ -312,7 +326,7 @@ impl Store {
                         return Ok(());
                     }
                 };
-                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, no_fill)?;
+                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, &read)?;
                 buckets_written += written;
                 if was_rolled {
                     late += change.points.max(0) as u64;
@@ -368,6 +382,57 @@ impl Store {
         locked
     }
 
+    /// The rollup rows [`Store::fold_row`] reads for the raw rows `keys` (one chunk of a fold), read with one
+    /// batched read per family instead of a read per row and interval: on HBase each of those was a round trip
+    /// of its own, two per raw row for the first interval alone (bench/RESULTS.md, the 22:40 breakdown).
+    fn prefetch_rollups(&self, keys: &[&[u8]], read: ReadHints) -> Result<Prefetched, StoreError> {
+        let mut wanted: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
+        for raw_key in keys {
+            let hour = codec::row_base_time(raw_key, self.layout.salt.width, self.layout.uid_widths[0]);
+            let expired = self.fold_expired(hour);
+            for (n, interval) in self.rollups.auto.iter().enumerate() {
+                let family = RollupInterval::family(&interval.table);
+                let key = self.rollup_key(raw_key, hour, interval);
+                if n == 0 || expired || interval.row_span == RowSpan::Hours(1) {
+                    wanted.entry(RollupInterval::auto_family(&family)).or_default().push(key.clone());
+                }
+                if n == 0 || expired {
+                    wanted.entry(family).or_default().push(key);
+                }
+            }
+        }
+        let mut values = HashMap::new();
+        for (family, mut rows) in wanted {
+            rows.sort_unstable();
+            rows.dedup();
+            let row_refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+            let mut found = Vec::with_capacity(rows.len());
+            self.engine.get_many(&family, &row_refs, true, read, &mut |i, value| {
+                found.push((i, value.map(<[u8]>::to_vec)));
+                Ok(())
+            })?;
+            for (i, value) in found {
+                if let Some(value) = value {
+                    values.insert((family.clone(), rows[i].clone()), value);
+                }
+            }
+        }
+        Ok(Prefetched { values })
+    }
+
+    /// Whether raw hour `hour` lies wholly past the raw retention (see [`Store::fold_row`]).
+    fn fold_expired(&self, hour: u32) -> bool {
+        (i64::from(hour) + 3600) * 1000 <= self.retention.cut_ms(CF_DATA)
+    }
+
+    /// The key of the row of `interval` that raw row `raw_key` (of raw hour `hour`) folds into.
+    fn rollup_key(&self, raw_key: &[u8], hour: u32, interval: &RollupInterval) -> Vec<u8> {
+        let at = self.layout.salt.width + self.layout.uid_widths[0];
+        let mut key = raw_key.to_vec();
+        key[at..at + 4].copy_from_slice(&interval.base_time(i64::from(hour)).to_be_bytes());
+        key
+    }
+
     /// Writes the buckets of one raw hour row into every automatic interval (their `<table>:a` rows, see
     /// [`rollup_rows`]). Returns the buckets written and whether rollups of this hour existed before (so the
     /// points now folded arrived late).
@@ -378,20 +443,18 @@ impl Store {
         hour: u32,
         points: &[codec::RowPoint],
         change: &Change,
-        read: ReadHints,
+        read: &Prefetched,
     ) -> Result<(u64, bool), StoreError> {
-        let at = self.layout.salt.width + self.layout.uid_widths[0];
         let mut written = 0u64;
         let mut was_rolled = false;
         // A raw hour wholly past the raw retention may already have lost its older points to compaction (late
         // points re-create the row): there the rollups are the record, and a bucket is recomputed only from a
         // row that holds at least as many points as the bucket counted, and never deleted.
-        let expired = (i64::from(hour) + 3600) * 1000 <= self.retention.cut_ms(CF_DATA);
+        let expired = self.fold_expired(hour);
         for (n, interval) in self.rollups.auto.iter().enumerate() {
             let family = RollupInterval::family(&interval.table);
-            let mut key = raw_key.to_vec();
+            let key = self.rollup_key(raw_key, hour, interval);
             let base = interval.base_time(i64::from(hour));
-            key[at..at + 4].copy_from_slice(&base.to_be_bytes());
             // A row of this one raw hour (a row span of an hour) that `:a` does not hold yet is written whole:
             // reads then have nothing to merge (they merge a row's operands on every read until a compaction
             // does). The fold is the only writer of `:a`, one at a time, and a chunk's raw rows are distinct
@@ -399,16 +462,15 @@ impl Store {
             // of one chunk go to the same row).
             let hourly = interval.row_span == RowSpan::Hours(1);
             let auto_family = RollupInterval::auto_family(&family);
-            let auto = if n == 0 || expired || hourly { self.engine.get(&auto_family, &key, read)? } else { None };
+            let auto = if n == 0 || expired || hourly { read.get(&auto_family, &key) } else { None };
             let fresh = hourly && auto.is_none();
             // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
             let mut counted: HashMap<i64, i64> = HashMap::new();
             if n == 0 || expired {
                 let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
                 let count_id = self.rollups.auto_ids[1];
-                let table = self.engine.get(&family, &key, read)?;
+                let table = read.get(&family, &key);
                 let mut values = vec![Vec::new()];
-                let (auto, table) = (auto.as_deref(), table.as_deref());
                 self.rollup_values(&key, auto, table, base, interval, &[count_id], lo, hi, &mut values)?;
                 counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
                 if n == 0 {
@@ -446,8 +508,10 @@ impl Store {
                 }
             }
             match (any, fresh) {
-                (true, true) => batch.put(&auto_family, &key, &row.encode()),
-                (true, false) => batch.merge(&auto_family, &key, &row.encode()),
+                // Where the engine has no merge operator (HBase) a merge is the blind write and a put a delete
+                // first; the row is absent anyway.
+                (true, true) if self.node_local => batch.put(&auto_family, &key, &row.encode()),
+                (true, _) => batch.merge(&auto_family, &key, &row.encode()),
                 _ => {}
             }
         }

@@ -26,7 +26,7 @@ impl Table {
     /// The qualifier a read asks for: every cell of the row when the table has parts.
     pub(super) fn read_qualifier<'k>(&self, key: &'k [u8]) -> (Option<&'k [u8]>, &'k [u8]) {
         match self.cell_of(key) {
-            (_, row) if self.parts.is_some() => (None, row),
+            (_, row) if self.parts.is_some() || self.operands => (None, row),
             found => found,
         }
     }
@@ -145,6 +145,7 @@ pub(super) fn value_of(table: &Table, key: &[u8], cells: &[Cell]) -> Option<Vec<
                 None => columns,
             })
         }
+        CellMap::Plain if table.operands => join_operands(table, key, cells),
         CellMap::Plain => match table.parts {
             Some(parts) => join_parts(table, parts, key, cells),
             None => Some(cells[0].value.clone()),
@@ -173,4 +174,77 @@ pub(super) fn join_parts(table: &Table, parts: Parts, key: &[u8], cells: &[Cell]
     let operands: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
     let merge = table.merge.as_ref()?;
     Some((merge.full)(key, whole, &operands, MergeContext { stored: false }))
+}
+
+/// The first byte of an operand cell's qualifier (see [`operand_qualifier`]).
+pub(super) const OPERAND: u8 = b'o';
+
+/// The length of an operand cell's qualifier.
+pub(super) const OPERAND_QUALIFIER_LEN: usize = 11;
+
+/// The qualifier of a new operand cell: `o`, then the microseconds since the epoch (8 bytes big-endian, strictly
+/// increasing within the process, so one writer's operands of a key are in the order written), then two bytes
+/// of this process (two writers' operands of one microsecond each get a cell). HBase returns a row's cells in
+/// qualifier order: the operands in the order they were written, after the whole value (empty qualifier).
+pub(super) fn operand_qualifier() -> Vec<u8> {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static PROCESS: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as u64;
+    // Calls within one microsecond take the next ones (ahead of the clock by at most the calls of a burst).
+    let mut prev = LAST.load(std::sync::atomic::Ordering::Acquire);
+    let micros = loop {
+        let next = now.max(prev + 1);
+        match LAST.compare_exchange_weak(
+            prev,
+            next,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+        ) {
+            Ok(_) => break next,
+            Err(seen) => prev = seen,
+        }
+    };
+    let process = *PROCESS.get_or_init(|| (part_version(0) & 0xffff) as u16);
+    let mut q = Vec::with_capacity(11);
+    q.push(OPERAND);
+    q.extend_from_slice(&micros.to_be_bytes());
+    q.extend_from_slice(&process.to_be_bytes());
+    q
+}
+
+/// A merge into a table with operand cells: a blind Put of the operand as a cell of its own (server-stamped, so
+/// after the delete of a [`reset_row`] before it).
+pub(super) fn operand_write(table: &Table, key: &[u8], operand: &[u8]) -> Mutation {
+    Mutation::put(&table.hbase, key, &table.family, vec![(operand_qualifier(), operand.to_vec())])
+}
+
+/// The value of a key with operand cells: the table's merge of its empty-qualifier cell (a put) and of its
+/// operands in qualifier order, i.e. as written.
+pub(super) fn join_operands(table: &Table, key: &[u8], cells: &[Cell]) -> Option<Vec<u8>> {
+    let is_operand = |c: &Cell| c.qualifier.len() == OPERAND_QUALIFIER_LEN && c.qualifier[0] == OPERAND;
+    let (mut operands, rest): (Vec<&Cell>, Vec<&Cell>) = cells.iter().partition(|c| is_operand(c));
+    // What was written otherwise: the put's cell, and sum parts of rows written before the table had operands.
+    let whole = match table.parts {
+        Some(parts) => {
+            let rest: Vec<Cell> = rest.into_iter().cloned().collect();
+            join_parts(table, parts, key, &rest)
+        }
+        None => rest.iter().find(|c| c.qualifier.is_empty()).map(|c| c.value.clone()),
+    };
+    if operands.is_empty() {
+        return whole;
+    }
+    operands.sort_by(|a, b| a.qualifier.cmp(&b.qualifier));
+    let operands: Vec<&[u8]> = operands.iter().map(|c| c.value.as_slice()).collect();
+    let merge = table.merge.as_ref()?;
+    Some((merge.full)(key, whole.as_deref(), &operands, MergeContext { stored: false }))
+}
+
+/// Removes every cell of `row` of a table with operand cells (a family delete stamped by the server), so that a
+/// put after it stands alone; returns once a write after it is stamped later than the delete.
+pub(super) async fn reset_row(client: Arc<Client>, table: Table, row: Vec<u8>) -> Result<(), StoreError> {
+    client.mutate(&Mutation::delete(&table.hbase, &row, &table.family, &[])).await.map_err(hbase_error)?;
+    // The server stamps in milliseconds: a write within the same millisecond would be masked by the delete.
+    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    Ok(())
 }

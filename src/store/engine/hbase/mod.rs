@@ -112,6 +112,9 @@ struct Table {
     appends: bool,
     /// How the table's merges split into blind mutations (a [`CellMap::Plain`] table with a merge only).
     parts: Option<Parts>,
+    /// Each merge is a cell of its own (see [`TableSpec::blind_operands`] and [`operand_qualifier`]); a plain
+    /// table with a merge only, and no parts but sums.
+    operands: bool,
 }
 
 pub struct HBaseEngine {
@@ -317,6 +320,19 @@ impl Drop for HBaseEngine {
     }
 }
 
+/// `name` as a `&'static str`, leaked once per distinct name (a stat's tag; there are a few dozen tables and kinds).
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(n);
+    n
+}
+
 fn block<T: Send + 'static>(runtime: &tokio::runtime::Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     runtime.spawn(async move {
@@ -378,7 +394,21 @@ fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
     let appends = options.appends && spec.name == crate::store::CF_DATA;
     // Parts are joined by the merge, and only a plain table's cell can carry them beside its own.
     let parts = spec.parts.filter(|_| spec.cells == CellMap::Plain && spec.merge.is_some());
-    Table { hbase, family: family.as_bytes().to_vec(), cells: spec.cells, merge: spec.merge.clone(), appends, parts }
+    // Operand cells are written in place of sum parts (which are then read still, as rows written before), never
+    // beside max or min parts, whose versions a family delete does not reach.
+    let operands = spec.blind_operands
+        && spec.cells == CellMap::Plain
+        && spec.merge.is_some()
+        && parts.is_none_or(|p| p.parts.iter().all(|(_, c)| *c == Combine::Sum));
+    Table {
+        hbase,
+        family: family.as_bytes().to_vec(),
+        cells: spec.cells,
+        merge: spec.merge.clone(),
+        appends,
+        parts,
+        operands,
+    }
 }
 
 fn hbase_error(e: rtsd_hbase::Error) -> StoreError {
@@ -467,6 +497,23 @@ impl Engine for HBaseEngine {
                 (Op::DeleteRange, _, _) => {
                     self.flush(&mut pending)?;
                     self.delete_range(t, key, value)?;
+                }
+                (Op::Put | Op::Delete, CellMap::Plain, _) if t.operands => {
+                    // Its operand cells go first (a family delete, see [`reset_row`]); the put's cell follows in
+                    // the Multi, as do merges after it.
+                    let id = (table.to_string(), key.to_vec());
+                    if pending.written.contains(&id) {
+                        self.flush(&mut pending)?;
+                    }
+                    pending.row_resets.push((t.clone(), key.to_vec()));
+                    if op == Op::Put {
+                        pending.mutations.extend(self.mutations(op, t, key, value)?);
+                    }
+                    pending.written.insert(id);
+                }
+                (Op::Merge, CellMap::Plain, _) if t.operands => {
+                    pending.mutations.push(operand_write(t, key, value));
+                    pending.written.insert((table.to_string(), key.to_vec()));
                 }
                 (Op::Put | Op::Delete, _, Some(parts)) => {
                     let id = (table.to_string(), key.to_vec());
@@ -577,6 +624,17 @@ impl Engine for HBaseEngine {
             Stat { name: "hbase.retries", value: s.retries, tag: None },
             Stat { name: "hbase.server_failures", value: s.server_failures, tag: None },
         ]
+        .into_iter()
+        .chain(self.client.op_counts().into_iter().flat_map(|((table, kind), count)| {
+            // rtsd's own: the client's calls by table and kind, and the cells they carried (what HBase is asked
+            // to do per point; bench/RESULTS.md's breakdowns).
+            let op = intern(&format!("{table}.{kind}"));
+            [
+                Stat { name: "hbase.ops", value: count.ops, tag: Some(("op", op)) },
+                Stat { name: "hbase.cells", value: count.cells, tag: Some(("op", op)) },
+            ]
+        }))
+        .collect()
     }
 }
 
@@ -634,5 +692,106 @@ mod tests {
         assert_eq!(split_store_name("ns:tsdb-rollup-1h:t"), ("ns:tsdb-rollup-1h", "t"));
         assert_eq!(split_store_name("tsdb:t"), ("tsdb", "t"));
         assert_eq!(hbase_table_name(split_store_name("ns:tsdb-rollup-1h:t").0, &names), "ns:tsdb-rollup-1h");
+    }
+
+    /// A merge that keeps the order it was given: the existing value, then each operand, joined by `|`.
+    fn in_order() -> Merge {
+        let full = Arc::new(|_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
+            let mut parts: Vec<&[u8]> = existing.into_iter().collect();
+            parts.extend_from_slice(operands);
+            parts.join(&b'|')
+        });
+        Merge { name: "test-in-order", full, partial: None }
+    }
+
+    fn cell(qualifier: &[u8], value: &[u8]) -> Cell {
+        Cell {
+            row: b"k".to_vec(),
+            family: b"a".to_vec(),
+            qualifier: qualifier.to_vec(),
+            timestamp: 0,
+            value: value.to_vec(),
+        }
+    }
+
+    #[test]
+    fn operand_qualifiers_sort_in_the_order_they_were_made() {
+        // Operand cells are server-stamped like OpenTSDB's (spec: hbase §4 rule 3); their order is the qualifier's.
+        let made: Vec<Vec<u8>> = (0..10_000).map(|_| operand_qualifier()).collect();
+        for q in &made {
+            assert_eq!((q.len(), q[0]), (OPERAND_QUALIFIER_LEN, OPERAND));
+        }
+        assert!(made.windows(2).all(|w| w[0] < w[1]), "strictly increasing within a process");
+        // One process's two-byte suffix on all of them.
+        assert!(made.iter().all(|q| q[9..] == made[0][9..]));
+    }
+
+    #[test]
+    fn a_key_with_operand_cells_reads_as_its_put_then_its_operands_in_the_order_written() {
+        let spec = TableSpec::new("tsdb-rollup-1h:a", CellMap::Plain, super::super::Tuning::Small)
+            .with_merge(in_order())
+            .with_blind_operands();
+        let t = table_of(&spec, &HBaseOptions::new("127.0.0.1:2181"));
+        assert!(t.operands);
+        // A whole-row read (the operands are cells beside the empty-qualifier one).
+        assert_eq!(t.read_qualifier(b"k"), (None, &b"k"[..]));
+        let (q1, q2, q3) = (operand_qualifier(), operand_qualifier(), operand_qualifier());
+        // HBase answers in qualifier order; given in any order, the join sorts them.
+        let cells = vec![cell(&q3, b"c"), cell(b"", b"put"), cell(&q1, b"a"), cell(&q2, b"b")];
+        assert_eq!(value_of(&t, b"k", &cells).as_deref(), Some(&b"put|a|b|c"[..]));
+        // No put: the operands alone; no operand: the put as stored.
+        assert_eq!(value_of(&t, b"k", &cells[2..]).as_deref(), Some(&b"a|b"[..]));
+        assert_eq!(value_of(&t, b"k", &cells[1..2]).as_deref(), Some(&b"put"[..]));
+        assert_eq!(value_of(&t, b"k", &[]), None);
+        // The write is one blind Put of the operand into a cell of its own.
+        let m = operand_write(&t, b"k", b"x");
+        assert_eq!((m.kind, m.timestamp, m.columns.len()), (rtsd_hbase::MutationKind::Put, None, 1));
+        assert_eq!((m.columns[0].0.len(), m.columns[0].1.as_slice()), (OPERAND_QUALIFIER_LEN, &b"x"[..]));
+        assert!(m.columns[0].0 > q3);
+    }
+
+    #[test]
+    fn operand_cells_replace_sum_parts_and_read_the_sums_stored_before() {
+        // The rollup marks: a count summed, once an Increment of the part `+`, now a blind Put per merge.
+        fn split(_key: &[u8], operand: &[u8]) -> Option<Vec<(usize, i64)>> {
+            Some(vec![(0, i64::from_le_bytes(operand.try_into().ok()?))])
+        }
+        fn join(_key: &[u8], _index: usize, n: i64) -> Vec<u8> {
+            n.to_le_bytes().to_vec()
+        }
+        let sum = Merge {
+            name: "test-sum",
+            full: Arc::new(|_: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], _: MergeContext| {
+                let n = |v: &[u8]| i64::from_le_bytes(v.try_into().unwrap());
+                (existing.map_or(0, n) + operands.iter().map(|o| n(o)).sum::<i64>()).to_le_bytes().to_vec()
+            }),
+            partial: None,
+        };
+        let parts = Parts { parts: &[(b"+", Combine::Sum)], split, join };
+        let spec = TableSpec::new("rtsd:rollup-dirty", CellMap::Plain, super::super::Tuning::Small)
+            .with_merge(sum.clone())
+            .with_parts(parts)
+            .with_blind_operands();
+        let t = table_of(&spec, &HBaseOptions::new("127.0.0.1:2181"));
+        assert!(t.operands);
+        let cells = vec![
+            cell(b"+", &5i64.to_be_bytes()),
+            cell(&operand_qualifier(), &7i64.to_le_bytes()),
+            cell(&operand_qualifier(), &1i64.to_le_bytes()),
+        ];
+        assert_eq!(value_of(&t, b"k", &cells), Some(13i64.to_le_bytes().to_vec()));
+        // Max or min parts keep their versioned Puts: no operand cells beside them (a family delete misses them).
+        fn max_parts(_key: &[u8], _operand: &[u8]) -> Option<Vec<(usize, i64)>> {
+            Some(Vec::new())
+        }
+        let max = Parts { parts: &[(b"M", Combine::Max)], split: max_parts, join };
+        let spec = TableSpec::new("rtsd:series", CellMap::Plain, super::super::Tuning::Small)
+            .with_merge(sum)
+            .with_parts(max)
+            .with_blind_operands();
+        assert!(!table_of(&spec, &HBaseOptions::new("127.0.0.1:2181")).operands);
+        // Not declared: merges stay read-modify-writes.
+        let spec = TableSpec::new("rtsd:settings", CellMap::Plain, super::super::Tuning::Small).with_merge(in_order());
+        assert!(!table_of(&spec, &HBaseOptions::new("127.0.0.1:2181")).operands);
     }
 }

@@ -139,6 +139,8 @@ impl HBaseEngine {
 #[derive(Default)]
 pub(super) struct Pending {
     pub(super) resets: Vec<(Table, Parts, Vec<u8>)>,
+    /// Rows of tables with operand cells that a put or delete replaces (see [`reset_row`]).
+    pub(super) row_resets: Vec<(Table, Vec<u8>)>,
     pub(super) mutations: Vec<Mutation>,
     pub(super) merges: Vec<PendingMerge>,
     pub(super) merge_at: HashMap<(String, Vec<u8>), usize>,
@@ -149,8 +151,11 @@ pub(super) struct Pending {
 impl HBaseEngine {
     /// Applies what a batch has pending (see [`Pending`]).
     pub(super) fn flush(&self, pending: &mut Pending) -> Result<(), StoreError> {
-        let Pending { resets, mutations, merges, .. } = std::mem::take(pending);
+        let Pending { resets, row_resets, mutations, merges, .. } = std::mem::take(pending);
         self.reset_keys(resets)?;
+        let client = &self.client;
+        let calls = row_resets.into_iter().map(|(table, row)| reset_row(client.clone(), table, row)).collect();
+        self.run_at_most(MERGES_IN_FLIGHT, calls, "reset").into_iter().collect::<Result<(), _>>()?;
         self.apply(mutations)?;
         self.apply_merges(merges)
     }
