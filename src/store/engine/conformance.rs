@@ -107,6 +107,13 @@ fn scan(engine: &dyn Engine, table: &str, from: &[u8], prefix: &[u8]) -> Vec<(Ve
 /// Runs every check on `engine`, whose tables are [`tables`]`(data, uid, plain)`. `run` makes keys unique to one
 /// run, so a shared cluster can be checked more than once.
 pub fn check(engine: &dyn Engine, (data, uid, plain): (&str, &str, &str), run: &str) {
+    check_rows(engine, data, plain, run);
+    check_plain(engine, plain, run);
+    check_uid_cells(engine, uid, run);
+}
+
+/// Rows of cells (the data table): merges, puts, batches over tables, cursors both ways, deletes, get_many.
+fn check_rows(engine: &dyn Engine, data: &str, plain: &str, run: &str) {
     let name = engine.name();
     let key = |k: &str| format!("{run}{k}").into_bytes();
     let get = |table: &str, k: &[u8]| engine.get(table, k, ReadHints::default()).unwrap();
@@ -154,8 +161,14 @@ pub fn check(engine: &dyn Engine, (data, uid, plain): (&str, &str, &str), run: &
         vec![(0, Some(columns(&[(b"\x00\x10", b"\x02")]))), (1, None), (2, Some(columns(&[(b"\x00\x10", b"\x04")])))],
         "{name}: get_many"
     );
+}
 
-    // Plain tables: one value per key, merges by the table's function, range deletes.
+/// Plain tables: one value per key, merges by the table's function, range deletes (`p1` was put by
+/// [`check_rows`]'s batch over tables).
+fn check_plain(engine: &dyn Engine, plain: &str, run: &str) {
+    let name = engine.name();
+    let key = |k: &str| format!("{run}{k}").into_bytes();
+    let get = |table: &str, k: &[u8]| engine.get(table, k, ReadHints::default()).unwrap();
     assert_eq!(get(plain, &key("p1")), Some(b"one".to_vec()), "{name}: plain put");
     let counter = key("c");
     for n in [5i64, 7, -2] {
@@ -230,8 +243,13 @@ pub fn check(engine: &dyn Engine, (data, uid, plain): (&str, &str, &str), run: &
     cursor.seek_to_last();
     assert_eq!(cursor.valid().then(|| cursor.key().to_vec()), Some(key("p1")), "{name}: seek_to_last");
     drop(cursor);
+}
 
-    // UID-like cells: `qualifier 0 row`; a counter by increment; mappings by compare-and-set, absent = None.
+/// UID-like cells: `qualifier 0 row`; a counter by increment; mappings by compare-and-set, absent = None.
+fn check_uid_cells(engine: &dyn Engine, uid: &str, run: &str) {
+    let name = engine.name();
+    let key = |k: &str| format!("{run}{k}").into_bytes();
+    let get = |table: &str, k: &[u8]| engine.get(table, k, ReadHints::default()).unwrap();
     let counter_key = super::cell_key(b"metrics", format!("\0{run}").as_bytes());
     assert_eq!(engine.increment(uid, &counter_key, 1).unwrap(), 1, "{name}: first increment");
     assert_eq!(engine.increment(uid, &counter_key, 2).unwrap(), 3, "{name}: increment by 2");

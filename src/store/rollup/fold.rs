@@ -100,6 +100,13 @@ impl Prefetched {
     }
 }
 
+/// Where a fold's time went, for its debug line.
+#[derive(Default)]
+struct FoldTiming {
+    in_rows: std::time::Duration,
+    in_write: std::time::Duration,
+}
+
 /// Adds the time since its start to a total when dropped (on every return path of a callback).
 struct Elapsed<'a>(&'a mut std::time::Duration, std::time::Instant);
 
@@ -169,14 +176,74 @@ impl Store {
             return Ok(0);
         }
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        let metric = match select {
-            Select::Metric(m) => Some(m),
-            _ => None,
-        };
-        let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
-        // The lock is not fair: the daemon's folds of passed hours, one chunk after the other, step aside for a
-        // query's (or a full) fold waiting for it, which otherwise waited for the whole backlog.
-        let mut one_at_a_time = Some(match select {
+        let mut one_at_a_time = Some(self.fold_lock_for(&select));
+        let Some((last, mut rows)) = self.rows_to_fold(&select)? else { return Ok(0) };
+        let started = std::time::Instant::now();
+        let mut timing = FoldTiming::default();
+        // A full fold holds the lock for its whole backlog (a minute after a burst on a busy machine), so when a
+        // query's fold of one metric waits, the rows of that metric go next, and once they are folded the lock is
+        // handed to the query: it then finds its metric's rows of this fold done, and folds only what was written
+        // since. Every fold reads the raw rows as they are, so the order rows are folded in does not matter.
+        let mut hand_off: Option<(usize, Vec<Vec<u8>>)> = None;
+        let mut done = 0;
+        while done < rows.len() {
+            if self.folds_abandoned() {
+                // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
+                self.rollups.unnoted.store(true, Ordering::Release);
+                tracing::info!(folded = done, left = rows.len() - done, "fold abandoned: stopping");
+                return Ok(done as u64);
+            }
+            if matches!(select, Select::All) && hand_off.is_none() {
+                let wanted = self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if !wanted.is_empty() {
+                    let is_wanted = |row: &[u8]| wanted.iter().any(|m| row.get(sw..sw + mw) == Some(m.as_slice()));
+                    let (mut first, later): (Vec<_>, Vec<_>) =
+                        rows.split_off(done).into_iter().partition(|(row, _)| is_wanted(row));
+                    let until = done + first.len();
+                    rows.append(&mut first);
+                    rows.extend(later);
+                    hand_off = Some((until, wanted));
+                }
+            }
+            if let Some((until, metrics)) = &hand_off {
+                if done >= *until {
+                    drop(one_at_a_time.take());
+                    self.wait_for_hand_off(metrics);
+                    one_at_a_time = Some(self.fold_lock_ahead_of_passed_hours());
+                    hand_off = None;
+                    continue;
+                }
+            }
+            #[cfg(test)]
+            if matches!(select, Select::All) {
+                if let Some(hook) = self.rollups.before_chunk.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    hook(done);
+                }
+            }
+            // A chunk ends where the rows of a hand-off end, so the waiting folds get the lock as soon as can be.
+            let end = hand_off.as_ref().map_or(rows.len(), |(until, _)| *until);
+            let chunk = &rows[done..(done + FOLD_CHUNK).min(end)];
+            self.fold_chunk(chunk, &mut timing)?;
+            done += chunk.len();
+        }
+        tracing::debug!(
+            ?select,
+            rows = rows.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            fold_row_ms = timing.in_rows.as_secs_f64() * 1e3,
+            write_ms = timing.in_write.as_secs_f64() * 1e3,
+            "fold: rows folded"
+        );
+        self.finish_fold(&select, &rows, last)?;
+        drop(one_at_a_time);
+        Ok(rows.len() as u64)
+    }
+
+    /// The fold lock for a fold of `select`. The lock is not fair: the daemon's folds of passed hours, one chunk
+    /// after the other, step aside for a query's (or a full) fold waiting for it, which otherwise waited for the
+    /// whole backlog.
+    fn fold_lock_for(&self, select: &Select<'_>) -> std::sync::MutexGuard<'_, ()> {
+        match select {
             Select::Closed(_) => {
                 while self.rollups.fold_waiting.load(Ordering::Acquire) > 0 {
                     std::thread::sleep(std::time::Duration::from_millis(1));
@@ -188,13 +255,25 @@ impl Store {
                 self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).push(m.to_vec());
                 let locked = self.fold_lock_ahead_of_passed_hours();
                 let mut wanted = self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(i) = wanted.iter().position(|w| w.as_slice() == m) {
+                if let Some(i) = wanted.iter().position(|w| w.as_slice() == *m) {
                     wanted.swap_remove(i);
                 }
                 locked
             }
             Select::All => self.fold_lock_ahead_of_passed_hours(),
-        });
+        }
+    }
+
+    /// The raw rows a fold of `select` folds, in key order, with what changed in each, and the generation of
+    /// marks it handles through; `None` when there is nothing to fold. Called with the fold lock held.
+    #[allow(clippy::type_complexity)]
+    fn rows_to_fold(&self, select: &Select<'_>) -> Result<Option<(u64, Vec<(Vec<u8>, Change)>)>, StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let metric = match select {
+            Select::Metric(m) => Some(*m),
+            _ => None,
+        };
+        let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
         // Through the gate, every mark of generation <= `last` has been written with its points.
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
@@ -206,10 +285,10 @@ impl Store {
                 }
                 Select::Metric(m) => (pending.take(Some(m), sw..sw + mw), self.rollups.unnoted.load(Ordering::Acquire)),
                 // Stored marks without a note are left to the full fold.
-                Select::Closed(limit) => (pending.take_closed(sw..sw + mw, limit), false),
+                Select::Closed(limit) => (pending.take_closed(sw..sw + mw, *limit), false),
             };
             if notes.is_empty() && !read_marks {
-                return Ok(0);
+                return Ok(None);
             }
             (self.rollups.generation.fetch_add(1, Ordering::AcqRel), notes, read_marks)
         };
@@ -248,109 +327,65 @@ impl Store {
             }
             iter.status()?;
         }
-        let mut rows: Vec<(Vec<u8>, Change)> = rows.into_iter().collect();
-        let started = std::time::Instant::now();
-        let (mut in_rows, mut in_write) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        Ok(Some((last, rows.into_iter().collect())))
+    }
+
+    /// Folds one chunk of raw rows: reads them and the rollup rows they fold into, and writes the buckets in one
+    /// batch.
+    fn fold_chunk(&self, chunk: &[(Vec<u8>, Change)], timing: &mut FoldTiming) -> Result<(), StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         // The fold reads each changed row once: keeping those blocks would fill the block cache with what ingest
         // wrote (RSS) and push out what queries read.
         let no_fill = ReadHints { fill_cache: false };
-        // A full fold holds the lock for its whole backlog (a minute after a burst on a busy machine), so when a
-        // query's fold of one metric waits, the rows of that metric go next, and once they are folded the lock is
-        // handed to the query: it then finds its metric's rows of this fold done, and folds only what was written
-        // since. Every fold reads the raw rows as they are, so the order rows are folded in does not matter.
-        let mut hand_off: Option<(usize, Vec<Vec<u8>>)> = None;
-        let mut done = 0;
-        while done < rows.len() {
-            if self.folds_abandoned() {
-                // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
-                self.rollups.unnoted.store(true, Ordering::Release);
-                tracing::info!(folded = done, left = rows.len() - done, "fold abandoned: stopping");
-                return Ok(done as u64);
-            }
-            if matches!(select, Select::All) && hand_off.is_none() {
-                let wanted = self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if !wanted.is_empty() {
-                    let is_wanted = |row: &[u8]| wanted.iter().any(|m| row.get(sw..sw + mw) == Some(m.as_slice()));
-                    let (mut first, later): (Vec<_>, Vec<_>) =
-                        rows.split_off(done).into_iter().partition(|(row, _)| is_wanted(row));
-                    let until = done + first.len();
-                    rows.append(&mut first);
-                    rows.extend(later);
-                    hand_off = Some((until, wanted));
-                }
-            }
-            if let Some((until, metrics)) = &hand_off {
-                if done >= *until {
-                    drop(one_at_a_time.take());
-                    let asked = std::time::Instant::now();
-                    while asked.elapsed() < HAND_OFF_WAIT
-                        && self
-                            .rollups
-                            .wanted
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .iter()
-                            .any(|w| metrics.contains(w))
-                    {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                    }
-                    one_at_a_time = Some(self.fold_lock_ahead_of_passed_hours());
-                    hand_off = None;
-                    continue;
-                }
-            }
-            #[cfg(test)]
-            if matches!(select, Select::All) {
-                if let Some(hook) = self.rollups.before_chunk.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                    hook(done);
-                }
-            }
-            // A chunk ends where the rows of a hand-off end, so the waiting folds get the lock as soon as can be.
-            let end = hand_off.as_ref().map_or(rows.len(), |(until, _)| *until);
-            let chunk = &rows[done..(done + FOLD_CHUNK).min(end)];
-            let mut batch = WriteBatch::default();
-            let mut buckets_written = 0u64;
-            let mut late = 0u64;
-            let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
-            let read = self.prefetch_rollups(&keys, no_fill)?;
-            self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
-                let t = std::time::Instant::now();
-                let _time = Elapsed(&mut in_rows, t);
-                let (key, change) = &chunk[i];
-                let raw = raw.unwrap_or_default();
-                let hour = codec::row_base_time(key, sw, mw);
-                let points = match codec::row_points(hour, raw) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
-                        return Ok(());
-                    }
-                };
-                let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, &read)?;
-                buckets_written += written;
-                if was_rolled {
-                    late += change.points.max(0) as u64;
-                }
-                Ok(())
-            })?;
+        let mut batch = WriteBatch::default();
+        let mut buckets_written = 0u64;
+        let mut late = 0u64;
+        let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
+        let read = self.prefetch_rollups(&keys, no_fill)?;
+        self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
             let t = std::time::Instant::now();
-            self.engine.write(batch, Durability::Logged)?;
-            in_write += t.elapsed();
-            self.metrics.rollups(buckets_written, late);
-            done += chunk.len();
+            let _time = Elapsed(&mut timing.in_rows, t);
+            let (key, change) = &chunk[i];
+            let raw = raw.unwrap_or_default();
+            let hour = codec::row_base_time(key, sw, mw);
+            let points = match codec::row_points(hour, raw) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
+                    return Ok(());
+                }
+            };
+            let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, &read)?;
+            buckets_written += written;
+            if was_rolled {
+                late += change.points.max(0) as u64;
+            }
+            Ok(())
+        })?;
+        let t = std::time::Instant::now();
+        self.engine.write(batch, Durability::Logged)?;
+        timing.in_write += t.elapsed();
+        self.metrics.rollups(buckets_written, late);
+        Ok(())
+    }
+
+    /// Waits (at most [`HAND_OFF_WAIT`]) until the folds of `metrics` a full fold let in have taken the lock.
+    fn wait_for_hand_off(&self, metrics: &[Vec<u8>]) {
+        let asked = std::time::Instant::now();
+        while asked.elapsed() < HAND_OFF_WAIT
+            && self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|w| metrics.contains(w))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        tracing::debug!(
-            ?select,
-            rows = rows.len(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            fold_row_ms = in_rows.as_secs_f64() * 1e3,
-            write_ms = in_write.as_secs_f64() * 1e3,
-            "fold: rows folded"
-        );
+    }
+
+    /// Records a finished fold: the rows a fold of one metric or of passed hours did (the next full fold skips
+    /// their marks), or for a full fold the deletion of every mark through `last`.
+    fn finish_fold(&self, select: &Select<'_>, rows: &[(Vec<u8>, Change)], last: u64) -> Result<(), StoreError> {
         let mut refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
         match select {
             Select::Metric(_) | Select::Closed(_) => {
-                for (row, _) in &rows {
+                for (row, _) in rows {
                     refolded.insert(row.clone(), last);
                 }
             }
@@ -370,8 +405,7 @@ impl Store {
                 }
             }
         }
-        drop(one_at_a_time);
-        Ok(rows.len() as u64)
+        Ok(())
     }
 
     /// The fold lock, for a fold that the daemon's folds of passed hours step aside for (see `fold_waiting`).
