@@ -165,7 +165,22 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
                 tsd.store.abandon_folds();
             })
         });
-        let outcome = tokio::task::spawn_blocking(fold).await;
+        // Folds while the daemon runs are background work, on a thread of their own at a lower CPU priority, so
+        // that ingest keeps its rate while they run: folding passed hours took a core for the whole of data set
+        // B's burst and cut its ingest by ~40% (bench/RESULTS.md, 2026-11-29 00:23). A query folds its own metric
+        // at its own priority; the last fold at shutdown runs at the normal one. (A thread per fold, not the
+        // blocking pool: an unprivileged thread cannot raise its priority back, and the pool's threads are reused.)
+        let (sent, outcome) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new().name("rtsd-fold".into()).spawn(move || {
+            if !stopping {
+                lower_this_threads_priority();
+            }
+            let _ = sent.send(fold());
+        });
+        let outcome = match spawned {
+            Ok(_) => outcome.await.map_err(|_| "the fold's thread panicked".to_string()),
+            Err(e) => Err(format!("no thread for the fold: {e}")),
+        };
         if let Some(abandon) = abandon {
             abandon.abort();
         }
@@ -177,6 +192,25 @@ async fn fold_rollups(tsd: Arc<Tsd>) {
         if stopping {
             return;
         }
+    }
+}
+
+/// How much lower than the daemon's a background fold's CPU priority is (a nice value: higher is lower).
+const BACKGROUND_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's CPU priority by [`BACKGROUND_NICE`] (Linux: a thread's own nice value). Best
+/// effort: on failure the thread keeps the daemon's priority.
+fn lower_this_threads_priority() {
+    // SAFETY: gettid, getpriority and setpriority on the calling thread's own id touch no memory of ours;
+    // getpriority returns -1 both for nice -1 and for an error, which errno tells apart.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if now == -1 && *libc::__errno_location() != 0 {
+            return;
+        }
+        libc::setpriority(libc::PRIO_PROCESS, tid, (now + BACKGROUND_NICE).min(19));
     }
 }
 
@@ -320,5 +354,31 @@ impl Signals {
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn this_threads_nice() -> libc::c_int {
+        // SAFETY: as in lower_this_threads_priority.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    // A background fold's thread runs BACKGROUND_NICE below the daemon, and only that thread: the caller's
+    // priority (here the test's thread, in the daemon the runtime's) is unchanged.
+    #[test]
+    fn a_background_folds_thread_runs_at_a_lower_priority_than_the_rest() {
+        let before = this_threads_nice();
+        let lowered = std::thread::spawn(|| {
+            let before = this_threads_nice();
+            lower_this_threads_priority();
+            (before, this_threads_nice())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lowered, (before, (before + BACKGROUND_NICE).min(19)));
+        assert_eq!(this_threads_nice(), before);
     }
 }
