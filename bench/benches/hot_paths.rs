@@ -220,5 +220,66 @@ fn downsample_aggregate(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, put_line_parse, json_put_parse, uid_lookup, row_encode, row_decode, downsample_aggregate);
+/// The rollup fold of one hour of a burst (issue 22 item 5: the fold has to keep up with ingest, or the first
+/// query after a burst folds the rest itself): `HOSTS` series of data set B's first metric, one hour at 10 s,
+/// written round after round as B sends them and flushed every `rounds_per_flush` rounds, so each raw row holds
+/// as many unmerged fragments as it does after a burst (or one). Throughput is raw rows folded.
+fn rollup_fold(c: &mut Criterion) {
+    // RUST_LOG=rtsd::store::rollup=debug shows where each fold's time went.
+    rtsd::logs::init("warn");
+    const HOSTS: u32 = 200;
+    const ROUNDS: i64 = 360;
+    let hour = 1_795_298_400i64;
+    let burst = |rounds_per_flush: i64| {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let config = Config::for_data_dir(dir.path(), &[("tsd.rollups.enable", "true")]).expect("a test config");
+        let store = Store::open(&config.store_options(), Arc::new(Metrics::new())).expect("a fresh store");
+        let hosts: Vec<String> = (0..HOSTS).map(data::host_name).collect();
+        let mut series: Vec<data::Series> = (0..HOSTS).map(|h| data::Series::new(h, 0)).collect();
+        for round in 0..ROUNDS {
+            let mut batch = store.new_batch();
+            for (h, s) in series.iter_mut().enumerate() {
+                let point = rtsd_protocol::point::DataPoint {
+                    metric: "sys.cpu.user".into(),
+                    timestamp: hour + round * 10,
+                    value: Value::Float(s.next_value().as_f64() as f32),
+                    tags: [("host".into(), hosts[h].as_str().into())].into_iter().collect(),
+                };
+                store.add_point(&mut batch, &point).expect("added");
+            }
+            store.commit(&mut batch, false).expect("committed");
+            if (round + 1) % rounds_per_flush == 0 {
+                store.flush_pending().expect("flushed");
+            }
+        }
+        (dir, store)
+    };
+    let mut g = c.benchmark_group("rollup_fold");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(u64::from(HOSTS)));
+    for (name, rounds_per_flush) in [("200 rows of 30 fragments", 12), ("200 rows of 1 fragment", ROUNDS)] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || burst(rounds_per_flush),
+                |(dir, store)| {
+                    assert_eq!(store.fold_rollups(None).expect("folded"), u64::from(HOSTS));
+                    (dir, store)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    put_line_parse,
+    json_put_parse,
+    uid_lookup,
+    row_encode,
+    row_decode,
+    downsample_aggregate,
+    rollup_fold
+);
 criterion_main!(benches);

@@ -103,6 +103,9 @@ impl Prefetched {
 /// Where a fold's time went, for its debug line.
 #[derive(Default)]
 struct FoldTiming {
+    /// Reading the rollup rows the raw rows fold into.
+    in_prefetch: std::time::Duration,
+    /// Decoding the raw rows and building their buckets (the rest of the reads is the raw rows themselves).
     in_rows: std::time::Duration,
     in_write: std::time::Duration,
 }
@@ -230,6 +233,7 @@ impl Store {
             ?select,
             rows = rows.len(),
             ms = started.elapsed().as_secs_f64() * 1e3,
+            prefetch_ms = timing.in_prefetch.as_secs_f64() * 1e3,
             fold_row_ms = timing.in_rows.as_secs_f64() * 1e3,
             write_ms = timing.in_write.as_secs_f64() * 1e3,
             "fold: rows folded"
@@ -341,7 +345,9 @@ impl Store {
         let mut buckets_written = 0u64;
         let mut late = 0u64;
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
+        let t = std::time::Instant::now();
         let read = self.prefetch_rollups(&keys, no_fill)?;
+        timing.in_prefetch += t.elapsed();
         self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
             let t = std::time::Instant::now();
             let _time = Elapsed(&mut timing.in_rows, t);
