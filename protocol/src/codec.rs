@@ -255,19 +255,34 @@ pub fn is_ms_qualifier(first_byte: u8) -> bool {
 }
 
 /// OpenTSDB's bounds check before reading a qualifier at `index`: at least two bytes must remain.
+// Inlined, with its errors built out of line: every point of every row read passes here.
+#[inline]
 fn validate_index(q: &[u8], index: usize) -> Result<(), CodecError> {
     if index + 1 >= q.len() {
-        return Err(illegal(format!("Offset of [{index}] is out of bounds for the qualifier length of [{}]", q.len())));
+        return Err(index_out_of_bounds(index, q.len()));
     }
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn index_out_of_bounds(index: usize, len: usize) -> CodecError {
+    illegal(format!("Offset of [{index}] is out of bounds for the qualifier length of [{len}]"))
+}
+
+#[cold]
+#[inline(never)]
+fn ms_qualifier_too_short() -> CodecError {
+    illegal("Detected a millisecond flag but qualifier length is too short")
+}
+
 /// Length (2 or 4) of the qualifier at `index` of a single or compacted qualifier (spec: ingest §5.2 D12-D15).
+#[inline]
 pub fn qualifier_len_at(q: &[u8], index: usize) -> Result<usize, CodecError> {
     validate_index(q, index)?;
     if is_ms_qualifier(q[index]) {
         if index + 4 > q.len() {
-            return Err(illegal("Detected a millisecond flag but qualifier length is too short"));
+            return Err(ms_qualifier_too_short());
         }
         Ok(4)
     } else {
@@ -275,7 +290,19 @@ pub fn qualifier_len_at(q: &[u8], index: usize) -> Result<usize, CodecError> {
     }
 }
 
+/// The offset in milliseconds of one point's qualifier as a compacted column's walk or a fixed single cell
+/// gives it: 4 bytes with the millisecond flag, else 2 ([`qualifier_offset_ms`] without its checks).
+#[inline]
+fn point_offset_ms(q: &[u8]) -> u32 {
+    match *q {
+        [a, b, c, d] => (u32::from_be_bytes([a, b, c, d]) & MS_OFFSET_MASK) >> MS_FLAG_BITS,
+        [a, b, ..] => u32::from(u16::from_be_bytes([a, b]) >> SECOND_FLAG_BITS) * 1000,
+        _ => 0,
+    }
+}
+
 /// The 2 or 4 bytes of the qualifier at `index` (spec: ingest §5.2 D8, D9).
+#[inline]
 pub fn extract_qualifier(q: &[u8], index: usize) -> Result<&[u8], CodecError> {
     let len = qualifier_len_at(q, index)?;
     Ok(&q[index..index + len])
@@ -757,20 +784,29 @@ pub fn split_append(value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, C
     Ok(out)
 }
 
-/// The points of one data-point column (even-length qualifier), in column order, fixed as OpenTSDB's
-/// compaction and readers fix them.
-fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) -> Result<(), CodecError> {
+/// Calls `each` with the points of one data-point column (even-length qualifier), in column order, fixed as
+/// OpenTSDB's compaction and readers fix them. On an error some points may have been given already.
+fn each_point<'a>(
+    q: &[u8],
+    value: &'a [u8],
+    mut each: impl FnMut(QualifierBytes, &'a [u8]) -> Result<(), CodecError>,
+) -> Result<(), CodecError> {
     if q.is_empty() {
         return Err(illegal("Empty data point qualifier"));
     }
     if is_single(q) {
         let (qualifier, value) = fixed_single(q, value)?;
-        out.push(Piece { offset_ms: qualifier_offset_ms(&qualifier, 0)?, seq, qualifier, value });
-        return Ok(());
+        return each(qualifier, value);
     }
+    walk_compacted(q, value, each)
+}
+
+/// The points of one data-point column (even-length qualifier), in column order, fixed as OpenTSDB's
+/// compaction and readers fix them.
+fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) -> Result<(), CodecError> {
     let start = out.len();
-    let result = walk_compacted(q, value, |qualifier, v| {
-        out.push(Piece { offset_ms: qualifier_offset_ms(&qualifier, 0)?, seq, qualifier, value: v });
+    let result = each_point(q, value, |qualifier, v| {
+        out.push(Piece { offset_ms: point_offset_ms(&qualifier), seq, qualifier, value: v });
         Ok(())
     });
     if result.is_err() {
@@ -828,7 +864,7 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
     let (mut points, mut seconds, mut millis) = (0usize, false, false);
     let mut last_offset: Option<u32> = None;
     let mut take = |qualifier: &[u8], value: &[u8]| -> Result<(), CodecError> {
-        let offset = qualifier_offset_ms(qualifier, 0)?;
+        let offset = point_offset_ms(qualifier);
         if last_offset.is_some_and(|last| offset <= last) {
             return Err(illegal("not in time order"));
         }
@@ -1224,11 +1260,12 @@ impl FreshRow {
 /// are all listed, in column order.
 pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecError> {
     let base_ms = i64::from(base_time) * 1000;
-    let mut points = Vec::new();
+    // At most one point per 3 bytes (a 2-byte qualifier and a 1-byte value): never grown while filled.
+    let mut points = Vec::with_capacity(row.len() / 3);
     let mut push = |q: QualifierBytes, v: &[u8]| -> Result<(), CodecError> {
         let flags = q.last().map_or(0, |b| b & FLAGS_MASK);
         let value = Value::decode(flags, v)?;
-        let offset = qualifier_offset_ms(&q, 0)?;
+        let offset = point_offset_ms(&q);
         points.push(RowPoint { timestamp_ms: base_ms + i64::from(offset), qualifier: q, value });
         Ok(())
     };
@@ -1240,17 +1277,9 @@ pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecErro
             }
         } else if qualifier.is_empty() {
             let (q, v) = packed::unpack(value)?;
-            let mut pieces = Vec::new();
-            explode(&q, &v, 0, &mut pieces)?;
-            for piece in pieces {
-                push(piece.qualifier, piece.value)?;
-            }
+            each_point(&q, &v, &mut push)?;
         } else if qualifier.len() % 2 == 0 {
-            let mut pieces = Vec::new();
-            explode(qualifier, value, 0, &mut pieces)?;
-            for piece in pieces {
-                push(piece.qualifier, piece.value)?;
-            }
+            each_point(qualifier, value, &mut push)?;
         }
     }
     points.sort_by_key(|p| p.timestamp_ms);

@@ -21,45 +21,88 @@ pub struct Bucket {
 /// Buckets of `interval_secs` over raw points in time order. Points at an instant already seen are skipped, as
 /// the query engine skips them.
 pub fn buckets(points: &[codec::RowPoint], interval_secs: u32) -> Vec<Bucket> {
-    let width = i64::from(interval_secs) * 1000;
-    let mut out: Vec<Bucket> = Vec::new();
+    buckets_each(points, &[interval_secs]).pop().unwrap_or_default()
+}
+
+/// One interval's bucket being built by [`buckets_each`].
+struct Building {
+    width: i64,
+    /// Where the last bucket ends: a point before it (and after the last point) falls in it.
+    end: i64,
+    out: Vec<Bucket>,
+    /// The last bucket's sum so far: exact while every value is an integer, and as the sequential double sum.
+    int_sum: Option<i64>,
+    ints: bool,
+    dsum: f64,
+    /// The last bucket's min and max as doubles.
+    min: f64,
+    max: f64,
+}
+
+impl Building {
+    fn finish_last(&mut self) {
+        if let Some(b) = self.out.last_mut() {
+            b.sum = sum_value(self.int_sum, self.ints, self.dsum);
+        }
+    }
+}
+
+/// [`buckets`] of each of `intervals_secs`, in one pass over the points (the fold builds every automatic
+/// interval of a raw row; each bucket's sum is still its own points' sum in time order).
+pub fn buckets_each(points: &[codec::RowPoint], intervals_secs: &[u32]) -> Vec<Vec<Bucket>> {
+    let mut building: Vec<Building> = intervals_secs
+        .iter()
+        .map(|&secs| Building {
+            width: (i64::from(secs) * 1000).max(1),
+            end: i64::MIN,
+            out: Vec::new(),
+            int_sum: Some(0),
+            ints: true,
+            dsum: 0.0,
+            min: 0.0,
+            max: 0.0,
+        })
+        .collect();
     let mut last_ts = None;
-    let (mut int_sum, mut ints, mut dsum) = (Some(0i64), true, 0f64);
     for p in points {
-        if last_ts.is_some_and(|t| p.timestamp_ms <= t) {
+        let ts = p.timestamp_ms;
+        if last_ts.is_some_and(|t| ts <= t) {
             continue;
         }
-        last_ts = Some(p.timestamp_ms);
-        let start = p.timestamp_ms - p.timestamp_ms.rem_euclid(width);
+        last_ts = Some(ts);
         let d = as_f64(p.value);
-        match out.last_mut() {
-            Some(b) if b.start == start => {
-                b.count += 1;
-                if d < as_f64(b.min) {
-                    b.min = p.value;
+        for b in &mut building {
+            // Points come in time order: one before the last bucket's end is in it.
+            if ts < b.end {
+                let last = b.out.last_mut().expect("a bucket ends after the first point");
+                last.count += 1;
+                if d < b.min {
+                    (last.min, b.min) = (p.value, d);
                 }
-                if d > as_f64(b.max) {
-                    b.max = p.value;
+                if d > b.max {
+                    (last.max, b.max) = (p.value, d);
                 }
+            } else {
+                b.finish_last();
+                let start = ts - ts.rem_euclid(b.width);
+                b.end = start.saturating_add(b.width);
+                (b.int_sum, b.ints, b.dsum, b.min, b.max) = (Some(0), true, 0.0, d, d);
+                b.out.push(Bucket { start, count: 1, sum: Value::Int(0), min: p.value, max: p.value });
             }
-            _ => {
-                if let Some(b) = out.last_mut() {
-                    b.sum = sum_value(int_sum, ints, dsum);
-                }
-                (int_sum, ints, dsum) = (Some(0), true, 0.0);
-                out.push(Bucket { start, count: 1, sum: Value::Int(0), min: p.value, max: p.value });
+            b.dsum += d;
+            match p.value {
+                Value::Int(v) => b.int_sum = b.int_sum.and_then(|s| s.checked_add(v)),
+                _ => b.ints = false,
             }
         }
-        dsum += d;
-        match p.value {
-            Value::Int(v) => int_sum = int_sum.and_then(|s| s.checked_add(v)),
-            _ => ints = false,
-        }
     }
-    if let Some(b) = out.last_mut() {
-        b.sum = sum_value(int_sum, ints, dsum);
-    }
-    out
+    building
+        .into_iter()
+        .map(|mut b| {
+            b.finish_last();
+            b.out
+        })
+        .collect()
 }
 
 pub(super) fn sum_value(int_sum: Option<i64>, ints: bool, dsum: f64) -> Value {
@@ -491,7 +534,10 @@ impl Store {
         // points re-create the row): there the rollups are the record, and a bucket is recomputed only from a
         // row that holds at least as many points as the bucket counted, and never deleted.
         let expired = self.fold_expired(hour);
+        let intervals_secs: Vec<u32> = self.rollups.auto.iter().map(|i| i.interval_secs).collect();
+        let mut each_interval = buckets_each(points, &intervals_secs).into_iter();
         for (n, interval) in self.rollups.auto.iter().enumerate() {
+            let interval_buckets = each_interval.next().unwrap_or_default();
             let family = RollupInterval::family(&interval.table);
             let key = self.rollup_key(raw_key, hour, interval);
             let base = interval.base_time(i64::from(hour));
@@ -523,7 +569,7 @@ impl Store {
                 |start_ms: i64| ((start_ms / 1000 - i64::from(base)) / i64::from(interval.interval_secs)) as usize;
             let mut row = Slots::new(interval.intervals as usize);
             let mut any = false;
-            for b in buckets(points, interval.interval_secs) {
+            for b in interval_buckets {
                 // Only the buckets the new points fell into changed.
                 if b.start > change.last_ms || b.start.saturating_add(width) <= change.first_ms {
                     continue;

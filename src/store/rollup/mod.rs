@@ -1020,6 +1020,13 @@ mod tests {
             b[1],
             Bucket { start: 60_000, count: 2, sum: Value::Double(3.5), min: Value::Float(1.5), max: Value::Int(2) }
         );
+        // Several intervals in one pass: each as it alone gives it.
+        let each = fold::buckets_each(&pts, &[60, 3600]);
+        assert_eq!(each[0], b);
+        assert_eq!(
+            each[1],
+            [Bucket { start: 0, count: 4, sum: Value::Double(6.5), min: Value::Int(-2), max: Value::Int(5) }]
+        );
     }
 
     /// The model: the last value written at each instant (fix_duplicates), bucketed independently of the store.
