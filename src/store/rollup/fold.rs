@@ -126,6 +126,9 @@ enum Select<'m> {
 /// Raw rows a fold reads and writes the rollups of at a time: a fold waiting for the lock waits for one chunk.
 pub(super) const FOLD_CHUNK: usize = 256;
 
+/// Threads a query's fold of its metric uses at most (see [`Store::fold_chunks_side_by_side`]).
+const QUERY_FOLD_THREADS: usize = 4;
+
 /// How long a full fold that handed the lock to queries' folds (see `Store::fold_selected`) waits for them to take
 /// it before going on; they take it at once, so this only bounds a query that gave up meanwhile.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -232,6 +235,13 @@ impl Store {
         // since. Every fold reads the raw rows as they are, so the order rows are folded in does not matter.
         let mut hand_off: Option<(usize, Vec<Vec<u8>>)> = None;
         let mut done = 0;
+        if matches!(select, Select::Metric(_)) && rows.len() > FOLD_CHUNK {
+            // A query waits for this fold: every core takes chunks (the daemon's own folds step aside meanwhile).
+            done = self.fold_chunks_side_by_side(&rows, &mut timing)?;
+            if done < rows.len() {
+                return Ok(done as u64);
+            }
+        }
         while done < rows.len() {
             if self.folds_abandoned() {
                 // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
@@ -416,6 +426,51 @@ impl Store {
         timing.in_write += t.elapsed();
         self.metrics.rollups(buckets_written, late);
         Ok(())
+    }
+
+    /// Folds `rows` in chunks on as many threads as there are cores (at most [`QUERY_FOLD_THREADS`]), each
+    /// thread taking the next chunk: raw rows are independent (a chunk writes only the rollup rows of its own raw
+    /// rows; rows of longer spans get operands, which commute). Returns the rows folded: fewer than all when the
+    /// folds were abandoned (the rest is then left to the next full fold, as the one-thread loop leaves it).
+    fn fold_chunks_side_by_side(
+        &self,
+        rows: &[(Vec<u8>, Change)],
+        timing: &mut FoldTiming,
+    ) -> Result<usize, StoreError> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, QUERY_FOLD_THREADS);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let folded = std::sync::atomic::AtomicUsize::new(0);
+        let work = || -> Result<FoldTiming, StoreError> {
+            let mut timing = FoldTiming::default();
+            while !self.folds_abandoned() {
+                let start = next.fetch_add(FOLD_CHUNK, Ordering::Relaxed);
+                if start >= rows.len() {
+                    break;
+                }
+                let chunk = &rows[start..(start + FOLD_CHUNK).min(rows.len())];
+                self.fold_chunk(chunk, &mut timing)?;
+                folded.fetch_add(chunk.len(), Ordering::Relaxed);
+            }
+            Ok(timing)
+        };
+        let results: Vec<Result<FoldTiming, StoreError>> = std::thread::scope(|scope| {
+            let others: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+            let mut results = vec![work()];
+            results.extend(others.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+            results
+        });
+        for result in results {
+            let t = result?;
+            timing.in_prefetch += t.in_prefetch;
+            timing.in_rows += t.in_rows;
+            timing.in_write += t.in_write;
+        }
+        let folded = folded.into_inner();
+        if folded < rows.len() {
+            self.rollups.unnoted.store(true, Ordering::Release);
+            tracing::info!(folded, left = rows.len() - folded, "fold abandoned: stopping");
+        }
+        Ok(folded)
     }
 
     /// Waits (at most [`HAND_OFF_WAIT`]) until the folds of `metrics` a full fold let in have taken the lock.

@@ -674,6 +674,56 @@ mod tests {
         assert_eq!(after[2][0][1][0], (base * 1000, Value::Int(13)), "count of host a's first hour");
     }
 
+    // issue 22 item 5: a query's fold of its metric (more rows than a chunk) runs on every core, chunk by chunk;
+    // the rollups it writes are exactly those a full fold, one chunk after the other, writes.
+    #[test]
+    fn a_querys_fold_on_several_threads_writes_what_one_thread_writes() {
+        let base = 1356998400i64;
+        let write = |store: &Store| {
+            // 300 series x 2 hours = 600 raw rows of points every 70 s (a bucket of one point, or two).
+            let mut batch = store.new_batch();
+            for host in 0..300 {
+                let host = format!("h{host}");
+                for i in 0..103i64 {
+                    let v = if i % 3 == 0 { Value::Float(i as f32 / 4.0) } else { Value::Int(i * host.len() as i64) };
+                    store.add_point(&mut batch, &point("m", base + i * 70, v, &[("host", &host)])).unwrap();
+                }
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.flush_pending().unwrap();
+        };
+        // The `:a` rows' bytes, by interval.
+        let rollups = |store: &Store| {
+            ["tsdb-rollup-1m:a", "tsdb-rollup-10m:a", "tsdb-rollup-1h:a"]
+                .iter()
+                .map(|family| {
+                    let mut rows = Vec::new();
+                    store
+                        .scan_raw(family, b"", |k, v| {
+                            rows.push((k.to_vec(), v.to_vec()));
+                            true
+                        })
+                        .unwrap();
+                    rows
+                })
+                .collect::<Vec<_>>()
+        };
+        let (one_dir, many_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (one, many) = (open(one_dir.path(), &[]), open(many_dir.path(), &[]));
+        write(&one);
+        write(&many);
+        assert_eq!(one.fold_rollups(None).unwrap(), 600);
+        let metric = many.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        assert_eq!(many.fold_rollups(Some(metric.as_bytes())).unwrap(), 600);
+        let (want, got) = (rollups(&one), rollups(&many));
+        assert_eq!(want.iter().map(Vec::len).collect::<Vec<_>>(), [600, 300, 300]);
+        assert_eq!(got, want);
+        // Nothing is left to fold, and a full fold after it changes nothing.
+        assert_eq!(many.fold_rollups(Some(metric.as_bytes())).unwrap(), 0);
+        many.fold_rollups(None).unwrap();
+        assert_eq!(rollups(&many), want);
+    }
+
     // issue 22 item 5: a query right after a burst waited for the daemon's full fold of the whole backlog (34 of the
     // 38 s of q1's first answer on a busy machine). A full fold in progress now folds the waiting query's metric
     // next and hands it the lock, and finishes the other metrics after.
