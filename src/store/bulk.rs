@@ -355,15 +355,13 @@ impl Store {
         path: &std::path::Path,
         now: i64,
     ) -> Result<Option<PathBuf>, StoreError> {
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut touched: Vec<series::BulkSeries> = series
             .iter()
             .filter(|s| s.points > 0)
-            .map(|s| {
-                let mut tsuid = Vec::with_capacity(s.template.len() - sw - 4);
-                tsuid.extend_from_slice(&s.template[sw..sw + mw]);
-                tsuid.extend_from_slice(&s.template[sw + mw + 4..]);
-                series::BulkSeries { tsuid, hour: s.newest, points: s.points }
+            .map(|s| series::BulkSeries {
+                tsuid: self.layout.tsuid_of_row(&s.template).into_bytes(),
+                hour: s.newest,
+                points: s.points,
             })
             .collect();
         let mut sst = self.table_file(CF_SERIES, path)?;

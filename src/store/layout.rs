@@ -137,6 +137,16 @@ impl Layout {
         codec::row_key_from_tsuid(tsuid, timestamp, &self.salt, self.uid_widths[0])
     }
 
+    /// Where a row key holds its metric UID: after the salt.
+    pub fn metric_at(&self) -> std::ops::Range<usize> {
+        self.salt.width..self.salt.width + self.uid_widths[0]
+    }
+
+    /// The metric UID of a row key (`None` for a key too short to hold one).
+    pub fn metric_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
+        key.get(self.metric_at())
+    }
+
     /// The TSUID of a row key: the key without salt and base time.
     pub fn tsuid_of_row(&self, key: &[u8]) -> Tsuid {
         Tsuid(codec::tsuid_from_row_key(key, self.salt.width, self.uid_widths[0]))

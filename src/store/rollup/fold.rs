@@ -133,16 +133,15 @@ const QUERY_FOLD_THREADS: usize = 4;
 /// it before going on; they take it at once, so this only bounds a query that gave up meanwhile.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The rollup rows one chunk of a fold reads, by (family, key): present ones only (see
+/// The rollup rows one chunk of a fold reads, by family and key: present ones only (see
 /// [`Store::prefetch_rollups`]).
 pub(super) struct Prefetched {
-    values: HashMap<(String, Vec<u8>), Vec<u8>>,
+    by_family: HashMap<String, HashMap<Vec<u8>, Vec<u8>>>,
 }
 
 impl Prefetched {
     fn get(&self, family: &str, key: &[u8]) -> Option<&[u8]> {
-        // Keyed by owned values: a lookup by borrowed parts would need a key type of its own.
-        self.values.get(&(family.to_string(), key.to_vec())).map(Vec::as_slice)
+        self.by_family.get(family)?.get(key).map(Vec::as_slice)
     }
 }
 
@@ -224,7 +223,6 @@ impl Store {
         if !self.rollups.auto() || self.rollups.read_only {
             return Ok(0);
         }
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut one_at_a_time = Some(self.fold_lock_for(&select));
         let Some((last, mut rows)) = self.rows_to_fold(&select)? else { return Ok(0) };
         let started = std::time::Instant::now();
@@ -252,7 +250,8 @@ impl Store {
             if matches!(select, Select::All) && hand_off.is_none() {
                 let wanted = self.rollups.wanted.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 if !wanted.is_empty() {
-                    let is_wanted = |row: &[u8]| wanted.iter().any(|m| row.get(sw..sw + mw) == Some(m.as_slice()));
+                    let is_wanted =
+                        |row: &[u8]| wanted.iter().any(|m| self.layout.metric_of(row) == Some(m.as_slice()));
                     let (mut first, later): (Vec<_>, Vec<_>) =
                         rows.split_off(done).into_iter().partition(|(row, _)| is_wanted(row));
                     let until = done + first.len();
@@ -325,12 +324,11 @@ impl Store {
     /// marks it handles through; `None` when there is nothing to fold. Called with the fold lock held.
     #[allow(clippy::type_complexity)]
     fn rows_to_fold(&self, select: &Select<'_>) -> Result<Option<(u64, Vec<(Vec<u8>, Change)>)>, StoreError> {
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let metric = match select {
             Select::Metric(m) => Some(*m),
             _ => None,
         };
-        let of_metric = |row: &[u8]| metric.is_none_or(|m| row.get(sw..sw + mw) == Some(m));
+        let of_metric = |row: &[u8]| metric.is_none_or(|m| self.layout.metric_of(row) == Some(m));
         // Through the gate, every mark of generation <= `last` has been written with its points.
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
@@ -338,11 +336,13 @@ impl Store {
             let (notes, read_marks) = match select {
                 Select::All => {
                     self.rollups.unnoted.store(false, Ordering::Release);
-                    (pending.take(None, sw..sw + mw), true)
+                    (pending.take(None, self.layout.metric_at()), true)
                 }
-                Select::Metric(m) => (pending.take(Some(m), sw..sw + mw), self.rollups.unnoted.load(Ordering::Acquire)),
+                Select::Metric(m) => {
+                    (pending.take(Some(m), self.layout.metric_at()), self.rollups.unnoted.load(Ordering::Acquire))
+                }
                 // Stored marks without a note are left to the full fold.
-                Select::Closed(limit) => (pending.take_closed(sw..sw + mw, *limit), false),
+                Select::Closed(limit) => (pending.take_closed(self.layout.metric_at(), *limit), false),
             };
             if notes.is_empty() && !read_marks {
                 return Ok(None);
@@ -528,18 +528,19 @@ impl Store {
         for raw_key in keys {
             let hour = codec::row_base_time(raw_key, self.layout.salt.width, self.layout.uid_widths[0]);
             let expired = self.fold_expired(hour);
-            for (n, interval) in self.rollups.auto.iter().enumerate() {
-                let family = RollupInterval::family(&interval.table);
+            for (n, (interval, (family, auto_family))) in
+                self.rollups.auto.iter().zip(&self.rollups.auto_families).enumerate()
+            {
                 let key = self.rollup_key(raw_key, hour, interval);
                 if n == 0 || expired || interval.row_span == RowSpan::Hours(1) {
-                    wanted.entry(RollupInterval::auto_family(&family)).or_default().push(key.clone());
+                    wanted.entry(auto_family.clone()).or_default().push(key.clone());
                 }
                 if n == 0 || expired {
-                    wanted.entry(family).or_default().push(key);
+                    wanted.entry(family.clone()).or_default().push(key);
                 }
             }
         }
-        let mut values = HashMap::new();
+        let mut by_family = HashMap::new();
         for (family, mut rows) in wanted {
             rows.sort_unstable();
             rows.dedup();
@@ -549,13 +550,11 @@ impl Store {
                 found.push((i, value.map(<[u8]>::to_vec)));
                 Ok(())
             })?;
-            for (i, value) in found {
-                if let Some(value) = value {
-                    values.insert((family.clone(), rows[i].clone()), value);
-                }
-            }
+            let values: HashMap<Vec<u8>, Vec<u8>> =
+                found.into_iter().filter_map(|(i, value)| Some((std::mem::take(&mut rows[i]), value?))).collect();
+            by_family.insert(family, values);
         }
-        Ok(Prefetched { values })
+        Ok(Prefetched { by_family })
     }
 
     /// Whether raw hour `hour` lies wholly past the raw retention (see [`Store::fold_row`]).
@@ -591,26 +590,26 @@ impl Store {
         let expired = self.fold_expired(hour);
         let intervals_secs: Vec<u32> = self.rollups.auto.iter().map(|i| i.interval_secs).collect();
         let mut each_interval = buckets_each(points, &intervals_secs).into_iter();
-        for (n, interval) in self.rollups.auto.iter().enumerate() {
+        for (n, (interval, (family, auto_family))) in
+            self.rollups.auto.iter().zip(&self.rollups.auto_families).enumerate()
+        {
             let interval_buckets = each_interval.next().unwrap_or_default();
-            let family = RollupInterval::family(&interval.table);
             let key = self.rollup_key(raw_key, hour, interval);
             let base = interval.base_time(i64::from(hour));
             // A row of this one raw hour (a row span of an hour) that `:a` does not hold yet is written whole:
             // reads then have nothing to merge (they merge a row's operands on every read until a compaction
-            // does). The fold is the only writer of `:a`, one at a time, and a chunk's raw rows are distinct
-            // hours, so nothing written meanwhile is lost. Rows of longer spans get operands (several raw hours
-            // of one chunk go to the same row).
+            // does). Folds are the only writers of `:a`, one fold at a time, and the raw rows of a fold's chunks
+            // are distinct (series, hour)s, so nothing written meanwhile is lost. Rows of longer spans get
+            // operands (several raw hours of one chunk go to the same row).
             let hourly = interval.row_span == RowSpan::Hours(1);
-            let auto_family = RollupInterval::auto_family(&family);
-            let auto = if n == 0 || expired || hourly { read.get(&auto_family, &key) } else { None };
+            let auto = if n == 0 || expired || hourly { read.get(auto_family, &key) } else { None };
             let fresh = hourly && auto.is_none();
             // The counts the interval's buckets of this hour hold now (bucket start ms -> count).
             let mut counted: HashMap<i64, i64> = HashMap::new();
             if n == 0 || expired {
                 let (lo, hi) = (i64::from(hour) * 1000, (i64::from(hour) + 3600) * 1000);
                 let count_id = self.rollups.auto_ids[1];
-                let table = read.get(&family, &key);
+                let table = read.get(family, &key);
                 let mut values = vec![Vec::new()];
                 self.rollup_values(&key, auto, table, base, interval, &[count_id], lo, hi, &mut values)?;
                 counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
@@ -651,8 +650,8 @@ impl Store {
             match (any, fresh) {
                 // Where the engine has no merge operator (HBase) a merge is the blind write and a put a delete
                 // first; the row is absent anyway.
-                (true, true) if self.node_local => batch.put(&auto_family, &key, &row.encode()),
-                (true, _) => batch.merge(&auto_family, &key, &row.encode()),
+                (true, true) if self.node_local => batch.put(auto_family, &key, &row.encode()),
+                (true, _) => batch.merge(auto_family, &key, &row.encode()),
                 _ => {}
             }
         }

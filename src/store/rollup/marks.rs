@@ -220,11 +220,10 @@ impl Store {
         // Rows already marked in this generation only need their note updated; the others get a stored mark,
         // noted once the write succeeded (a batch that skips its mark must come after a mark that is written).
         let mut fresh = Vec::new();
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         {
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
             for (row, change) in entries {
-                match pending.get_mut(row.get(sw..sw + mw).unwrap_or_default(), &row) {
+                match pending.get_mut(self.layout.metric_of(&row).unwrap_or_default(), &row) {
                     Some(c) => c.merge(change),
                     None => fresh.push((row, change)),
                 }
@@ -238,7 +237,7 @@ impl Store {
                 self.rollups.unnoted.store(true, Ordering::Release);
                 break;
             }
-            pending.note(sw..sw + mw, row, Change { generation, ..change });
+            pending.note(self.layout.metric_at(), row, Change { generation, ..change });
         }
         Ok(())
     }

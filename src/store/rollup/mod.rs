@@ -53,6 +53,9 @@ pub(super) struct Rollups {
     pub(super) families: Vec<String>,
     /// The intervals rtsd computes, with the IDs of sum, count, min and max.
     auto: Vec<RollupInterval>,
+    /// Per interval of `auto`, its table's column family and its `:a` family (named once: a fold names them for
+    /// every raw row).
+    auto_families: Vec<(String, String)>,
     auto_ids: [u8; 4],
     /// One fold at a time, so a fold that read older raw rows never writes after one that read newer ones.
     fold_lock: Mutex<()>,
@@ -121,10 +124,19 @@ impl Rollups {
                 None => {}
             }
         }
+        let auto_families = auto
+            .iter()
+            .map(|i| {
+                let family = RollupInterval::family(&i.table);
+                let auto_family = RollupInterval::auto_family(&family);
+                (family, auto_family)
+            })
+            .collect();
         Rollups {
             settings: settings.clone(),
             families,
             auto,
+            auto_families,
             auto_ids,
             fold_lock: Mutex::new(()),
             fold_waiting: AtomicU64::new(0),
