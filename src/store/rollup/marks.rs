@@ -123,16 +123,26 @@ impl Notes {
             }
         }
         let Some(through) = through else { return HashMap::new() };
+        // Every metric gets its share of the limit first, then what is left goes to any: taking each metric's
+        // rows whole, in the map's order, left a burst's backlog on the metrics it lists last (after B's burst
+        // one metric still had 19,440 of its 24,000 rows to fold, the first query of it folding them all).
+        let share = limit.div_ceil(self.by_metric.len().max(1));
         let mut taken = HashMap::new();
-        for rows in self.by_metric.values_mut() {
-            if taken.len() >= limit {
-                break;
-            }
-            let passed: Vec<Vec<u8>> =
-                rows.keys().filter(|row| hour_of(row, &at) <= through).take(limit - taken.len()).cloned().collect();
-            for row in passed {
-                if let Some(change) = rows.remove(&row) {
-                    taken.insert(row, change);
+        for quota in [share, limit] {
+            for rows in self.by_metric.values_mut() {
+                if taken.len() >= limit {
+                    break;
+                }
+                let passed: Vec<Vec<u8>> = rows
+                    .keys()
+                    .filter(|row| hour_of(row, &at) <= through)
+                    .take(quota.min(limit - taken.len()))
+                    .cloned()
+                    .collect();
+                for row in passed {
+                    if let Some(change) = rows.remove(&row) {
+                        taken.insert(row, change);
+                    }
                 }
             }
         }
@@ -258,5 +268,54 @@ impl Store {
     /// has its whole row recomputed, which is what a bulk load's rows need.
     pub(in crate::store) fn bulk_mark_generation(&self) -> Option<u64> {
         self.rollups.auto().then(|| self.rollups.generation.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row key without salt: metric UID (3 bytes), base time, one tag pair.
+    fn row(metric: u8, hour: u32, series: u8) -> Vec<u8> {
+        let mut key = vec![0, 0, metric];
+        key.extend_from_slice(&hour.to_be_bytes());
+        key.extend_from_slice(&[0, 0, 1, 0, 0, series]);
+        key
+    }
+
+    // The daemon's folds of passed hours during a burst take a share of every metric's rows, so no metric is
+    // left with the whole backlog for its first query to fold.
+    #[test]
+    fn passed_hours_are_taken_from_every_metric_alike() {
+        let mut notes = Notes::default();
+        let base = 1_356_998_400u32;
+        // 4 metrics x 10 series x 3 hours; the newest point in the third hour: the first two have passed.
+        for metric in 1..=4 {
+            for hour in 0..3u32 {
+                for series in 0..10 {
+                    let at = i64::from(base + hour * 3600) * 1000;
+                    let change = Change { points: 1, first_ms: at, last_ms: at + 3_599_000, generation: 1 };
+                    notes.note(0..3, row(metric, base + hour * 3600, series), change);
+                }
+            }
+        }
+        assert_eq!(notes.closed(), 80);
+        let per_metric = |taken: &HashMap<Vec<u8>, Change>| {
+            (1..=4).map(|m| taken.keys().filter(|r| r[2] == m).count()).collect::<Vec<_>>()
+        };
+        let taken = notes.take_closed(0..3, 20);
+        assert_eq!(per_metric(&taken), [5, 5, 5, 5]);
+        assert!(taken.keys().all(|r| hour_of(r, &(0..3)) < base + 2 * 3600));
+        // A limit that does not divide evenly: exactly the limit, no metric more than its share (10 / 4, rounded
+        // up), every metric some.
+        let taken = notes.take_closed(0..3, 10);
+        assert_eq!(taken.len(), 10);
+        assert!(per_metric(&taken).iter().all(|&n| (1..=3).contains(&n)), "{:?}", per_metric(&taken));
+        assert_eq!(notes.closed(), 50);
+        // What is left of the passed hours, then nothing: the newest hour is not taken.
+        assert_eq!(notes.take_closed(0..3, 100).len(), 50);
+        assert_eq!(notes.closed(), 0);
+        assert!(notes.take_closed(0..3, 100).is_empty());
+        assert_eq!(notes.len, 40);
     }
 }
