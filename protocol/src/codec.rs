@@ -290,8 +290,9 @@ pub fn qualifier_len_at(q: &[u8], index: usize) -> Result<usize, CodecError> {
     }
 }
 
-/// The offset in milliseconds of one point's qualifier as a compacted column's walk or a fixed single cell
-/// gives it: 4 bytes with the millisecond flag, else 2 ([`qualifier_offset_ms`] without its checks).
+/// The offset in milliseconds of one point's qualifier as [`extract_qualifier`], a compacted column's walk or a
+/// fixed single cell gives it: 4 bytes with the millisecond flag, else 2 (spec: ingest §5.2 D3-D10). Without the
+/// checks those already made.
 #[inline]
 fn point_offset_ms(q: &[u8]) -> u32 {
     match *q {
@@ -310,11 +311,8 @@ pub fn extract_qualifier(q: &[u8], index: usize) -> Result<&[u8], CodecError> {
 
 /// Offset in milliseconds from the row's base time of the qualifier at `index` (spec: ingest §5.2 D3-D10).
 pub fn qualifier_offset_ms(q: &[u8], index: usize) -> Result<u32, CodecError> {
-    match *extract_qualifier(q, index)? {
-        [a, b, c, d] => Ok((u32::from_be_bytes([a, b, c, d]) & MS_OFFSET_MASK) >> MS_FLAG_BITS),
-        [a, b] => Ok(u32::from(u16::from_be_bytes([a, b]) >> SECOND_FLAG_BITS) * 1000),
-        _ => Err(illegal("Qualifier length is too short")),
-    }
+    // extract_qualifier gives 2 bytes, or 4 with the millisecond flag: what point_offset_ms reads.
+    Ok(point_offset_ms(extract_qualifier(q, index)?))
 }
 
 /// Absolute time in milliseconds of the qualifier at `index` in a row whose base time is `base_time`
