@@ -858,48 +858,70 @@ pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bo
 /// which the general merge handles.
 fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
     let capacity: usize = inputs.iter().map(|input| input.len()).sum();
-    let (mut data_q, mut data_v) = (Vec::with_capacity(capacity / 3), Vec::with_capacity(capacity / 2));
-    let (mut points, mut seconds, mut millis) = (0usize, false, false);
+    let mut column = CompactedColumn {
+        qualifiers: Vec::with_capacity(capacity / 3),
+        values: Vec::with_capacity(capacity / 2),
+        ..CompactedColumn::default()
+    };
     let mut last_offset: Option<u32> = None;
-    let mut take = |qualifier: &[u8], value: &[u8]| -> Result<(), CodecError> {
-        let offset = point_offset_ms(qualifier);
+    let mut take = |qualifier: QualifierBytes, value: &[u8]| -> Result<(), CodecError> {
+        let offset = point_offset_ms(&qualifier);
         if last_offset.is_some_and(|last| offset <= last) {
             return Err(illegal("not in time order"));
         }
         last_offset = Some(offset);
-        if qualifier.len() == 4 {
-            millis = true;
-        } else {
-            seconds = true;
-        }
-        data_q.extend_from_slice(qualifier);
-        data_v.extend_from_slice(value);
-        points += 1;
+        column.push(&qualifier, value);
         Ok(())
     };
     for input in inputs {
-        for column in columns(input) {
-            let Column { qualifier, value } = column.ok()?;
-            if qualifier.is_empty() || qualifier.len() % 2 == 1 {
+        for c in columns(input) {
+            let Column { qualifier, value } = c.ok()?;
+            if qualifier.len() % 2 == 1 {
                 return None;
             }
-            if is_single(qualifier) {
-                let (qualifier, value) = fixed_single(qualifier, value).ok()?;
-                take(&qualifier, value).ok()?;
-            } else {
-                walk_compacted(qualifier, value, |qualifier, value| take(&qualifier, value)).ok()?;
-            }
+            each_point(qualifier, value, &mut take).ok()?;
         }
     }
-    if points == 0 {
+    if column.points == 0 {
         return None;
     }
-    if points > 1 {
-        data_v.push(if seconds && millis { MS_MIXED_COMPACT } else { 0x00 });
-    }
-    let mut row = Vec::with_capacity(data_q.len() + data_v.len() + 6);
-    push_column(&mut row, &data_q, &data_v);
+    let (qualifiers, values) = column.finish();
+    let mut row = Vec::with_capacity(qualifiers.len() + values.len() + 6);
+    push_column(&mut row, &qualifiers, &values);
     Some(row)
+}
+
+/// One compacted column built from points in time order (spec: ingest §4.6): the qualifiers concatenated, the
+/// values concatenated, and after them the meta byte once the column holds more than one point (`01` when it
+/// mixes second and millisecond qualifiers, else `00`).
+#[derive(Default)]
+struct CompactedColumn {
+    qualifiers: Vec<u8>,
+    values: Vec<u8>,
+    points: usize,
+    seconds: bool,
+    millis: bool,
+}
+
+impl CompactedColumn {
+    fn push(&mut self, qualifier: &[u8], value: &[u8]) {
+        if qualifier.len() == 4 {
+            self.millis = true;
+        } else {
+            self.seconds = true;
+        }
+        self.qualifiers.extend_from_slice(qualifier);
+        self.values.extend_from_slice(value);
+        self.points += 1;
+    }
+
+    /// (qualifier, value) of the column: one point's own cell when it holds one.
+    fn finish(mut self) -> (Vec<u8>, Vec<u8>) {
+        if self.points > 1 {
+            self.values.push(if self.seconds && self.millis { MS_MIXED_COMPACT } else { 0x00 });
+        }
+        (self.qualifiers, self.values)
+    }
 }
 
 /// [`merge_row`] in general: HBase's overwrites and appends, then OpenTSDB's compaction.
@@ -972,28 +994,11 @@ fn merge_columns(inputs: &[Cow<'_, [u8]>], fix_duplicates: bool) -> Result<Merge
         return Ok(merged);
     }
 
-    let mut data_q: Vec<u8> = Vec::new();
-    let mut data_v: Vec<u8> = Vec::new();
-    match kept.as_slice() {
-        [] => {}
-        [one] => {
-            data_q.extend_from_slice(&one.qualifier);
-            data_v.extend_from_slice(one.value);
-        }
-        many => {
-            let (mut seconds, mut millis) = (false, false);
-            for p in many {
-                if p.qualifier.len() == 4 {
-                    millis = true;
-                } else {
-                    seconds = true;
-                }
-                data_q.extend_from_slice(&p.qualifier);
-                data_v.extend_from_slice(p.value);
-            }
-            data_v.push(if seconds && millis { MS_MIXED_COMPACT } else { 0x00 });
-        }
+    let mut column = CompactedColumn::default();
+    for p in &kept {
+        column.push(&p.qualifier, p.value);
     }
+    let (data_q, data_v) = column.finish();
     let mut out: Vec<(&[u8], &[u8])> =
         latest.iter().filter(|(q, _, _)| q.len() % 2 == 1).map(|(q, v, _)| (*q, v.as_ref())).collect();
     if !kept.is_empty() {
