@@ -21,7 +21,7 @@ pub struct Bucket {
 /// Buckets of `interval_secs` over raw points in time order. Points at an instant already seen are skipped, as
 /// the query engine skips them.
 pub fn buckets(points: &[codec::RowPoint], interval_secs: u32) -> Vec<Bucket> {
-    buckets_each(points, &[interval_secs]).pop().unwrap_or_default()
+    buckets_each(points, [interval_secs]).pop().unwrap_or_default()
 }
 
 /// One interval's bucket being built by [`buckets_each`].
@@ -49,10 +49,10 @@ impl Building {
 
 /// [`buckets`] of each of `intervals_secs`, in one pass over the points (the fold builds every automatic
 /// interval of a raw row; each bucket's sum is still its own points' sum in time order).
-pub fn buckets_each(points: &[codec::RowPoint], intervals_secs: &[u32]) -> Vec<Vec<Bucket>> {
+pub fn buckets_each(points: &[codec::RowPoint], intervals_secs: impl IntoIterator<Item = u32>) -> Vec<Vec<Bucket>> {
     let mut building: Vec<Building> = intervals_secs
-        .iter()
-        .map(|&secs| Building {
+        .into_iter()
+        .map(|secs| Building {
             width: (i64::from(secs) * 1000).max(1),
             end: i64::MIN,
             out: Vec::new(),
@@ -524,7 +524,8 @@ impl Store {
     /// batched read per family instead of a read per row and interval: on HBase each of those was a round trip
     /// of its own, two per raw row for the first interval alone (bench/RESULTS.md, the 22:40 breakdown).
     fn prefetch_rollups(&self, keys: &[&[u8]], read: ReadHints) -> Result<Prefetched, StoreError> {
-        let mut wanted: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
+        // Keyed by the family names Rollups keeps: no name is copied per raw row.
+        let mut wanted: HashMap<&str, Vec<Vec<u8>>> = HashMap::new();
         for raw_key in keys {
             let hour = codec::row_base_time(raw_key, self.layout.salt.width, self.layout.uid_widths[0]);
             let expired = self.fold_expired(hour);
@@ -533,10 +534,10 @@ impl Store {
             {
                 let key = self.rollup_key(raw_key, hour, interval);
                 if n == 0 || expired || interval.row_span == RowSpan::Hours(1) {
-                    wanted.entry(auto_family.clone()).or_default().push(key.clone());
+                    wanted.entry(auto_family.as_str()).or_default().push(key.clone());
                 }
                 if n == 0 || expired {
-                    wanted.entry(family.clone()).or_default().push(key);
+                    wanted.entry(family.as_str()).or_default().push(key);
                 }
             }
         }
@@ -546,13 +547,13 @@ impl Store {
             rows.dedup();
             let row_refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
             let mut found = Vec::with_capacity(rows.len());
-            self.engine.get_many(&family, &row_refs, true, read, &mut |i, value| {
+            self.engine.get_many(family, &row_refs, true, read, &mut |i, value| {
                 found.push((i, value.map(<[u8]>::to_vec)));
                 Ok(())
             })?;
             let values: HashMap<Vec<u8>, Vec<u8>> =
                 found.into_iter().filter_map(|(i, value)| Some((std::mem::take(&mut rows[i]), value?))).collect();
-            by_family.insert(family, values);
+            by_family.insert(family.to_string(), values);
         }
         Ok(Prefetched { by_family })
     }
@@ -588,8 +589,7 @@ impl Store {
         // points re-create the row): there the rollups are the record, and a bucket is recomputed only from a
         // row that holds at least as many points as the bucket counted, and never deleted.
         let expired = self.fold_expired(hour);
-        let intervals_secs: Vec<u32> = self.rollups.auto.iter().map(|i| i.interval_secs).collect();
-        let mut each_interval = buckets_each(points, &intervals_secs).into_iter();
+        let mut each_interval = buckets_each(points, self.rollups.auto.iter().map(|i| i.interval_secs)).into_iter();
         for (n, (interval, (family, auto_family))) in
             self.rollups.auto.iter().zip(&self.rollups.auto_families).enumerate()
         {

@@ -1083,7 +1083,7 @@ mod tests {
             Bucket { start: 60_000, count: 2, sum: Value::Double(3.5), min: Value::Float(1.5), max: Value::Int(2) }
         );
         // Several intervals in one pass: each as it alone gives it.
-        let each = fold::buckets_each(&pts, &[60, 3600]);
+        let each = fold::buckets_each(&pts, [60, 3600]);
         assert_eq!(each[0], b);
         assert_eq!(
             each[1],
