@@ -68,14 +68,14 @@ fn json_put_parse(c: &mut Criterion) {
     g.finish();
 }
 
-fn open_store(dir: &std::path::Path) -> Store {
-    let config = Config::for_data_dir(dir, &[]).expect("a test config");
+fn open_store(dir: &std::path::Path, overrides: &[(&str, &str)]) -> Store {
+    let config = Config::for_data_dir(dir, overrides).expect("a test config");
     Store::open(&config.store_options(), Arc::new(Metrics::new())).expect("a fresh store")
 }
 
 fn uid_lookup(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_store(dir.path());
+    let store = open_store(dir.path(), &[]);
     let hosts: Vec<String> = (0..1000).map(data::host_name).collect();
     for h in &hosts {
         store.uids().get_or_create(UidKind::TagValue, h, true).expect("assigned");
@@ -118,7 +118,7 @@ fn row_encode(c: &mut Criterion) {
     });
     // The daemon's write path without the commit: UIDs (cached), row key, qualifier, value, merge operand.
     let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_store(dir.path());
+    let store = open_store(dir.path(), &[]);
     let set = sample();
     let buf = set.render_telnet(1).concat();
     let rules = Rules::default();
@@ -233,8 +233,7 @@ fn rollup_fold(c: &mut Criterion) {
     let hour = 1_795_298_400i64;
     let burst = |rounds_per_flush: i64| {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let config = Config::for_data_dir(dir.path(), &[("tsd.rollups.enable", "true")]).expect("a test config");
-        let store = Store::open(&config.store_options(), Arc::new(Metrics::new())).expect("a fresh store");
+        let store = open_store(dir.path(), &[("tsd.rollups.enable", "true")]);
         let hosts: Vec<String> = (0..HOSTS).map(data::host_name).collect();
         let mut series: Vec<data::Series> = (0..HOSTS).map(|h| data::Series::new(h, 0)).collect();
         for round in 0..ROUNDS {

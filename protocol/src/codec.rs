@@ -2009,6 +2009,23 @@ mod tests {
         (build_qualifier(ts, value.flags()).to_vec(), value.encode().to_vec())
     }
 
+    /// `cells` (in write order) as merge operands, one per stretch between random boundaries `cuts`.
+    fn operands_cut_at(cells: &[(Vec<u8>, Vec<u8>)], cuts: &[prop::sample::Index]) -> Vec<Vec<u8>> {
+        let mut bounds: Vec<usize> = cuts.iter().map(|i| i.index(cells.len() + 1)).collect();
+        bounds.extend([0, cells.len()]);
+        bounds.sort_unstable();
+        bounds
+            .windows(2)
+            .map(|w| {
+                let mut op = Vec::new();
+                for (q, v) in &cells[w[0]..w[1]] {
+                    push_column(&mut op, q, v);
+                }
+                op
+            })
+            .collect()
+    }
+
     /// Last write wins per millisecond instant: (timestamp, flags, bytes).
     fn last_write_wins(points: &[(bool, i64, Value)]) -> Vec<(i64, u8, Vec<u8>)> {
         let mut map = std::collections::BTreeMap::new();
@@ -2107,21 +2124,7 @@ mod tests {
             let cells: Vec<(Vec<u8>, Vec<u8>)> = points.iter().map(point_cell).collect();
             let one_each = merge_cells(&cells, fix);
 
-            // Random operand boundaries.
-            let mut bounds: Vec<usize> = cuts.iter().map(|i| i.index(cells.len() + 1)).collect();
-            bounds.push(0);
-            bounds.push(cells.len());
-            bounds.sort_unstable();
-            let ops: Vec<Vec<u8>> = bounds
-                .windows(2)
-                .map(|w| {
-                    let mut op = Vec::new();
-                    for (q, v) in &cells[w[0]..w[1]] {
-                        push_column(&mut op, q, v);
-                    }
-                    op
-                })
-                .collect();
+            let ops = operands_cut_at(&cells, &cuts);
             let refs: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
             let split = merge_row(None, &refs, fix).unwrap();
             prop_assert_eq!(&split, &one_each);
@@ -2159,19 +2162,7 @@ mod tests {
                 points.dedup_by_key(|p| p.1);
             }
             let cells: Vec<(Vec<u8>, Vec<u8>)> = points.iter().map(point_cell).collect();
-            let mut bounds: Vec<usize> = cuts.iter().map(|i| i.index(cells.len() + 1)).collect();
-            bounds.extend([0, cells.len()]);
-            bounds.sort_unstable();
-            let mut ops: Vec<Vec<u8>> = bounds
-                .windows(2)
-                .map(|w| {
-                    let mut op = Vec::new();
-                    for (q, v) in &cells[w[0]..w[1]] {
-                        push_column(&mut op, q, v);
-                    }
-                    op
-                })
-                .collect();
+            let mut ops = operands_cut_at(&cells, &cuts);
             if compact_first {
                 // A compacted row (as a flush or compaction leaves it) followed by later fragments.
                 ops[0] = merge_columns(&[Cow::Borrowed(&ops[0][..])], fix).unwrap().row;
