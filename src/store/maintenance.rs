@@ -68,7 +68,7 @@ impl Store {
     /// ingest): the burst's rows are folded into the automatic rollups, a large memtable is flushed, and level-0
     /// files are compacted into the tree below, as RocksDB would do only once more files pile up. Until then the
     /// data table's newest rows are merge operands in uncompressed files, merged again on every read; compacted,
-    /// they are merged once, compressed, and packed (the rows of hours still open too). The daemon calls this once writes have
+    /// they are merged once, compressed, and a closed hour's rows packed. The daemon calls this once writes have
     /// paused (see `daemon`); the bottom level is not rewritten (only what level 0 overlaps), so a large store
     /// pays what its next level-0 compaction costs. Nothing to do for an engine without background work of its
     /// own.
@@ -77,15 +77,6 @@ impl Store {
         // than left in level 0 by the next background fold.
         self.fold_rollups(None)?;
         let Some(m) = self.engine.maintenance() else { return Ok(()) };
-        // Its merges pack the rows of open hours too (see `tables::table_spec`), whatever happens.
-        struct Settling<'a>(&'a std::sync::atomic::AtomicBool);
-        impl Drop for Settling<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, std::sync::atomic::Ordering::Release);
-            }
-        }
-        self.settling.store(true, std::sync::atomic::Ordering::Release);
-        let _settling = Settling(&self.settling);
         for table in self.family_names() {
             let Some(stats) = m.table_stats(table) else { continue };
             if Store::burst_left(&stats).0 {
@@ -95,7 +86,6 @@ impl Store {
                 m.compact_table(table, false)?;
             }
         }
-        drop(_settling);
         self.compacted_at.store(self.write_activity(), std::sync::atomic::Ordering::Release);
         Ok(())
     }

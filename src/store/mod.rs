@@ -291,9 +291,6 @@ pub struct Store {
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
-    /// Set while [`Store::compact_written`] runs: its merges pack the rows of hours still open too (see
-    /// `tables::merge_data_row`'s caller).
-    settling: Arc<std::sync::atomic::AtomicBool>,
     /// Set by [`Store::abandon_folds`]: folds stop between chunks.
     folds_abandoned: std::sync::atomic::AtomicBool,
 }
@@ -344,11 +341,10 @@ impl Store {
             // lacks (a daemon with rollups off wrote it) read as empty (readers skip absent tables).
             names.retain(|name| existing.contains(name));
         }
-        let settling = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let specs: Vec<TableSpec> = names
             .iter()
             .map(|name| {
-                let mut spec = table_spec(name, &layout, fix_duplicates, &metrics, &settling);
+                let mut spec = table_spec(name, &layout, fix_duplicates, &metrics);
                 retention.install(&mut spec, &layout, metrics.clone());
                 spec
             })
@@ -409,7 +405,6 @@ impl Store {
             flush_failed_at: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
-            settling,
             folds_abandoned: Default::default(),
         };
         if read_only {
@@ -1038,46 +1033,6 @@ mod tests {
         write(&store, &[point("g", 1356998405, Value::Int(7), &[("host", "a")])]);
         store.settle().unwrap();
         assert!(!store.compaction_owed(), "a small memtable is left to RocksDB");
-    }
-
-    // Issue 22 item 3: a burst into the hour still open (a backfill up to now, data set A) is packed by the
-    // compaction after the burst too, where it stayed unpacked until its hour closed (2.5x its packed size);
-    // points written after that merge into the packed row and read back with the others.
-    #[test]
-    fn the_compaction_after_a_burst_packs_rows_of_the_open_hour_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path(), &[]);
-        let now = tables::unix_now();
-        let hour = now - now.rem_euclid(3600);
-        // An hour of points from the open hour's start, those up to now written (at least one).
-        let points: Vec<DataPoint<'_>> = gauge_hour(hour, "a").into_iter().filter(|p| p.timestamp <= now).collect();
-        write(&store, &points);
-        store.settle().unwrap();
-        store.engine.maintenance().unwrap().flush_table(CF_DATA).unwrap();
-        assert!(store.compaction_owed());
-        store.compact_written().unwrap();
-        let mut stored = Vec::new();
-        store
-            .scan_raw(CF_DATA, &[], |_, v| {
-                stored.push(v.to_vec());
-                true
-            })
-            .unwrap();
-        assert_eq!(stored.len(), 1);
-        assert!(codec::is_packed(&stored[0]), "the open hour's row is packed");
-        assert_eq!(queried(&store), as_written(&points));
-        // A later point of the open hour joins the packed row; a compaction during ingest (not settling) leaves
-        // the open row as it finds it and reads still give every point.
-        let later = point("g", hour + 3599, Value::Int(7), &[("host", "a")]);
-        write(&store, std::slice::from_ref(&later));
-        let mut all = as_written(&points);
-        all.push((later.timestamp * 1000, later.value));
-        assert_eq!(queried(&store), all);
-        let m = store.engine.maintenance().unwrap();
-        m.flush_table(CF_DATA).unwrap();
-        m.compact_table(CF_DATA, true).unwrap();
-        assert_eq!(queried(&store), all);
-        assert!(!store.settling.load(std::sync::atomic::Ordering::Acquire), "settling ends with the compaction");
     }
 
     #[test]

@@ -23,31 +23,17 @@ pub(super) fn unix_now() -> i64 {
 
 /// How the store declares each of its tables to the engine: OpenTSDB's tables with their cells, rtsd's own with
 /// their merges (see [`engine::TableSpec`]).
-///
-/// `settling`: set while the store settles after a burst of writes ([`Store::compact_written`]), when the data
-/// rows' merges pack the rows of open hours too.
-pub(super) fn table_spec(
-    name: &str,
-    layout: &Layout,
-    fix_duplicates: bool,
-    metrics: &Arc<Metrics>,
-    settling: &Arc<std::sync::atomic::AtomicBool>,
-) -> TableSpec {
+pub(super) fn table_spec(name: &str, layout: &Layout, fix_duplicates: bool, metrics: &Arc<Metrics>) -> TableSpec {
     match name {
         CF_DATA => {
             let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
             let metrics = metrics.clone();
-            let settling = settling.clone();
             let full = move |key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], context: MergeContext| {
                 let hour = codec::row_base_time(key, salt_width, metric_width);
                 // Only what a flush or compaction stores is packed: a read's merge (a query, the rollup fold's
                 // MultiGet) is decoded at once, so packing it was pure waste (`perf`, A telnet across a closed
-                // hour: two thirds of the packing). Rows of an open hour are packed only by the compaction after a
-                // burst, once writes paused: compactions during ingest would repack them again and again, but left
-                // unpacked after a burst they took 2.5x their packed size until their hour closed and a compaction
-                // reached them (data set A: 3.73 bytes a point, 1.49 packed).
-                let settling = settling.load(std::sync::atomic::Ordering::Acquire);
-                let pack = context.stored && (settling || hour_closed(hour, unix_now()));
+                // hour: two thirds of the packing).
+                let pack = context.stored && hour_closed(hour, unix_now());
                 merge_data_row(existing, operands, fix_duplicates, pack, &metrics)
             };
             let merge = Merge { name: "opentsdb-row-v1", full: Arc::new(full), partial: None };
