@@ -1263,24 +1263,30 @@ impl FreshRow {
 /// are all listed, in column order.
 pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecError> {
     let base_ms = i64::from(base_time) * 1000;
-    // At most one point per 3 bytes (a 2-byte qualifier and a 1-byte value): never grown while filled.
+    // At most one point per 3 bytes (a 2-byte qualifier and a 1-byte value) of plain columns: never grown while
+    // filled (a packed column reserves its own count).
     let mut points = Vec::with_capacity(row.len() / 3);
-    let mut push = |q: QualifierBytes, v: &[u8]| -> Result<(), CodecError> {
-        let flags = q.last().map_or(0, |b| b & FLAGS_MASK);
-        let value = Value::decode(flags, v)?;
+    let point = |q: QualifierBytes, value: Value| {
         let offset = point_offset_ms(&q);
-        points.push(RowPoint { timestamp_ms: base_ms + i64::from(offset), qualifier: q, value });
-        Ok(())
+        RowPoint { timestamp_ms: base_ms + i64::from(offset), qualifier: q, value }
     };
     for column in columns(row) {
         let Column { qualifier, value } = column?;
+        let mut push = |q: QualifierBytes, v: &[u8]| -> Result<(), CodecError> {
+            let flags = q.last().map_or(0, |b| b & FLAGS_MASK);
+            points.push(point(q, Value::decode(flags, v)?));
+            Ok(())
+        };
         if is_append(qualifier) {
             for (q, v) in split_append(value)? {
                 push(q, &v)?;
             }
         } else if qualifier.is_empty() {
-            let (q, v) = packed::unpack(value)?;
-            each_point(&q, &v, &mut push)?;
+            // Straight from the packed form: the points its compacted column holds, without building it.
+            packed::for_each_point(value, |q, value| {
+                points.push(point(q, value));
+                Ok(())
+            })?;
         } else if qualifier.len() % 2 == 0 {
             each_point(qualifier, value, &mut push)?;
         }
