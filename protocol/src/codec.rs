@@ -1283,6 +1283,7 @@ pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecErro
             }
         } else if qualifier.is_empty() {
             // Straight from the packed form: the points its compacted column holds, without building it.
+            points.reserve(packed::point_count(value)?);
             packed::for_each_point(value, |q, value| {
                 points.push(point(q, value));
                 Ok(())

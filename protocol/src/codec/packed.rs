@@ -232,6 +232,11 @@ fn header(r: &mut Reader<'_>) -> Result<(usize, u8), CodecError> {
     Ok((n, r.byte()?))
 }
 
+/// How many points a packed column holds, from its header alone (for sizing what its points go into).
+pub fn point_count(packed: &[u8]) -> Result<usize, CodecError> {
+    header(&mut Reader { rest: packed }).map(|(n, _)| n)
+}
+
 /// One point of a packed column, as [`walk`] finds it: its value still as stored.
 enum Stored<'a> {
     Raw(&'a [u8]),
@@ -288,8 +293,9 @@ fn walk<'p>(
 
 /// The compacted column (qualifier, value with its meta byte) that [`pack`] was given.
 pub fn unpack(packed: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CodecError> {
-    let mut qualifier = Vec::new();
-    let mut value = Vec::new();
+    let n = point_count(packed)?;
+    let mut qualifier = Vec::with_capacity(n * 2);
+    let mut value = Vec::with_capacity(n * 4 + 1);
     let meta = walk(packed, |q, stored| {
         qualifier.extend_from_slice(&q);
         match stored {

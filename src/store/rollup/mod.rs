@@ -114,8 +114,6 @@ impl Rollups {
                 Some(ids) => {
                     auto_ids.copy_from_slice(&ids);
                     auto = settings.auto_intervals();
-                    families
-                        .extend(auto.iter().map(|i| RollupInterval::auto_family(&RollupInterval::family(&i.table))));
                 }
                 None if settings.auto => tracing::warn!(
                     "rtsd.rollups.auto needs aggregation IDs for sum, count, min and max in tsd.rollups.config; \
@@ -124,7 +122,7 @@ impl Rollups {
                 None => {}
             }
         }
-        let auto_families = auto
+        let auto_families: Vec<(String, String)> = auto
             .iter()
             .map(|i| {
                 let family = RollupInterval::family(&i.table);
@@ -132,6 +130,7 @@ impl Rollups {
                 (family, auto_family)
             })
             .collect();
+        families.extend(auto_families.iter().map(|(_, auto_family)| auto_family.clone()));
         Rollups {
             settings: settings.clone(),
             families,
