@@ -167,6 +167,15 @@ fn row_decode(c: &mut Criterion) {
             p
         })
     });
+    // What the rollup fold reads each raw row into (issue 22 item 5): the points without their qualifiers, into
+    // one reused buffer.
+    let mut values = Vec::new();
+    g.bench_function("compacted row, 360 points, values only", |b| {
+        b.iter(|| {
+            codec::row_values(base, black_box(&compacted), &mut values).expect("decodes");
+            assert_eq!(values.len(), 360);
+        })
+    });
     g.bench_function("360 single cells", |b| {
         b.iter(|| {
             let p = codec::row_points(base, black_box(&cells)).expect("decodes");

@@ -20,86 +20,117 @@ pub struct Bucket {
 
 /// Buckets of `interval_secs` over raw points in time order. Points at an instant already seen are skipped, as
 /// the query engine skips them.
-pub fn buckets(points: &[codec::RowPoint], interval_secs: u32) -> Vec<Bucket> {
+pub fn buckets(points: &[codec::TimedValue], interval_secs: u32) -> Vec<Bucket> {
     buckets_each(points, [interval_secs]).pop().unwrap_or_default()
 }
 
-/// One interval's bucket being built by [`buckets_each`].
+/// One interval's bucket being built by [`buckets_each`]: the open bucket's running aggregates, kept here and
+/// written out when the next bucket opens (a fold computes three intervals of every point of a burst).
 struct Building {
     width: i64,
-    /// Where the last bucket ends: a point before it (and after the last point) falls in it.
+    /// Where the open bucket ends: a point before it (and after the last point) falls in it.
     end: i64,
-    out: Vec<Bucket>,
-    /// The last bucket's sum so far: exact while every value is an integer, and as the sequential double sum.
-    int_sum: Option<i64>,
+    start: i64,
+    count: i64,
+    /// The exact integer sum while every value is an integer and none overflowed (`ints`), and the sequential
+    /// double sum.
+    int_sum: i64,
     ints: bool,
     dsum: f64,
-    /// The last bucket's min and max as doubles.
+    /// The open bucket's min and max as doubles, and as the values they came from.
     min: f64,
     max: f64,
+    min_value: Value,
+    max_value: Value,
+    out: Vec<Bucket>,
 }
 
 impl Building {
-    fn finish_last(&mut self) {
-        if let Some(b) = self.out.last_mut() {
-            b.sum = sum_value(self.int_sum, self.ints, self.dsum);
+    fn new(secs: u32, points: usize) -> Building {
+        let width = (i64::from(secs) * 1000).max(1);
+        // A raw row spans an hour: at most one bucket per interval of it (plus one at an unaligned edge).
+        let most = (3_600_000 / width) as usize + 1;
+        Building {
+            width,
+            end: i64::MIN,
+            start: 0,
+            count: 0,
+            int_sum: 0,
+            ints: true,
+            dsum: 0.0,
+            min: 0.0,
+            max: 0.0,
+            min_value: Value::Int(0),
+            max_value: Value::Int(0),
+            out: Vec::with_capacity(most.min(points)),
+        }
+    }
+
+    /// Writes out the open bucket, if any.
+    fn close(&mut self) {
+        if self.count > 0 {
+            self.out.push(Bucket {
+                start: self.start,
+                count: self.count,
+                sum: sum_value(self.ints.then_some(self.int_sum), self.ints, self.dsum),
+                min: self.min_value,
+                max: self.max_value,
+            });
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, ts: i64, value: Value, d: f64) {
+        // Points come in time order: one before the open bucket's end is in it.
+        if ts < self.end {
+            self.count += 1;
+            if d < self.min {
+                (self.min, self.min_value) = (d, value);
+            }
+            if d > self.max {
+                (self.max, self.max_value) = (d, value);
+            }
+            self.dsum += d;
+        } else {
+            self.close();
+            self.start = ts - ts.rem_euclid(self.width);
+            self.end = self.start.saturating_add(self.width);
+            // `0.0 + d`, as the sum starts from zero: a lone -0.0 sums to 0.0.
+            (self.count, self.int_sum, self.ints, self.dsum) = (1, 0, true, 0.0 + d);
+            (self.min, self.max, self.min_value, self.max_value) = (d, d, value, value);
+        }
+        match value {
+            Value::Int(v) if self.ints => match self.int_sum.checked_add(v) {
+                Some(sum) => self.int_sum = sum,
+                None => self.ints = false,
+            },
+            _ => self.ints = false,
         }
     }
 }
 
 /// [`buckets`] of each of `intervals_secs`, in one pass over the points (the fold builds every automatic
 /// interval of a raw row; each bucket's sum is still its own points' sum in time order).
-pub fn buckets_each(points: &[codec::RowPoint], intervals_secs: impl IntoIterator<Item = u32>) -> Vec<Vec<Bucket>> {
-    let mut building: Vec<Building> = intervals_secs
-        .into_iter()
-        .map(|secs| Building {
-            width: (i64::from(secs) * 1000).max(1),
-            end: i64::MIN,
-            out: Vec::new(),
-            int_sum: Some(0),
-            ints: true,
-            dsum: 0.0,
-            min: 0.0,
-            max: 0.0,
-        })
-        .collect();
-    let mut last_ts = None;
+pub fn buckets_each(points: &[codec::TimedValue], intervals_secs: impl IntoIterator<Item = u32>) -> Vec<Vec<Bucket>> {
+    let mut building: Vec<Building> =
+        intervals_secs.into_iter().map(|secs| Building::new(secs, points.len())).collect();
+    let mut last_ts = i64::MIN;
+    let mut first = true;
     for p in points {
         let ts = p.timestamp_ms;
-        if last_ts.is_some_and(|t| ts <= t) {
+        if !first && ts <= last_ts {
             continue;
         }
-        last_ts = Some(ts);
+        (first, last_ts) = (false, ts);
         let d = as_f64(p.value);
         for b in &mut building {
-            // Points come in time order: one before the last bucket's end is in it.
-            if ts < b.end {
-                let last = b.out.last_mut().expect("a bucket ends after the first point");
-                last.count += 1;
-                if d < b.min {
-                    (last.min, b.min) = (p.value, d);
-                }
-                if d > b.max {
-                    (last.max, b.max) = (p.value, d);
-                }
-            } else {
-                b.finish_last();
-                let start = ts - ts.rem_euclid(b.width);
-                b.end = start.saturating_add(b.width);
-                (b.int_sum, b.ints, b.dsum, b.min, b.max) = (Some(0), true, 0.0, d, d);
-                b.out.push(Bucket { start, count: 1, sum: Value::Int(0), min: p.value, max: p.value });
-            }
-            b.dsum += d;
-            match p.value {
-                Value::Int(v) => b.int_sum = b.int_sum.and_then(|s| s.checked_add(v)),
-                _ => b.ints = false,
-            }
+            b.add(ts, p.value, d);
         }
     }
     building
         .into_iter()
         .map(|mut b| {
-            b.finish_last();
+            b.close();
             b.out
         })
         .collect()
@@ -401,19 +432,18 @@ impl Store {
         let t = std::time::Instant::now();
         let read = self.prefetch_rollups(&keys, no_fill)?;
         timing.in_prefetch += t.elapsed();
+        // One point buffer for the chunk's rows.
+        let mut points = Vec::new();
         self.engine.get_many(CF_DATA, &keys, true, no_fill, &mut |i, raw| {
             let t = std::time::Instant::now();
             let _time = Elapsed(&mut timing.in_rows, t);
             let (key, change) = &chunk[i];
             let raw = raw.unwrap_or_default();
             let hour = codec::row_base_time(key, sw, mw);
-            let points = match codec::row_points(hour, raw) {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
-                    return Ok(());
-                }
-            };
+            if let Err(e) = codec::row_values(hour, raw, &mut points) {
+                tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
+                return Ok(());
+            }
             let (written, was_rolled) = self.fold_row(&mut batch, key, hour, &points, change, &read)?;
             buckets_written += written;
             if was_rolled {
@@ -586,7 +616,7 @@ impl Store {
         batch: &mut WriteBatch,
         raw_key: &[u8],
         hour: u32,
-        points: &[codec::RowPoint],
+        points: &[codec::TimedValue],
         change: &Change,
         read: &Prefetched,
     ) -> Result<(u64, bool), StoreError> {

@@ -466,8 +466,8 @@ mod tests {
     use crate::config::Config;
     use crate::metrics::Metrics;
 
-    fn p(ts_ms: i64, value: Value) -> codec::RowPoint {
-        codec::RowPoint { timestamp_ms: ts_ms, qualifier: Default::default(), value }
+    fn p(ts_ms: i64, value: Value) -> codec::TimedValue {
+        codec::TimedValue { timestamp_ms: ts_ms, value }
     }
 
     fn open(dir: &Path, overrides: &[(&str, &str)]) -> Store {
@@ -925,7 +925,7 @@ mod tests {
         let expect = |points: &[(i64, Value)], secs: u32| {
             let mut sorted = points.to_vec();
             sorted.sort_by_key(|p| p.0);
-            let raw: Vec<codec::RowPoint> = sorted.iter().map(|&(ts, v)| p(ts * 1000, v)).collect();
+            let raw: Vec<codec::TimedValue> = sorted.iter().map(|&(ts, v)| p(ts * 1000, v)).collect();
             let b = buckets(&raw, secs);
             vec![vec![
                 b.iter().map(|b| (b.start, b.sum)).collect::<Vec<_>>(),
