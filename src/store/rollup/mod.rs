@@ -1090,6 +1090,25 @@ mod tests {
         );
     }
 
+    /// The edges of a bucket's sum: it starts from zero, as the query engine's sum does (a lone -0.0 sums to
+    /// 0.0; min and max keep -0.0), and an integer sum that overflows becomes the double sum, for that bucket
+    /// only.
+    #[test]
+    fn bucket_sums_start_from_zero_and_leave_integers_on_overflow() {
+        let b = buckets(&[p(0, Value::Double(-0.0))], 60);
+        assert_eq!(b.len(), 1);
+        assert!(matches!(b[0].sum, Value::Double(s) if s.to_bits() == 0.0f64.to_bits()), "{:?}", b[0].sum);
+        assert!(matches!(b[0].min, Value::Double(m) if m.to_bits() == (-0.0f64).to_bits()), "{:?}", b[0].min);
+        let b = buckets(
+            &[p(0, Value::Int(i64::MAX)), p(1_000, Value::Int(1)), p(2_000, Value::Int(-1)), p(60_000, Value::Int(2))],
+            60,
+        );
+        assert_eq!(b.len(), 2);
+        assert_eq!((b[0].count, b[0].sum), (3, Value::Double(i64::MAX as f64 + 1.0 - 1.0)));
+        assert_eq!((b[0].min, b[0].max), (Value::Int(-1), Value::Int(i64::MAX)));
+        assert_eq!(b[1].sum, Value::Int(2));
+    }
+
     /// The model: the last value written at each instant (fix_duplicates), bucketed independently of the store.
     fn model_buckets(writes: &[(i64, Value)], interval_secs: i64) -> BTreeMap<i64, (i64, f64, f64, f64)> {
         let mut last: BTreeMap<i64, Value> = BTreeMap::new();
