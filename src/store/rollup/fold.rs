@@ -72,7 +72,7 @@ impl Building {
             self.out.push(Bucket {
                 start: self.start,
                 count: self.count,
-                sum: sum_value(self.ints.then_some(self.int_sum), self.ints, self.dsum),
+                sum: sum_value(self.ints.then_some(self.int_sum), self.dsum),
                 min: self.min_value,
                 max: self.max_value,
             });
@@ -114,14 +114,13 @@ impl Building {
 pub fn buckets_each(points: &[codec::TimedValue], intervals_secs: impl IntoIterator<Item = u32>) -> Vec<Vec<Bucket>> {
     let mut building: Vec<Building> =
         intervals_secs.into_iter().map(|secs| Building::new(secs, points.len())).collect();
-    let mut last_ts = i64::MIN;
-    let mut first = true;
+    let mut last_ts = None;
     for p in points {
         let ts = p.timestamp_ms;
-        if !first && ts <= last_ts {
+        if last_ts.is_some_and(|t| ts <= t) {
             continue;
         }
-        (first, last_ts) = (false, ts);
+        last_ts = Some(ts);
         let d = as_f64(p.value);
         for b in &mut building {
             b.add(ts, p.value, d);
@@ -136,9 +135,11 @@ pub fn buckets_each(points: &[codec::TimedValue], intervals_secs: impl IntoItera
         .collect()
 }
 
-pub(super) fn sum_value(int_sum: Option<i64>, ints: bool, dsum: f64) -> Value {
+/// A bucket's sum: the exact integer sum (`None` once a value was not an integer or the sum overflowed) when
+/// reading it back as a double gives the sequential double sum, else that double sum.
+fn sum_value(int_sum: Option<i64>, dsum: f64) -> Value {
     match int_sum {
-        Some(s) if ints && s as f64 == dsum => Value::Int(s),
+        Some(s) if s as f64 == dsum => Value::Int(s),
         _ => Value::Double(dsum),
     }
 }
