@@ -581,8 +581,8 @@ fn without_times(body: &str) -> String {
     out
 }
 
-/// Lines as the import format has them (no `put`): two metrics over closed hours of 2013 (stored packed) and the
-/// current hour (not packed yet), integers, floats and doubles, second and millisecond timestamps, tags in either
+/// Lines as the import format has them (no `put`): two metrics over closed hours of 2013 and the last hour (all
+/// stored packed), integers, floats and doubles, second and millisecond timestamps, tags in either
 /// order, sent out of order, with identical duplicates and overwrites of earlier values; `variant` gets a point
 /// of a cell written once as an integer and once as a float (a variant duplicate: OpenTSDB leaves the row
 /// uncompacted).
@@ -683,7 +683,7 @@ fn tool_views(dir: &Path) -> Vec<String> {
 }
 
 // spec: ingest §4.5-§4.6 (overwrites, compaction), §4.11 (TSMeta counters); issue 4 item 6: what `rtsd import`
-// writes is what the daemon writes for the same lines: rows (packed for closed hours), series index, UIDs,
+// writes is what the daemon writes for the same lines: rows (packed), series index, UIDs,
 // counters and rollups answer every query alike.
 #[test]
 fn an_import_stores_what_telnet_puts_of_the_same_lines_store() {

@@ -857,13 +857,13 @@ fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) 
 /// append column present (C9), or a data-point column that cannot be split (counted in `corrupt_columns`).
 /// Merging a result again changes nothing.
 ///
-/// A packed column ([`packed`], a closed hour merged before) takes part as the compacted column it was packed
+/// A packed column ([`packed`], a row stored before) takes part as the compacted column it was packed
 /// from, so late points merge into a packed row exactly as into the compacted one; the result is never packed
 /// (the store packs it, see [`pack_row`]).
 ///
 /// Errors only when the row framing itself is broken ([`columns`]); the caller must then keep the inputs.
 pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bool) -> Result<MergedRow, CodecError> {
-    // A packed input (a closed hour merged before) takes part as the compacted column it stands for. One that
+    // A packed input (a row stored before) takes part as the compacted column it stands for. One that
     // cannot be unpacked stays as it is: its empty-qualifier column is then a corrupt data column (below).
     let inputs: Vec<Cow<'_, [u8]>> = existing
         .into_iter()

@@ -68,7 +68,7 @@ impl Store {
     /// ingest): the burst's rows are folded into the automatic rollups, a large memtable is flushed, and level-0
     /// files are compacted into the tree below, as RocksDB would do only once more files pile up. Until then the
     /// data table's newest rows are merge operands in uncompressed files, merged again on every read; compacted,
-    /// they are merged once, compressed, and a closed hour's rows packed. The daemon calls this once writes have
+    /// they are merged once, compressed, and packed. The daemon calls this once writes have
     /// paused (see `daemon`); the bottom level is not rewritten (only what level 0 overlaps), so a large store
     /// pays what its next level-0 compaction costs. Nothing to do for an engine without background work of its
     /// own.

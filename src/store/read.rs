@@ -33,7 +33,7 @@ pub struct RowRef<'a> {
     pub base_time: u32,
     /// (tagk UID, tagv UID) pairs in row-key order.
     pub tags: Vec<(&'a [u8], &'a [u8])>,
-    /// The columns as stored: a closed hour's may be packed, which [`codec::row_points`] reads as it is; readers
+    /// The columns as stored: a compacted row may be packed, which [`codec::row_points`] reads as it is; readers
     /// that show cells use [`RowRef::cells`].
     pub value: &'a [u8],
 }

@@ -225,7 +225,7 @@ impl Retention {
     }
 
     /// Installs the table filter on `spec`: expiry if the table has a retention, and for the data table packing
-    /// of closed hours' rows that the engine's rewrites meet unpacked.
+    /// of rows that the engine's rewrites meet unpacked.
     pub(super) fn install(&self, spec: &mut TableSpec, layout: &Layout, metrics: Arc<Metrics>) {
         let retention = self.families.get(&spec.name);
         let pack = spec.name == CF_DATA;
@@ -252,7 +252,7 @@ impl Retention {
 struct ExpiryFactory {
     /// The retention and row span, if the family has one.
     keep: Option<(i64, Span)>,
-    /// Whether rows are data rows to pack once their hour is closed (see [`ExpiryFilter`]).
+    /// Whether rows are data rows to pack (see [`ExpiryFilter`]).
     pack: bool,
     base_at: usize,
     tags_at: usize,
@@ -269,7 +269,7 @@ impl FilterFactory for ExpiryFactory {
         };
         Box::new(ExpiryFilter {
             first_kept_base,
-            pack_now_s: self.pack.then_some(now_ms.div_euclid(1000)),
+            pack: self.pack,
             packed: Vec::new(),
             base_at: self.base_at,
             tags_at: self.tags_at,
@@ -284,15 +284,15 @@ impl FilterFactory for ExpiryFactory {
 /// Drops the entries of rows that end before the cut. Keys of another shape are kept: nothing but a data row
 /// is ever removed.
 ///
-/// In the data table it also packs the merged value of a closed hour's row that is not packed yet: a row whose
-/// last merge ran while its hour was open (or within the grace after it), a row fsck rewrote, or a row of a
-/// data directory written before rows were packed. Those are never merged again unless a late point arrives;
+/// In the data table it also packs a merged value that is not packed yet: a row fsck rewrote, or a row of a data
+/// directory written before rows were packed (or before the hour still open was packed too, see
+/// `tables::merge_data_row`). Those are never merged again unless a late point arrives;
 /// every compaction that meets them (periodic ones included) packs them instead. Merge operands are not seen
 /// here (RocksDB filters values only); their row is packed by the merge operator.
 struct ExpiryFilter {
     first_kept_base: u32,
-    /// For the data table, the time (s) the compaction started, against which an hour is closed.
-    pack_now_s: Option<i64>,
+    /// Whether this is the data table, whose unpacked rows are packed.
+    pack: bool,
     /// The last packed value handed to the engine.
     packed: Vec<u8>,
     base_at: usize,
@@ -326,8 +326,7 @@ impl ExpiryFilter {
 impl RowFilter for ExpiryFilter {
     fn filter(&mut self, key: &[u8], value: &[u8]) -> FilterDecision<'_> {
         if !self.expired(key) {
-            let closed = |base| self.pack_now_s.is_some_and(|now| super::hour_closed(base, now));
-            if !codec::is_packed(value) && self.base(key).is_some_and(closed) {
+            if self.pack && !codec::is_packed(value) && self.base(key).is_some() {
                 if let Some(packed) = codec::pack_row(value) {
                     self.packed = packed;
                     return FilterDecision::Change(&self.packed);

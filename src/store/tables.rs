@@ -1,40 +1,21 @@
 //! How the store declares its tables to the engine, and the data row's merge (OpenTSDB's compaction).
 use super::*;
 
-/// Seconds past the end of an hour after which its rows are written packed (see [`merge_data_row`]).
-///
-/// Packing happens in the merge operator's full merge, which RocksDB runs when a compaction reaches the bottom of
-/// a row's data (and on reads of rows with operands not yet merged): the row is then decoded and compacted
-/// anyway, so packing it costs one more pass over its points, and it lands on disk only in files that live long.
-/// A point arriving after that (a late point, a backfill) is one more operand: the next full merge unpacks the
-/// row, merges the point in as it would into the compacted column, and packs the result again. So the grace
-/// only saves that repacking for the stragglers of the hour just ended (the series table flushes about every
-/// second); it is not needed for correctness.
-pub(super) const PACK_GRACE_SECS: i64 = 60;
-
-/// Whether the hour starting at `hour` (seconds) has ended at least [`PACK_GRACE_SECS`] before `now` (seconds).
-pub(crate) fn hour_closed(hour: u32, now: i64) -> bool {
-    i64::from(hour) + 3600 + PACK_GRACE_SECS <= now
-}
-
 pub(super) fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// How the store declares each of its tables to the engine: OpenTSDB's tables with their cells, rtsd's own with
 /// their merges (see [`engine::TableSpec`]).
-pub(super) fn table_spec(name: &str, layout: &Layout, fix_duplicates: bool, metrics: &Arc<Metrics>) -> TableSpec {
+pub(super) fn table_spec(name: &str, fix_duplicates: bool, metrics: &Arc<Metrics>) -> TableSpec {
     match name {
         CF_DATA => {
-            let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
             let metrics = metrics.clone();
-            let full = move |key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], context: MergeContext| {
-                let hour = codec::row_base_time(key, salt_width, metric_width);
+            let full = move |_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], context: MergeContext| {
                 // Only what a flush or compaction stores is packed: a read's merge (a query, the rollup fold's
                 // MultiGet) is decoded at once, so packing it was pure waste (`perf`, A telnet across a closed
-                // hour: two thirds of the packing).
-                let pack = context.stored && hour_closed(hour, unix_now());
-                merge_data_row(existing, operands, fix_duplicates, pack, &metrics)
+                // hour: two thirds of the packing). The hour still open is packed too (see `merge_data_row`).
+                merge_data_row(existing, operands, fix_duplicates, context.stored, &metrics)
             };
             let merge = Merge { name: "opentsdb-row-v1", full: Arc::new(full), partial: None };
             TableSpec::new(name, CellMap::RowColumns, Tuning::Data).with_merge(merge)
@@ -68,8 +49,18 @@ fn join_mark(_key: &[u8], _index: usize, count: i64) -> Vec<u8> {
     count.to_le_bytes().to_vec()
 }
 
-/// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and with `pack` (a stored merge
-/// of a closed hour) the compacted column packed ([`codec::pack_row`]; readers that show cells expand it back).
+/// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and with `pack` (a merge a flush
+/// or compaction stores) the compacted column packed ([`codec::pack_row`]; readers that show cells expand it back).
+///
+/// Every stored merge packs, the hour still open included. RocksDB runs a full merge when a compaction reaches
+/// the bottom of a row's data: the row is decoded and compacted then anyway, so packing costs one more pass over
+/// its points, and it lands on disk only in files that live long. A point arriving after that (the next flush
+/// of a live series, a late point, a backfill) is one more operand: the next full merge unpacks the row, merges
+/// the point in as it would into the compacted column, and packs the result again. Packing only closed hours
+/// left a burst into the current hour (a backfill up to now, bench data set A) in OpenTSDB's 2-plus-value bytes
+/// a point, 2.5x the packed size, until the hour closed and some later compaction happened to meet the row
+/// (bench/RESULTS.md, 2026-11-29 11:33: A 7.38 -> 5.04 bytes a point on disk).
+///
 /// If the stored bytes can't be decoded, the columns are kept concatenated as they are rather than failing the
 /// read: nothing written is ever dropped by a merge.
 pub(super) fn merge_data_row(

@@ -1,4 +1,4 @@
-//! rtsd's packed form of a closed hour's data points: the compacted column of a row, re-encoded column-wise so
+//! rtsd's packed form of a row's data points as stored: the compacted column of a row, re-encoded column-wise so
 //! that RocksDB's compression has little left to do (issue 7 item 4: disk bytes/point).
 //!
 //! OpenTSDB's compacted column (spec: ingest §4.6) spends 2 or 4 qualifier bytes and 1-8 value bytes on every

@@ -12,7 +12,7 @@ impl HBaseEngine {
         value: &[u8],
     ) -> Result<Vec<Mutation>, StoreError> {
         let (name, family) = (table.hbase.as_str(), table.family.as_slice());
-        // A packed row (the embedded engine's form of a closed hour, which bulk loads may hand over) goes to HBase
+        // A packed row (the embedded engine's form of a stored row, which bulk loads may hand over) goes to HBase
         // as OpenTSDB's cells: OpenTSDB reads these tables too.
         let expanded;
         let value = match (table.cells, op) {
