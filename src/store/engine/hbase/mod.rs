@@ -507,7 +507,7 @@ impl Engine for HBaseEngine {
                     }
                     pending.row_resets.push((t.clone(), key.to_vec()));
                     if op == Op::Put {
-                        pending.mutations.extend(self.mutations(op, t, key, value)?);
+                        pending.mutations.extend(write::mutations(op, t, key, value)?);
                     }
                     pending.written.insert(id);
                 }
@@ -550,7 +550,7 @@ impl Engine for HBaseEngine {
                     if t.parts.is_some() {
                         pending.written.insert((table.to_string(), key.to_vec()));
                     }
-                    pending.mutations.extend(self.mutations(op, t, key, value)?)
+                    pending.mutations.extend(write::mutations(op, t, key, value)?)
                 }
             }
         }
