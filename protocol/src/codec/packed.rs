@@ -492,20 +492,22 @@ fn get_ints(r: &mut Reader<'_>, count: usize) -> Result<Vec<i64>, CodecError> {
     if packing == PACK_SPARSE {
         let bitmap = r.bytes(residuals.div_ceil(8))?;
         let nonzero = (0..residuals).filter(|i| bitmap[i / 8] & (1 << (i % 8)) != 0).count();
-        let values = get_frame(r, nonzero)?;
+        let mut values = Vec::with_capacity(nonzero);
+        get_frame(r, nonzero, &mut values)?;
         let mut values = values.into_iter();
         for i in 0..residuals {
             let set = bitmap[i / 8] & (1 << (i % 8)) != 0;
             v.push(if set { values.next().ok_or_else(|| bad("sparse stream"))? } else { 0 });
         }
     } else {
-        v.extend(get_frame(r, residuals)?);
+        get_frame(r, residuals, &mut v)?;
     }
     undifference(&mut v, order);
     Ok(v)
 }
 
-fn get_frame(r: &mut Reader<'_>, count: usize) -> Result<Vec<i64>, CodecError> {
+/// Appends a frame's `count` values to `out`.
+fn get_frame(r: &mut Reader<'_>, count: usize, out: &mut Vec<i64>) -> Result<(), CodecError> {
     let min = unzigzag(r.varint()?);
     let width = u32::from(r.byte()?);
     if width > 64 {
@@ -513,11 +515,8 @@ fn get_frame(r: &mut Reader<'_>, count: usize) -> Result<Vec<i64>, CodecError> {
     }
     let packed = r.bytes((count * width as usize).div_ceil(8))?;
     let mut bits = BitReader { bytes: packed, acc: 0, filled: 0 };
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        out.push(min.wrapping_add(bits.get(width) as i64));
-    }
-    Ok(out)
+    out.extend((0..count).map(|_| min.wrapping_add(bits.get(width) as i64)));
+    Ok(())
 }
 
 /// Little-endian bit packing: values of `width` bits, least significant first.
@@ -628,6 +627,41 @@ mod tests {
 
     fn second(offset: i64, value: Value) -> (Vec<u8>, Vec<u8>) {
         (build_qualifier(BASE + offset, value.flags()).to_vec(), value.encode().to_vec())
+    }
+
+    // A frame of every bit width (0-64) and count (partial last bytes included) reads back the values written,
+    // at the end of a stream and followed by more bytes, appended to what the output held.
+    #[test]
+    fn frames_of_every_width_read_back_what_was_written() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for width in 0..=64u32 {
+            for count in [1usize, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 360] {
+                let min = (next() as i64) >> 2;
+                let span = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+                let mut values: Vec<i64> = (0..count).map(|_| min.wrapping_add((next() & span) as i64)).collect();
+                // The widest value, so the frame's width is `width` exactly (with two values or more).
+                values[count / 2] = min.wrapping_add(span as i64);
+                values[0] = min;
+                let mut bytes = Vec::new();
+                put_frame(&mut bytes, &values);
+                for trailing in [&[][..], &[0xFF; 9][..]] {
+                    let mut stream = bytes.clone();
+                    stream.extend_from_slice(trailing);
+                    let mut r = Reader { rest: &stream };
+                    let mut got = vec![42];
+                    get_frame(&mut r, count, &mut got).unwrap();
+                    assert_eq!(got[0], 42, "appended after what was there");
+                    assert_eq!(&got[1..], &values[..], "width {width}, {count} values");
+                    assert_eq!(r.rest, trailing, "width {width}, {count} values");
+                }
+            }
+        }
     }
 
     fn milli(offset_ms: i64, value: Value) -> (Vec<u8>, Vec<u8>) {
