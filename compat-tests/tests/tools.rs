@@ -581,8 +581,8 @@ fn without_times(body: &str) -> String {
     out
 }
 
-/// Lines as the import format has them (no `put`): two metrics over closed hours of 2013 and the last hour (all
-/// stored packed), integers, floats and doubles, second and millisecond timestamps, tags in either
+/// Lines as the import format has them (no `put`): two metrics over closed hours of 2013 (stored packed) and the
+/// last hour, integers, floats and doubles, second and millisecond timestamps, tags in either
 /// order, sent out of order, with identical duplicates and overwrites of earlier values; `variant` gets a point
 /// of a cell written once as an integer and once as a float (a variant duplicate: OpenTSDB leaves the row
 /// uncompacted).

@@ -1124,6 +1124,26 @@ pub fn expanded_len(row: &[u8]) -> usize {
         .sum()
 }
 
+/// The offset in milliseconds from the row's base time of its newest data point, read from the qualifiers of its
+/// data columns (single cells and compacted columns; packed columns and odd-length columns are skipped); `None`
+/// when it has none or a qualifier cannot be read. The store packs a row once it has been quiet for a while.
+pub fn newest_offset_ms(row: &[u8]) -> Option<u32> {
+    let mut newest = None;
+    for column in columns(row) {
+        let q = column.ok()?.qualifier;
+        if q.is_empty() || q.len() % 2 == 1 {
+            continue;
+        }
+        let mut at = 0;
+        while at < q.len() {
+            let len = qualifier_len_at(q, at).ok()?;
+            newest = newest.max(Some(point_offset_ms(&q[at..at + len])));
+            at += len;
+        }
+    }
+    newest
+}
+
 /// A compacted row (what [`merge_row`] makes of a row without variants, appends or corrupt columns) with its
 /// compacted column packed ([`packed`]); `None` when there is nothing to pack (one point, no compacted column,
 /// already packed, a row left uncompacted) or packing would not make it smaller. [`expand_row`] of the result

@@ -301,7 +301,10 @@ impl Store {
                         } else {
                             // Packed as a compaction would store it (see `tables::merge_data_row`).
                             let merged = row.merged(fix);
-                            sst.put(key, codec::pack_row(&merged).as_deref().unwrap_or(&merged))?;
+                            let hour = codec::row_base_time(key, sw, mw);
+                            let quiet = super::tables::row_quiet(hour, &merged, now * 1000);
+                            let packed = if quiet { codec::pack_row(&merged) } else { None };
+                            sst.put(key, packed.as_deref().unwrap_or(&merged))?;
                         }
                     }
                     sst.finish()

@@ -344,7 +344,7 @@ impl Store {
         let specs: Vec<TableSpec> = names
             .iter()
             .map(|name| {
-                let mut spec = table_spec(name, fix_duplicates, &metrics);
+                let mut spec = table_spec(name, &layout, fix_duplicates, &metrics);
                 retention.install(&mut spec, &layout, metrics.clone());
                 spec
             })
@@ -967,33 +967,60 @@ mod tests {
         assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), read.as_slice());
     }
 
-    // A burst into the hour still open (a backfill up to now, bench data set A) is packed by the compaction
-    // that stores it, as a closed hour is; the series' next points merge into the packed row and are read at
-    // once, and the next compaction packs the row again.
+    // A row is packed once its newest point is a minute old, whatever its hour: a backfill into the hour still
+    // open (points up to two minutes ago, bench data set A) is packed by the compaction that stores it, and
+    // later points merge into it; a live series' row (points up to now) stays OpenTSDB's compacted column, so
+    // reads merging its next points do not unpack it.
     #[test]
-    fn the_hour_still_open_is_packed_too() {
+    fn rows_are_packed_once_quiet_whatever_their_hour() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path(), &[]);
         let now = unix_now();
-        let hour = now - now % 3600;
-        let mut points: Vec<_> = (0..20).map(|i| point("g", hour + i, Value::Int(i * 3), &[("host", "a")])).collect();
-        write(&store, &points);
+        let backfill_hour = (now - 130) - (now - 130) % 3600;
+        let mut backfill: Vec<_> =
+            (0..20).map(|i| point("g", backfill_hour + i, Value::Int(i * 3), &[("host", "a")])).collect();
+        write(&store, &backfill);
         let mut key = G_ROW;
-        key[3..7].copy_from_slice(&(hour as u32).to_be_bytes());
+        key[3..7].copy_from_slice(&(backfill_hour as u32).to_be_bytes());
         let stored = compacted_value(&store, &key).unwrap();
-        assert!(codec::is_packed(&stored), "the current hour is packed once a compaction stores it");
-        assert!(stored.len() < compacted_row(&points).len() / 2, "{} bytes", stored.len());
-        assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), compacted_row(&points).as_slice());
-        assert_eq!(queried(&store), as_written(&points));
-        let next: Vec<_> =
-            (20..25).map(|i| point("g", hour + i, Value::Double(i as f64 / 4.0), &[("host", "a")])).collect();
-        write(&store, &next);
-        points.extend(next);
-        assert_eq!(queried(&store), as_written(&points), "read before any compaction");
+        assert!(codec::is_packed(&stored), "a backfill is packed once a compaction stores it");
+        assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), compacted_row(&backfill).as_slice());
+        let more: Vec<_> =
+            (20..25).map(|i| point("g", backfill_hour + i, Value::Double(i as f64 / 4.0), &[("host", "a")])).collect();
+        write(&store, &more);
+        backfill.extend(more);
+        assert_eq!(queried(&store), as_written(&backfill), "read before any compaction");
         let stored = compacted_value(&store, &key).unwrap();
         assert!(codec::is_packed(&stored));
-        assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), compacted_row(&points).as_slice());
-        assert_eq!(queried(&store), as_written(&points));
+        assert_eq!(codec::expand_row(&stored).unwrap().as_ref(), compacted_row(&backfill).as_slice());
+
+        // Host "b" is the second tag value: UID 2.
+        let live_hour = now - now % 3600;
+        let live: Vec<_> =
+            (live_hour.max(now - 19)..=now).map(|t| point("g", t, Value::Int(t % 7), &[("host", "b")])).collect();
+        write(&store, &live);
+        let mut key = G_ROW;
+        key[3..7].copy_from_slice(&(live_hour as u32).to_be_bytes());
+        key[12] = 2;
+        let stored = compacted_value(&store, &key).unwrap();
+        assert_eq!(stored, compacted_row(&live), "a live series' row stays in OpenTSDB's form");
+    }
+
+    #[test]
+    fn a_row_is_quiet_a_minute_after_its_newest_point() {
+        let hour = 1356998400u32;
+        let row = compacted_row(&gauge_hour(i64::from(hour), "a"));
+        let newest = i64::from(hour) + 3590;
+        assert!(!row_quiet(hour, &row, (newest + PACK_QUIET_SECS - 1) * 1000));
+        assert!(row_quiet(hour, &row, (newest + PACK_QUIET_SECS) * 1000));
+        // Millisecond points count to the millisecond.
+        let ms = compacted_row(&[point("g", i64::from(hour) * 1000 + 1_234_567, Value::Int(1), &[("host", "a")])]);
+        assert!(!row_quiet(hour, &ms, i64::from(hour) * 1000 + 1_234_567 + PACK_QUIET_SECS * 1000 - 1));
+        assert!(row_quiet(hour, &ms, i64::from(hour) * 1000 + 1_234_567 + PACK_QUIET_SECS * 1000));
+        // A row without data points (an annotation alone) is never packed.
+        let mut note = Vec::new();
+        codec::push_column(&mut note, &[1, 0, 0], b"{}");
+        assert!(!row_quiet(hour, &note, i64::MAX));
     }
 
     #[test]

@@ -269,7 +269,7 @@ impl FilterFactory for ExpiryFactory {
         };
         Box::new(ExpiryFilter {
             first_kept_base,
-            pack: self.pack,
+            pack_now_ms: self.pack.then_some(now_ms),
             packed: Vec::new(),
             base_at: self.base_at,
             tags_at: self.tags_at,
@@ -284,15 +284,16 @@ impl FilterFactory for ExpiryFactory {
 /// Drops the entries of rows that end before the cut. Keys of another shape are kept: nothing but a data row
 /// is ever removed.
 ///
-/// In the data table it also packs a merged value that is not packed yet: a row fsck rewrote, or a row of a data
-/// directory written before rows were packed (or before the hour still open was packed too, see
-/// `tables::merge_data_row`). Those are never merged again unless a late point arrives;
+/// In the data table it also packs a quiet row's merged value that is not packed yet (see
+/// `tables::merge_data_row`): a row whose last merge ran while it was still taking points, a row fsck rewrote,
+/// or a row of a data directory written before rows were packed. Those are never merged again unless a late
+/// point arrives;
 /// every compaction that meets them (periodic ones included) packs them instead. Merge operands are not seen
 /// here (RocksDB filters values only); their row is packed by the merge operator.
 struct ExpiryFilter {
     first_kept_base: u32,
-    /// Whether this is the data table, whose unpacked rows are packed.
-    pack: bool,
+    /// For the data table, the time (ms) the compaction started, against which a row is quiet (packed).
+    pack_now_ms: Option<i64>,
     /// The last packed value handed to the engine.
     packed: Vec<u8>,
     base_at: usize,
@@ -326,7 +327,8 @@ impl ExpiryFilter {
 impl RowFilter for ExpiryFilter {
     fn filter(&mut self, key: &[u8], value: &[u8]) -> FilterDecision<'_> {
         if !self.expired(key) {
-            if self.pack && !codec::is_packed(value) && self.base(key).is_some() {
+            let quiet = |base| self.pack_now_ms.is_some_and(|now| super::tables::row_quiet(base, value, now));
+            if !codec::is_packed(value) && self.base(key).is_some_and(quiet) {
                 if let Some(packed) = codec::pack_row(value) {
                     self.packed = packed;
                     return FilterDecision::Change(&self.packed);

@@ -5,17 +5,31 @@ pub(super) fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
+/// How long a row's newest point must be in the past before a stored merge packs the row (see [`merge_data_row`]).
+pub(super) const PACK_QUIET_SECS: i64 = 60;
+
+/// Whether `row` (of the hour starting at `hour`, in seconds) is quiet at `now_ms`: its newest point is at least
+/// [`PACK_QUIET_SECS`] old, because its series moved on to the next hour, stopped, or is being backfilled.
+pub(crate) fn row_quiet(hour: u32, row: &[u8], now_ms: i64) -> bool {
+    codec::newest_offset_ms(row)
+        .is_some_and(|offset| i64::from(hour) * 1000 + i64::from(offset) + PACK_QUIET_SECS * 1000 <= now_ms)
+}
+
 /// How the store declares each of its tables to the engine: OpenTSDB's tables with their cells, rtsd's own with
 /// their merges (see [`engine::TableSpec`]).
-pub(super) fn table_spec(name: &str, fix_duplicates: bool, metrics: &Arc<Metrics>) -> TableSpec {
+pub(super) fn table_spec(name: &str, layout: &Layout, fix_duplicates: bool, metrics: &Arc<Metrics>) -> TableSpec {
     match name {
         CF_DATA => {
             let metrics = metrics.clone();
-            let full = move |_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], context: MergeContext| {
+            let (salt_width, metric_width) = (layout.salt.width, layout.uid_widths[0]);
+            let full = move |key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], context: MergeContext| {
                 // Only what a flush or compaction stores is packed: a read's merge (a query, the rollup fold's
                 // MultiGet) is decoded at once, so packing it was pure waste (`perf`, A telnet across a closed
-                // hour: two thirds of the packing). The hour still open is packed too (see `merge_data_row`).
-                merge_data_row(existing, operands, fix_duplicates, context.stored, &metrics)
+                // hour: two thirds of the packing).
+                let pack = context
+                    .stored
+                    .then(|| (codec::row_base_time(key, salt_width, metric_width), crate::timefmt::now_ms()));
+                merge_data_row(existing, operands, fix_duplicates, pack, &metrics)
             };
             let merge = Merge { name: "opentsdb-row-v1", full: Arc::new(full), partial: None };
             TableSpec::new(name, CellMap::RowColumns, Tuning::Data).with_merge(merge)
@@ -50,16 +64,20 @@ fn join_mark(_key: &[u8], _index: usize, count: i64) -> Vec<u8> {
 }
 
 /// The full merge of a data row: OpenTSDB's compaction ([`codec::merge_row`]), and with `pack` (a merge a flush
-/// or compaction stores) the compacted column packed ([`codec::pack_row`]; readers that show cells expand it back).
+/// or compaction stores: the row's base hour and the time now, ms) the compacted column packed once the row is
+/// quiet ([`row_quiet`], [`codec::pack_row`]; readers that show cells expand it back).
 ///
-/// Every stored merge packs, the hour still open included. RocksDB runs a full merge when a compaction reaches
-/// the bottom of a row's data: the row is decoded and compacted then anyway, so packing costs one more pass over
-/// its points, and it lands on disk only in files that live long. A point arriving after that (the next flush
-/// of a live series, a late point, a backfill) is one more operand: the next full merge unpacks the row, merges
-/// the point in as it would into the compacted column, and packs the result again. Packing only closed hours
-/// left a burst into the current hour (a backfill up to now, bench data set A) in OpenTSDB's 2-plus-value bytes
-/// a point, 2.5x the packed size, until the hour closed and some later compaction happened to meet the row
-/// (bench/RESULTS.md, 2026-11-29 11:33: A 7.38 -> 5.04 bytes a point on disk).
+/// RocksDB runs a full merge when a compaction reaches the bottom of a row's data: the row is decoded and
+/// compacted then anyway, so packing costs one more pass over its points, and it lands on disk only in files
+/// that live long. A point arriving after that (a late point, a backfill) is one more operand: the next full
+/// merge unpacks the row, merges the point in as it would into the compacted column, and packs the result again.
+/// That is why a row is packed only once its newest point is a minute old: a live series' row takes a new point
+/// every few seconds, and every read of it (a dashboard of the last hour) would unpack it again, ~2x the cost
+/// of merging into the compacted column (criterion `row_decode/merge a point into a packed row of 360`). Rows
+/// of a closed hour are quiet a minute after the hour, and so is a burst of past points into the hour still open
+/// (a backfill up to now, bench data set A), which packing only closed hours left in OpenTSDB's 2-plus-value
+/// bytes a point until the hour closed and some later compaction met the row (bench/RESULTS.md, 2026-11-29
+/// 11:33: A 7.38 -> 5.04 bytes a point on disk).
 ///
 /// If the stored bytes can't be decoded, the columns are kept concatenated as they are rather than failing the
 /// read: nothing written is ever dropped by a merge.
@@ -67,13 +85,16 @@ pub(super) fn merge_data_row(
     existing: Option<&[u8]>,
     operands: &[&[u8]],
     fix_duplicates: bool,
-    pack: bool,
+    pack: Option<(u32, i64)>,
     metrics: &Metrics,
 ) -> Vec<u8> {
     match codec::merge_row(existing, operands, fix_duplicates) {
         Ok(merged) => {
             metrics.compaction_duplicates(merged.identical_duplicates, merged.variant_duplicates);
-            match pack.then(|| codec::pack_row(&merged.row)).flatten() {
+            match pack
+                .filter(|&(hour, now)| row_quiet(hour, &merged.row, now))
+                .and_then(|_| codec::pack_row(&merged.row))
+            {
                 Some(packed) => packed,
                 None => merged.row,
             }

@@ -224,7 +224,8 @@ mod tests {
 
     fn data_table(appends: bool) -> Table {
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let spec = crate::store::tables::table_spec(crate::store::CF_DATA, false, &metrics);
+        let layout = crate::store::Layout { uid_widths: [3, 3, 3], salt: codec::SaltConfig::NONE };
+        let spec = crate::store::tables::table_spec(crate::store::CF_DATA, &layout, false, &metrics);
         let mut options = HBaseOptions::new("127.0.0.1:2181");
         options.appends = appends;
         table_of(&spec, &options)
