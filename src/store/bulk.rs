@@ -1,8 +1,8 @@
 //! Bulk loads (`rtsd import`): rows built whole in memory and handed to the engine as sorted table files
 //! ([`super::engine::TableFiles`], RocksDB's), or as ordinary writes to an engine that takes no files.
 //!
-//! The daemon's write path ends with every row merged (OpenTSDB's compaction, [`codec::merge_row`]) and
-//! packed, by RocksDB's flushes and compactions; on the way each row costs memtable inserts, a
+//! The daemon's write path ends with every row merged (OpenTSDB's compaction, [`codec::merge_row`]) and, once
+//! quiet, packed, by RocksDB's flushes and compactions; on the way each row costs memtable inserts, a
 //! write-ahead log record and the merge itself. A bulk load knows every point of a row before it writes it, so
 //! it builds the row's final value directly ([`codec::FreshRow::merged`], packed as the merge operator would pack
 //! it) and writes the rows of a batch, sorted, into table files that RocksDB takes in whole
