@@ -6,6 +6,10 @@ use super::*;
 /// trickle of writes leaves less, and flushing that after every pause would only make small files to compact.
 pub(super) const BURST_MEMTABLE_BYTES: u64 = 8 << 20;
 
+/// Counter merges per write when the counters are written (see `SeriesIndex::drain_counts`): a bounded write, as
+/// the flush of the series table writes its rows in slices.
+const COUNTER_MERGES_PER_WRITE: usize = 4096;
+
 impl Store {
     /// Every table this store opened (its own tables, the configured rollup tables, the rollup marks).
     pub(super) fn family_names(&self) -> Vec<&str> {
@@ -127,9 +131,10 @@ impl Store {
         if !self.series.has_counts() {
             return Ok(());
         }
-        let mut batch = WriteBatch::default();
-        self.series.drain_counts(&mut batch);
-        self.engine.write(batch, Durability::Logged)
+        for batch in self.series.drain_counts(COUNTER_MERGES_PER_WRITE) {
+            self.engine.write(batch, Durability::Logged)?;
+        }
+        Ok(())
     }
 
     /// Makes everything written so far durable on disk (graceful shutdown).
