@@ -199,8 +199,8 @@ fn row_decode(c: &mut Criterion) {
     g.bench_function("pack a compacted row of 360 points", |b| {
         b.iter(|| codec::pack_row(black_box(&compacted)).expect("packs"))
     });
-    // A live series' next point merging into its row as a read or a compaction meets it: the row stored as the
-    // compacted column, or packed (every stored row is packed, the hour still open too).
+    // A series' next point merging into its row as a read or a compaction meets it: the row stored as the
+    // compacted column (a live series' row), or packed (a row once quiet, see `store::tables::row_quiet`).
     let (last_ts, last) = points[359];
     let mut next = Vec::new();
     codec::push_column(&mut next, &codec::build_qualifier(last_ts + 5, last.flags()), &last.encode());

@@ -132,17 +132,17 @@ impl SeriesIndex {
     /// is a mutation and its protobuf (~850 bytes while the write is in flight), a spike of ~150 MB every
     /// [`COUNTER_WRITE_SECS`] for data set A's 100,000 series.
     pub fn drain_counts(&self, per_batch: usize) -> Vec<WriteBatch> {
-        let mut batches = vec![WriteBatch::default()];
+        let mut batches: Vec<WriteBatch> = Vec::new();
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         counters.retain(|(tsuid, counter)| {
             // Checked before taking the count: a counter only this list holds gets no more points.
             let orphan = Arc::strong_count(counter) == 1;
             let points = counter.points.swap(0, Ordering::Relaxed);
             if points > 0 {
-                if batches.last().is_some_and(|b| b.len() >= per_batch.max(1)) {
+                if batches.last().is_none_or(|b| b.len() >= per_batch.max(1)) {
                     batches.push(WriteBatch::default());
                 }
-                let batch = batches.last_mut().expect("one batch at least");
+                let batch = batches.last_mut().expect("pushed above when missing");
                 batch.merge(
                     CF_SERIES,
                     &counter_key(tsuid),
@@ -151,7 +151,6 @@ impl SeriesIndex {
             }
             !orphan
         });
-        batches.retain(|b| !b.is_empty());
         batches
     }
 

@@ -10,7 +10,7 @@ pub(super) const PACK_QUIET_SECS: i64 = 60;
 
 /// Whether `row` (of the hour starting at `hour`, in seconds) is quiet at `now_ms`: its newest point is at least
 /// [`PACK_QUIET_SECS`] old, because its series moved on to the next hour, stopped, or is being backfilled.
-pub(crate) fn row_quiet(hour: u32, row: &[u8], now_ms: i64) -> bool {
+pub(super) fn row_quiet(hour: u32, row: &[u8], now_ms: i64) -> bool {
     codec::newest_offset_ms(row)
         .is_some_and(|offset| i64::from(hour) * 1000 + i64::from(offset) + PACK_QUIET_SECS * 1000 <= now_ms)
 }
