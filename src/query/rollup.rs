@@ -96,7 +96,8 @@ pub fn read(
     let plan = if usage == RollupUsage::Raw { None } else { plan(config, engine) };
     let mut last_tried = None;
     if let Some((need, ids, candidates)) = plan {
-        let mut folded = false;
+        // Pre-aggregates are written by clients, never folded.
+        let mut folded = if pre_aggregate { Folded::Yes } else { Folded::No };
         for interval in candidates {
             if interval.default {
                 // The default interval is the raw table (OpenTSDB: "a scan on raw data").
@@ -109,20 +110,13 @@ pub fn read(
                 last_tried = None;
                 break;
             }
-            if !folded && !pre_aggregate {
-                // Raw points written so far must be in the rollups before they are read.
-                let t = std::time::Instant::now();
-                store.fold_rollups(Some(metric))?;
-                tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, "query: metric's rollups folded");
-                folded = true;
-            }
             let family = RollupInterval::family(table);
             let t = std::time::Instant::now();
             let answer = read_interval(
                 store,
                 engine,
                 (need, &ids, interval, &family),
-                pre_aggregate,
+                (pre_aggregate, &mut folded),
                 (metric, targeted, keep_all, &mut keep),
                 (scan_start, scan_end),
                 budget,
@@ -168,14 +162,60 @@ pub fn read(
     }
 }
 
+/// Whether the raw points written so far are in the rollups a read is about to read: they must be, or be read
+/// from the raw rows instead.
+enum Folded {
+    No,
+    /// Settled, and these raw rows of the metric are not folded yet ([`Store::unfolded_rows`]): a grid read takes
+    /// their buckets from their points.
+    Unfolded(Vec<Vec<u8>>),
+    Yes,
+}
+
+impl Folded {
+    /// Folds the metric's raw rows written so far, unless done.
+    fn fold(&mut self, store: &Store, metric: &[u8]) -> Result<(), StoreError> {
+        if !matches!(self, Folded::Yes) {
+            let t = std::time::Instant::now();
+            let rows = store.fold_rollups(Some(metric))?;
+            tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, rows, "query: metric's rollups folded");
+            *self = Folded::Yes;
+        }
+        Ok(())
+    }
+
+    /// The raw rows a grid read takes from raw points: none once folded. Right after a burst of writes a query
+    /// no longer waits for its metric's backlog to be folded (issue 22 item 5); it folds only when the rows
+    /// cannot be told (see [`Store::unfolded_rows`]).
+    fn unfolded(&mut self, store: &Store, metric: &[u8]) -> Result<&[Vec<u8>], StoreError> {
+        if matches!(self, Folded::No) {
+            *self = match store.unfolded_rows(metric)? {
+                Some(rows) => {
+                    tracing::debug!(rows = rows.len(), "query: metric's rows not folded yet are read raw");
+                    Folded::Unfolded(rows)
+                }
+                None => {
+                    self.fold(store, metric)?;
+                    Folded::Yes
+                }
+            };
+        }
+        Ok(match self {
+            Folded::Unfolded(rows) => rows,
+            _ => &[],
+        })
+    }
+}
+
 /// Reads one rollup interval's `family` for the series (from `select`: the metric, the targeted TSUIDs, whether
 /// every series is kept, the filter otherwise): onto a grid when the interval's cells can be staged there, else
-/// per series with one point per bucket. The answer is empty when the table holds nothing for them.
+/// per series with one point per bucket. The answer is empty when the table holds nothing for them. Raw rows
+/// not folded yet are read raw onto a grid; the general read folds them first (`folded`).
 fn read_interval<K>(
     store: &Store,
     engine: &Query,
     (need, ids, interval, family): (Need, &[u8], &RollupInterval, &str),
-    pre_aggregate: bool,
+    (pre_aggregate, folded): (bool, &mut Folded),
     (metric, targeted, keep_all, keep): (&[u8], Option<&[Tsuid]>, bool, &mut K),
     (scan_start, scan_end): (i64, i64),
     budget: &mut ReadBudget,
@@ -191,12 +231,15 @@ where
             None if keep_all => GridSelect::All,
             None => GridSelect::Keep(keep),
         };
-        let read =
-            store.read_rollup_grid(family, interval, ids, metric, scan_start, scan_end, budget, select, &stage_row)?;
+        let unfolded = folded.unfolded(store, metric)?;
+        let read = store.read_rollup_grid(
+            family, interval, ids, metric, scan_start, scan_end, budget, select, unfolded, &stage_row,
+        )?;
         if let Some(grid) = read {
             return Ok(RollupAnswer { series: Vec::new(), grid: Some(grid), table });
         }
     }
+    folded.fold(store, metric)?;
     let found = match targeted {
         Some(tsuids) => store.read_rollup_series(family, interval, ids, tsuids, scan_start, scan_end, budget)?,
         // Nothing to select: read in two halves side by side.
@@ -470,6 +513,115 @@ mod tests {
             assert_eq!(run(&store, m, ""), run(&store, m, "rollup_raw:"), "{m}");
         }
         assert_eq!(store.fold_backlog(), 0);
+    }
+
+    fn put(store: &crate::store::Store, host: &str, offset: i64, value: Stored) {
+        let tags: Tags = [(Cow::Borrowed("host"), Cow::Borrowed(host))].into_iter().collect();
+        let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: BASE + offset, value, tags };
+        let mut batch = store.new_batch();
+        store.add_point(&mut batch, &p).unwrap();
+        store.commit(&mut batch, false).unwrap();
+    }
+
+    fn open(dir: &std::path::Path) -> crate::store::Store {
+        let config = Config::for_data_dir(dir, &[("tsd.rollups.enable", "true")]).unwrap();
+        crate::store::Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
+    }
+
+    /// The downsamples a grid read answers (see `grid_cells`), with filters that read every series, the series
+    /// a filter keeps while scanning, and series selected by the index.
+    const GRID_QUERIES: [&str; 7] = [
+        "sum:1m-avg:m",
+        "sum:1m-sum:m{host=*}",
+        "sum:1m-count:m{host=d}",
+        "max:1m-max:m{}{host=literal_or(a|d)}",
+        "min:1m-min:m{}{host=regexp(b|d)}",
+        "sum:1h-avg:m",
+        "zimsum:10m-sum:m{host=*}",
+    ];
+
+    // issue 22 item 5: a grid read (q1's kind) right after writes reads the raw rows not folded yet instead of
+    // folding them first: the answer is the raw answer bit for bit, the same as after the fold, and the backlog
+    // is left to the daemon's fold.
+    #[test]
+    fn a_grid_query_reads_rows_not_folded_yet_from_their_points_and_leaves_them_to_the_fold() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        // Three hours of hosts a, b, c (integers and floats, a point every 30 s) and a point of d, folded.
+        for i in 0..3 * 120i64 {
+            for (h, host) in ["a", "b", "c"].iter().enumerate() {
+                let value = if i % 4 == 0 { Stored::Int(i * 3 + h as i64) } else { Stored::Double(i as f64 / 7.0) };
+                put(&store, host, i * 30, value);
+            }
+        }
+        put(&store, "d", 2 * 3600 + 600, Stored::Int(11));
+        store.fold_rollups(None).unwrap();
+        assert_eq!(store.fold_backlog(), 0);
+        let folded_before: Vec<Answer> = GRID_QUERIES.iter().map(|m| run(&store, m, "")).collect();
+        // Then, not folded: a late point and an overwrite into folded hours of a (its first and second hour), a
+        // point of b after its last, and host d, whose other rows are not folded (one lone point in hour 0, a
+        // fourth hour of points).
+        put(&store, "a", 15, Stored::Double(1e6));
+        put(&store, "a", 3600 + 30, Stored::Int(-40));
+        put(&store, "b", 3 * 3600 + 5, Stored::Float(2.5));
+        put(&store, "d", 59, Stored::Int(7));
+        for i in 0..120i64 {
+            put(&store, "d", 3 * 3600 + i * 30, Stored::Double(i as f64 * 0.25 - 3.0));
+        }
+        // And c's hour 1 deleted: its buckets go.
+        let uid = |kind, name| store.uids().get(kind, name).unwrap().unwrap().as_bytes().to_vec();
+        use rtsd_protocol::point::UidKind;
+        let c: crate::store::Tsuid =
+            [uid(UidKind::Metric, "m"), uid(UidKind::TagKey, "host"), uid(UidKind::TagValue, "c")]
+                .concat()
+                .as_slice()
+                .into();
+        let hour_1 = (BASE + 3600) * 1000;
+        assert_eq!(store.delete_series_rows(&[c], hour_1, hour_1 + 3_600_000).unwrap(), 1);
+        store.settle().unwrap();
+        let backlog = store.fold_backlog();
+        assert_eq!(backlog, 6, "a's hours 0 and 1, b's hour 3, c's hour 1, d's hours 0 and 3");
+        let mut unfolded = Vec::new();
+        for m in GRID_QUERIES {
+            let answer = run(&store, m, "");
+            assert_eq!(answer, run(&store, m, "rollup_raw:"), "{m}");
+            unfolded.push(answer);
+        }
+        assert_eq!(store.fold_backlog(), backlog, "the queries folded nothing");
+        // What they answered differs from before the writes (so the raw rows were read) ...
+        for ((m, before), now) in GRID_QUERIES.iter().zip(&folded_before).zip(&unfolded) {
+            assert_ne!(before, now, "{m}");
+        }
+        // ... and is what they answer once the rows are folded.
+        store.fold_rollups(None).unwrap();
+        assert_eq!(store.fold_backlog(), 0);
+        for (m, answer) in GRID_QUERIES.iter().zip(&unfolded) {
+            assert_eq!(&run(&store, m, ""), answer, "{m}");
+        }
+    }
+
+    // A store reopened with marks not folded has no notes of them: a grid query then folds first (its answer
+    // still exact), since it cannot tell which rows to read raw.
+    #[test]
+    fn a_grid_query_folds_first_when_marks_from_before_a_restart_are_unfolded() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            for i in 0..240i64 {
+                put(&store, ["a", "b"][(i % 2) as usize], i * 30, Stored::Int(i));
+            }
+            store.flush_pending().unwrap();
+        }
+        let store = open(dir.path());
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let metric = metric.as_bytes();
+        assert_eq!(store.unfolded_rows(metric).unwrap(), None);
+        let m = "sum:1m-sum:m";
+        assert_eq!(run(&store, m, ""), run(&store, m, "rollup_raw:"));
+        assert_eq!(store.fold_rollups(Some(metric)).unwrap(), 0, "the query folded");
+        // Once a full fold has read the stored marks, the notes tell again.
+        store.fold_rollups(None).unwrap();
+        assert_eq!(store.unfolded_rows(metric).unwrap(), Some(Vec::new()));
     }
 
     proptest! {

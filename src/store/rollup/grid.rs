@@ -62,6 +62,10 @@ impl Store {
     /// 11 MB of doubles rather than 70 MB of cells. Budget and statistics are charged as the cell read charges
     /// them.
     ///
+    /// `unfolded` lists raw rows of the metric not folded yet ([`Store::unfolded_rows`]): their hours' buckets
+    /// come from their raw points, computed as the fold computes them, so the grid holds what it would hold
+    /// after the fold without waiting for it.
+    ///
     /// `None` when only the general read can answer: the table is not one rtsd computes, its rows do not start
     /// on bucket boundaries, or it holds cells of its own in the range (rollups written by clients, or by an
     /// rtsd from before `:a` rows), which that read merges.
@@ -75,7 +79,8 @@ impl Store {
         start_ms: i64,
         end_ms: i64,
         budget: &mut crate::store::ReadBudget,
-        select: GridSelect<'_, '_>,
+        mut select: GridSelect<'_, '_>,
+        unfolded: &[Vec<u8>],
         stage_row: &F,
     ) -> Result<Option<RollupGrid>, StoreError> {
         let auto_family = RollupInterval::auto_family(family);
@@ -103,8 +108,9 @@ impl Store {
             charged: ids.iter().filter(|id| self.rollups.auto_ids.contains(id)).count(),
         };
         let middle = interval.base_time((i64::from(first_base) + i64::from(last_base)) / 2 + 1);
-        let mut series = match select {
+        let mut series = match &mut select {
             GridSelect::Series(tsuids) => {
+                let tsuids: &[Tsuid] = tsuids;
                 // Fetched by key, as `read_rollup_series` does, several series in two halves side by side.
                 let bases = bases_from(interval, first_base, last_base);
                 let read = &read;
@@ -125,7 +131,7 @@ impl Store {
                 }
             }
             GridSelect::Keep(keep) => {
-                self.grid_rows(&read, (first_base, last_base), (0, len), budget, keep, stage_row)?
+                self.grid_rows(&read, (first_base, last_base), (0, len), budget, &mut **keep, stage_row)?
             }
             GridSelect::All if middle <= first_base || middle > last_base => {
                 self.grid_rows(&read, (first_base, last_base), (0, len), budget, &mut |_| Ok(true), stage_row)?
@@ -171,6 +177,9 @@ impl Store {
                 out
             }
         };
+        if !unfolded.is_empty() {
+            self.grid_unfolded(&read, interval.interval_secs, unfolded, &mut series, &mut select, stage_row, budget)?;
+        }
         series.retain(|s| s.cells > 0);
         series.sort_by(|a, b| a.series.tsuid.cmp(&b.series.tsuid));
         Ok(Some(RollupGrid { first_ms, step_ms, series }))
@@ -346,4 +355,180 @@ impl Store {
         s.cells += cells;
         budget.charge(cells * read.charged, value.len())
     }
+
+    /// Puts the buckets of the raw rows `rows` (of the read's metric, not folded yet, in key order) onto the
+    /// grid in place of what the rollup rows gave for their hours: each row's buckets computed from its points
+    /// as the fold computes them ([`buckets`]) and staged as `stage_row` stages a rollup row's columns, so the
+    /// values are bit for bit those of a read after the fold. A series only these rows have is added when
+    /// `select` takes it. Rows are read in two halves side by side when there are many (right after a burst,
+    /// thousands).
+    #[allow(clippy::too_many_arguments)]
+    fn grid_unfolded<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>) + Sync>(
+        &self,
+        read: &GridRead<'_>,
+        interval_secs: u32,
+        rows: &[Vec<u8>],
+        series: &mut Vec<GridSeries>,
+        select: &mut GridSelect<'_, '_>,
+        stage_row: &F,
+        budget: &mut crate::store::ReadBudget,
+    ) -> Result<(), StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let grid_end = read.first_ms + read.len as i64 * read.step_ms;
+        let rows: Vec<&[u8]> = rows
+            .iter()
+            .map(Vec::as_slice)
+            .filter(|row| {
+                let hour_ms = i64::from(codec::row_base_time(row, sw, mw)) * 1000;
+                hour_ms < grid_end && hour_ms + 3_600_000 > read.first_ms
+            })
+            .filter(|row| match select {
+                GridSelect::Series(tsuids) => tsuids.binary_search(&self.layout.tsuid_of_row(row)).is_ok(),
+                _ => true,
+            })
+            .collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let hours = if rows.len() >= SPLIT_UNFOLDED_ROWS {
+            let (earlier, later) = rows.split_at(rows.len() / 2);
+            let (earlier, later) = read_halves(
+                budget,
+                |budget| self.unfolded_hours(read, interval_secs, earlier, stage_row, budget),
+                |forked| self.unfolded_hours(read, interval_secs, later, stage_row, forked),
+            );
+            let mut hours = earlier?;
+            hours.extend(later?);
+            hours
+        } else {
+            self.unfolded_hours(read, interval_secs, &rows, stage_row, budget)?
+        };
+        let mut at: HashMap<Tsuid, usize> =
+            series.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
+        // Series not taken by `select` (decided once each).
+        let mut left_out: std::collections::HashSet<Tsuid> = std::collections::HashSet::new();
+        let mut touched = Vec::new();
+        for hour in hours {
+            let tsuid = self.layout.tsuid_of_row(rows[hour.row]);
+            let i = match at.get(&tsuid) {
+                Some(&i) => i,
+                None if left_out.contains(&tsuid) => continue,
+                None => {
+                    let taken = match select {
+                        GridSelect::Keep(keep) => {
+                            let pairs: Vec<(&[u8], &[u8])> = self.layout.tsuid_pairs(&tsuid).collect();
+                            keep(&pairs)?
+                        }
+                        GridSelect::All | GridSelect::Series(_) => true,
+                    };
+                    if !taken {
+                        left_out.insert(tsuid);
+                        continue;
+                    }
+                    series.push(GridSeries {
+                        series: StoredSeries::of_tsuid(&tsuid, &self.layout),
+                        values: vec![0.0; read.len],
+                        present: vec![0; read.len.div_ceil(64)],
+                        cells: 0,
+                    });
+                    at.insert(tsuid, series.len() - 1);
+                    series.len() - 1
+                }
+            };
+            let s = &mut series[i];
+            // The hour's buckets on the grid: what the rollup rows gave for them goes.
+            let index = |ms: i64| (ms - read.first_ms).div_euclid(read.step_ms).clamp(0, read.len as i64) as usize;
+            for b in index(hour.hour_ms)..index(hour.hour_ms + 3_600_000) {
+                s.values[b] = 0.0;
+                s.present[b / 64] &= !(1 << (b % 64));
+            }
+            for (start, value) in hour.buckets {
+                let b = (start - read.first_ms).div_euclid(read.step_ms);
+                if (0..read.len as i64).contains(&b) {
+                    let b = b as usize;
+                    s.values[b] = value;
+                    s.present[b / 64] |= 1 << (b % 64);
+                }
+            }
+            touched.push(i);
+        }
+        for i in touched {
+            let s = &mut series[i];
+            s.cells = s.present.iter().map(|w| w.count_ones() as usize).sum();
+        }
+        Ok(())
+    }
+
+    /// The staged buckets of each raw row of `rows` (see [`Store::grid_unfolded`]), charged to the budget as the
+    /// rollup cells they stand for.
+    fn unfolded_hours<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>)>(
+        &self,
+        read: &GridRead<'_>,
+        interval_secs: u32,
+        rows: &[&[u8]],
+        stage_row: &F,
+        budget: &mut crate::store::ReadBudget,
+    ) -> Result<Vec<UnfoldedHour>, StoreError> {
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        let overlay = self.overlay();
+        let mut out = Vec::with_capacity(rows.len());
+        let mut points = Vec::new();
+        let mut columns: [Vec<f64>; COLUMNS] = Default::default();
+        let mut staged = Vec::new();
+        self.engine.get_many(CF_DATA, rows, true, ReadHints::default(), &mut |i, stored| {
+            let key = rows[i];
+            let merged;
+            let value: &[u8] = match (stored, overlay.get(key)) {
+                (stored, Some(extra)) => {
+                    merged = self.merge_unflushed(stored, extra);
+                    &merged
+                }
+                (Some(stored), None) => stored,
+                (None, None) => &[],
+            };
+            let hour = codec::row_base_time(key, sw, mw);
+            codec::row_values(hour, value, &mut points)
+                .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
+            let buckets = buckets(&points, interval_secs);
+            for c in &mut columns {
+                c.clear();
+            }
+            let mut integral = [true; COLUMNS];
+            for b in &buckets {
+                for (c, v) in [b.sum, Value::Int(b.count), b.min, b.max].into_iter().enumerate() {
+                    columns[c].push(as_f64(v));
+                    integral[c] &= matches!(v, Value::Int(_));
+                }
+            }
+            for (c, column) in columns.iter_mut().enumerate() {
+                // Only the columns a rollup row read decodes are given, as there.
+                if !read.columns[c] {
+                    column.clear();
+                    integral[c] = false;
+                }
+            }
+            stage_row(&columns, integral, &mut staged);
+            budget.charge(buckets.len() * read.charged, value.len())?;
+            out.push(UnfoldedHour {
+                row: i,
+                hour_ms: i64::from(hour) * 1000,
+                buckets: buckets.iter().map(|b| b.start).zip(staged.iter().copied()).collect(),
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+/// Raw rows not folded yet that a grid read reads in two halves side by side (see [`Store::grid_unfolded`]).
+const SPLIT_UNFOLDED_ROWS: usize = 512;
+
+/// One raw row's buckets as a grid read takes them from its points (see [`Store::grid_unfolded`]).
+struct UnfoldedHour {
+    /// The row's index in the rows read.
+    row: usize,
+    /// Its hour's start.
+    hour_ms: i64,
+    /// (bucket start ms, staged value) of each bucket with points.
+    buckets: Vec<(i64, f64)>,
 }
