@@ -54,6 +54,23 @@ pub fn list_tables(path: &Path) -> Vec<String> {
     DB::list_cf(&Options::default(), path).unwrap_or_default().into_iter().filter(|n| n != "default").collect()
 }
 
+/// Runs RocksDB's compactions at the lowest CPU priority (nice 19, RocksDB's low-priority pool; flushes, in the
+/// high-priority pool, keep the daemon's): on two cores the compactions a burst of writes leaves behind took
+/// half the CPU from the first query after it (issue 22 item 5, bench/RESULTS.md 2026-11-29 15:1x), and ingest
+/// takes the CPU they would have had. Compactions still run whenever a core is idle, and when they fall behind
+/// under sustained writes, RocksDB's own write slowdown on too many level-0 files makes the writers wait, which
+/// gives them the CPU. The pool is the process's (RocksDB's default environment), so this holds for every
+/// database the process opens.
+fn compactions_step_aside(db_opts: &mut Options) {
+    match rocksdb::Env::new() {
+        Ok(mut env) => {
+            env.lower_thread_pool_cpu_priority();
+            db_opts.set_env(&env);
+        }
+        Err(e) => tracing::warn!(error = %e, "RocksDB's environment: compactions keep the daemon's CPU priority"),
+    }
+}
+
 impl RocksEngine {
     pub fn open(path: &Path, tables: &[TableSpec], options: &RocksOptions) -> Result<RocksEngine, StoreError> {
         let mut db_opts = Options::default();
@@ -61,6 +78,9 @@ impl RocksEngine {
         db_opts.create_missing_column_families(true);
         db_opts.increase_parallelism(2);
         db_opts.set_max_background_jobs(2);
+        if !options.read_only {
+            compactions_step_aside(&mut db_opts);
+        }
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(5);
         // RocksDB keeps table files open up to this bound, so client sockets cannot starve it of descriptors and
@@ -634,6 +654,43 @@ mod tests {
         bad.put("t:none", b"z", b"");
         assert!(e.write(bad, Durability::Logged).is_err());
         assert_eq!(e.get("t:a", b"y", ReadHints::default()).unwrap(), None);
+    }
+
+    /// The nice values of this process's threads named `name`.
+    fn nice_of_threads(name: &str) -> Vec<i64> {
+        let mut out = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            // Field 19 of stat, counted after the parenthesised command (which may hold spaces).
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+            out.extend(after.split(' ').nth(16).and_then(|n| n.parse::<i64>().ok()));
+        }
+        out
+    }
+
+    // Issue 22 item 5: compactions run at nice 19, so a query right after a burst of writes is not left half
+    // the CPU. A compaction thread lowers its priority when it takes its first job.
+    #[test]
+    fn compactions_run_at_the_lowest_cpu_priority() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        let m = e.maintenance().unwrap();
+        for round in 0..3u8 {
+            let mut b = WriteBatch::default();
+            for i in 0..100u8 {
+                b.put("t:b", &[round, i], &[i; 100]);
+            }
+            e.write(b, Durability::Logged).unwrap();
+            m.flush_table("t:b").unwrap();
+        }
+        m.compact_table("t:b", true).unwrap();
+        let nice = nice_of_threads("rocksdb:low");
+        assert!(nice.contains(&19), "{nice:?}");
+        assert!(nice_of_threads("rocksdb:high").iter().all(|&n| n < 19));
     }
 
     // Issue 22: after data set A the rollup tables' and the series index's level-0 files (LZ4) overlapped
