@@ -578,9 +578,13 @@ mod tests {
                 .into();
         let hour_1 = (BASE + 3600) * 1000;
         assert_eq!(store.delete_series_rows(&[c], hour_1, hour_1 + 3_600_000).unwrap(), 1);
+        // And enough new series that the rows not folded are read on several threads (a chunk is 256 rows).
+        for e in 0..600 {
+            put(&store, &format!("e{e:03}"), 3 * 3600 + e, Stored::Int(e));
+        }
         store.settle().unwrap();
         let backlog = store.fold_backlog();
-        assert_eq!(backlog, 6, "a's hours 0 and 1, b's hour 3, c's hour 1, d's hours 0 and 3");
+        assert_eq!(backlog, 606, "a's hours 0 and 1, b's hour 3, c's hour 1, d's hours 0 and 3, the e's");
         let mut unfolded = Vec::new();
         for m in GRID_QUERIES {
             let answer = run(&store, m, "");

@@ -264,11 +264,18 @@ impl Store {
         if !self.rollups.auto() || self.rollups.read_only {
             return Ok(Some(Vec::new()));
         }
+        let t = std::time::Instant::now();
         self.settle()?;
+        let settled = t.elapsed();
         // Under the fold lock no fold is between taking rows out of the notes and writing their buckets, so a row
         // not noted now is in the rollups. A fold after the lock is let go only folds rows listed here, which the
         // query reads raw anyway.
         let _locked = self.fold_lock_for(&Select::Metric(metric));
+        tracing::debug!(
+            settle_ms = settled.as_secs_f64() * 1e3,
+            lock_ms = (t.elapsed() - settled).as_secs_f64() * 1e3,
+            "query: settled, and no fold between notes and rollups"
+        );
         if self.rollups.unnoted.load(Ordering::Acquire) {
             return Ok(None);
         }

@@ -360,8 +360,7 @@ impl Store {
     /// grid in place of what the rollup rows gave for their hours: each row's buckets computed from its points
     /// as the fold computes them ([`buckets`]) and staged as `stage_row` stages a rollup row's columns, so the
     /// values are bit for bit those of a read after the fold. A series only these rows have is added when
-    /// `select` takes it. Rows are read in two halves side by side when there are many (right after a burst,
-    /// thousands).
+    /// `select` takes it. Rows are read on every core when there are many (right after a burst, thousands).
     #[allow(clippy::too_many_arguments)]
     fn grid_unfolded<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>) + Sync>(
         &self,
@@ -390,15 +389,47 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let hours = if rows.len() >= SPLIT_UNFOLDED_ROWS {
-            let (earlier, later) = rows.split_at(rows.len() / 2);
-            let (earlier, later) = read_halves(
-                budget,
-                |budget| self.unfolded_hours(read, interval_secs, earlier, stage_row, budget),
-                |forked| self.unfolded_hours(read, interval_secs, later, stage_row, forked),
-            );
-            let mut hours = earlier?;
-            hours.extend(later?);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, UNFOLDED_THREADS);
+        let hours = if rows.len() > UNFOLDED_CHUNK && threads > 1 {
+            // Each thread takes the next chunk: rows cost unevenly (the newest hours' rows are fresh fragments
+            // to merge, older ones compacted), so fixed halves left one thread working alone for most of the
+            // read (issue 22 item 5).
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let work = |budget: &mut crate::store::ReadBudget| -> Result<Vec<UnfoldedHour>, StoreError> {
+                let mut out = Vec::new();
+                loop {
+                    let start = next.fetch_add(UNFOLDED_CHUNK, Ordering::Relaxed);
+                    let Some(chunk) = rows.get(start..(start + UNFOLDED_CHUNK).min(rows.len())) else { break };
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    let mut hours = self.unfolded_hours(read, interval_secs, chunk, stage_row, budget)?;
+                    hours.iter_mut().for_each(|h| h.row += start);
+                    out.append(&mut hours);
+                }
+                Ok(out)
+            };
+            let work = &work;
+            let (mine, others) = std::thread::scope(|scope| {
+                let others: Vec<_> = (1..threads)
+                    .map(|_| {
+                        let mut forked = budget.fork();
+                        scope.spawn(move || work(&mut forked).map(|hours| (hours, forked)))
+                    })
+                    .collect();
+                let mine = work(budget);
+                let others: Vec<_> = others
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                    .collect();
+                (mine, others)
+            });
+            let mut hours = mine?;
+            for other in others {
+                let (more, forked) = other?;
+                budget.join(forked)?;
+                hours.extend(more);
+            }
             hours
         } else {
             self.unfolded_hours(read, interval_secs, &rows, stage_row, budget)?
@@ -520,8 +551,10 @@ impl Store {
     }
 }
 
-/// Raw rows not folded yet that a grid read reads in two halves side by side (see [`Store::grid_unfolded`]).
-const SPLIT_UNFOLDED_ROWS: usize = 512;
+/// Raw rows not folded yet a thread of a grid read takes at a time (see [`Store::grid_unfolded`]).
+const UNFOLDED_CHUNK: usize = 256;
+/// Threads a grid read reads raw rows not folded yet on, at most (as many as there are cores).
+const UNFOLDED_THREADS: usize = 4;
 
 /// One raw row's buckets as a grid read takes them from its points (see [`Store::grid_unfolded`]).
 struct UnfoldedHour {
