@@ -56,11 +56,13 @@ pub fn list_tables(path: &Path) -> Vec<String> {
 
 /// Runs RocksDB's compactions at the lowest CPU priority (nice 19, RocksDB's low-priority pool; flushes, in the
 /// high-priority pool, keep the daemon's): on two cores the compactions a burst of writes leaves behind took
-/// half the CPU from the first query after it (issue 22 item 5, bench/RESULTS.md 2026-11-29 15:1x), and ingest
-/// takes the CPU they would have had. Compactions still run whenever a core is idle, and when they fall behind
-/// under sustained writes, RocksDB's own write slowdown on too many level-0 files makes the writers wait, which
-/// gives them the CPU. The pool is the process's (RocksDB's default environment), so this holds for every
-/// database the process opens.
+/// half the CPU from the first query after it (issue 22 item 5, bench/RESULTS.md 2026-11-29 15:10-15:45), and
+/// ingest takes the CPU they would have had. Compactions run whenever a core is idle; when they fall behind
+/// under sustained writes, RocksDB slows and then stops writes on too many level-0 files, so the writers wait
+/// (back-pressure to clients, nothing lost) and the compactions get the CPU the writes used. Only a CPU kept busy
+/// by other work (queries) without pause holds them back, at the ~1.5% a nice-19 thread still gets. The pool is
+/// the process's (RocksDB's default environment), so this holds for every database the process opens, and for
+/// the manual compactions (after a burst, `fsck --reclaim`) too.
 fn compactions_step_aside(db_opts: &mut Options) {
     match rocksdb::Env::new() {
         Ok(mut env) => {

@@ -258,30 +258,27 @@ impl Store {
     /// ~1 s to fold ~17-20 k rows of data set B's q1). The daemon folds them meanwhile, as it would anyway.
     ///
     /// `None` when the rows cannot be told from the notes, and the query has to fold: stored marks may lack a
-    /// note (from before a restart), or a row's hour reaches past the raw retention: its older raw points may be
-    /// gone while its rollups keep them (the fold recomputes only the buckets that changed).
+    /// note (from before a restart, or a fold that stopped on an error or a shutdown), a full fold is reading
+    /// them, or a row's hour reaches past the raw retention: its older raw points may be gone while its rollups
+    /// keep them (the fold recomputes only the buckets that changed).
     pub fn unfolded_rows(&self, metric: &[u8]) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
         if !self.rollups.auto() || self.rollups.read_only {
             return Ok(Some(Vec::new()));
         }
         let t = std::time::Instant::now();
         self.settle()?;
-        let settled = t.elapsed();
-        // Under the fold lock no fold is between taking rows out of the notes and writing their buckets, so a row
-        // not noted now is in the rollups. A fold after the lock is let go only folds rows listed here, which the
-        // query reads raw anyway.
-        let _locked = self.fold_lock_for(&Select::Metric(metric));
-        tracing::debug!(
-            settle_ms = settled.as_secs_f64() * 1e3,
-            lock_ms = (t.elapsed() - settled).as_secs_f64() * 1e3,
-            "query: settled, and no fold between notes and rollups"
-        );
-        if self.rollups.unnoted.load(Ordering::Acquire) {
-            return Ok(None);
-        }
+        tracing::debug!(settle_ms = t.elapsed().as_secs_f64() * 1e3, "query: settled");
+        // A row whose rollups may lag its points is noted (`pending`) or taken by a fold that has not written it
+        // yet (`in_flight`): rows move from the first to the second under the `pending` lock, and leave the second
+        // once written. So no fold is waited for, not even a full fold of every metric's backlog.
         let mut rows: Vec<Vec<u8>> = {
             let pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.by_metric.get(metric).map(|rows| rows.keys().cloned().collect()).unwrap_or_default()
+            if self.rollups.unnoted.load(Ordering::Acquire) || self.rollups.reading_marks.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            let in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            let noted = pending.by_metric.get(metric).into_iter().flat_map(|rows| rows.keys());
+            noted.chain(in_flight.get(metric).into_iter().flat_map(|rows| rows.keys())).cloned().collect()
         };
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let cut_ms = self.retention.cut_ms(CF_DATA);
@@ -289,6 +286,7 @@ impl Store {
             return Ok(None);
         }
         rows.sort_unstable();
+        rows.dedup();
         Ok(Some(rows))
     }
 
@@ -316,7 +314,7 @@ impl Store {
         while done < rows.len() {
             if self.folds_abandoned() {
                 // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
-                self.rollups.unnoted.store(true, Ordering::Release);
+                self.land_in_flight(rows[done..].iter().map(|(row, _)| row), false);
                 tracing::info!(folded = done, left = rows.len() - done, "fold abandoned: stopping");
                 return Ok(done as u64);
             }
@@ -351,7 +349,11 @@ impl Store {
             // A chunk ends where the rows of a hand-off end, so the waiting folds get the lock as soon as can be.
             let end = hand_off.as_ref().map_or(rows.len(), |(until, _)| *until);
             let chunk = &rows[done..(done + FOLD_CHUNK).min(end)];
-            self.fold_chunk(chunk, &mut timing)?;
+            if let Err(e) = self.fold_chunk(chunk, &mut timing) {
+                self.land_in_flight(rows[done..].iter().map(|(row, _)| row), false);
+                return Err(e);
+            }
+            self.land_in_flight(chunk.iter().map(|(row, _)| row), true);
             done += chunk.len();
         }
         tracing::debug!(
@@ -420,44 +422,112 @@ impl Store {
             if notes.is_empty() && !read_marks {
                 return Ok(None);
             }
+            // Taken rows stay listed for queries until written (see `Store::unfolded_rows`), and while stored marks
+            // are read, queries cannot list their rows and fold instead.
+            self.take_in_flight(notes.keys());
+            if read_marks {
+                self.rollups.reading_marks.store(true, Ordering::Release);
+            }
             (self.rollups.generation.fetch_add(1, Ordering::AcqRel), notes, read_marks)
         };
         // Per raw row, what changed: the note, or for a stored mark without one the whole row.
         let mut rows: std::collections::BTreeMap<Vec<u8>, Change> = notes.drain().collect();
         if read_marks {
-            let refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
-            let mut iter = self
-                .engine
-                .cursor(CF_ROLLUP_DIRTY, ReadHints::default())
-                .ok_or_else(|| StoreError::Corrupt(format!("no table {CF_ROLLUP_DIRTY}")))?;
-            iter.seek(&(self.rollups.folded_through.load(Ordering::Acquire) + 1).to_be_bytes());
-            while iter.valid() {
-                let (key, value) = (iter.key(), iter.value());
-                let Some(generation) = key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) else {
-                    iter.next();
-                    continue;
-                };
-                if generation > last {
-                    break;
-                }
-                let row = &key[8..];
-                let done = refolded.get(row).is_some_and(|&g| g >= generation);
-                if of_metric(row) && !done {
-                    // A mark that is not the one the row's note belongs to (stored before a restart, or past
-                    // the notes' capacity) says nothing of what changed: the whole row.
-                    match rows.get_mut(row) {
-                        Some(note) if note.generation == generation => {}
-                        Some(note) => note.merge(Change::whole_row(0)),
-                        None => {
-                            rows.insert(row.to_vec(), Change::whole_row(counter(value)));
-                        }
-                    }
-                }
-                iter.next();
+            let mut from_marks = Vec::new();
+            let read = self.read_marks(last, &of_metric, &mut rows, &mut from_marks);
+            self.take_in_flight(from_marks.iter());
+            self.rollups.reading_marks.store(false, Ordering::Release);
+            if let Err(e) = read {
+                self.land_in_flight(rows.keys(), false);
+                return Err(e);
             }
-            iter.status()?;
         }
         Ok(Some((last, rows.into_iter().collect())))
+    }
+
+    /// Adds to `rows` the rows of the stored marks of generations up to `last` (of the rows `of_metric` takes)
+    /// that a fold has not done yet; rows it adds are also pushed to `added`.
+    fn read_marks(
+        &self,
+        last: u64,
+        of_metric: &dyn Fn(&[u8]) -> bool,
+        rows: &mut std::collections::BTreeMap<Vec<u8>, Change>,
+        added: &mut Vec<Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        let refolded = self.rollups.refolded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut iter = self
+            .engine
+            .cursor(CF_ROLLUP_DIRTY, ReadHints::default())
+            .ok_or_else(|| StoreError::Corrupt(format!("no table {CF_ROLLUP_DIRTY}")))?;
+        iter.seek(&(self.rollups.folded_through.load(Ordering::Acquire) + 1).to_be_bytes());
+        while iter.valid() {
+            let (key, value) = (iter.key(), iter.value());
+            let Some(generation) = key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) else {
+                iter.next();
+                continue;
+            };
+            if generation > last {
+                break;
+            }
+            let row = &key[8..];
+            let done = refolded.get(row).is_some_and(|&g| g >= generation);
+            if of_metric(row) && !done {
+                // A mark that is not the one the row's note belongs to (stored before a restart, or past the
+                // notes' capacity) says nothing of what changed: the whole row.
+                match rows.get_mut(row) {
+                    Some(note) if note.generation == generation => {}
+                    Some(note) => note.merge(Change::whole_row(0)),
+                    None => {
+                        rows.insert(row.to_vec(), Change::whole_row(counter(value)));
+                        added.push(row.to_vec());
+                    }
+                }
+            }
+            iter.next();
+        }
+        iter.status()
+    }
+
+    /// Lists rows a fold has taken as in flight (see `Rollups::in_flight`). Rows taken from the notes are added
+    /// while the `pending` lock is held.
+    fn take_in_flight<'r>(&self, rows: impl Iterator<Item = &'r Vec<u8>>) {
+        let at = self.layout.metric_at();
+        let mut in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        for row in rows {
+            let metric = row.get(at.clone()).unwrap_or_default();
+            let of_metric = match in_flight.get_mut(metric) {
+                Some(rows) => rows,
+                None => in_flight.entry(metric.to_vec()).or_default(),
+            };
+            *of_metric.entry(row.clone()).or_default() += 1;
+        }
+    }
+
+    /// Takes rows off the in-flight list: once their buckets are written, or when the fold stops before
+    /// writing them (`written` false), leaving them to a fold that reads the stored marks (their marks stay
+    /// until a full fold has done them).
+    pub(super) fn land_in_flight<'r>(&self, rows: impl Iterator<Item = &'r Vec<u8>>, written: bool) {
+        let at = self.layout.metric_at();
+        let mut in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let mut any = false;
+        for row in rows {
+            any = true;
+            let metric = row.get(at.clone()).unwrap_or_default();
+            if let Some(of_metric) = in_flight.get_mut(metric) {
+                if let Some(n) = of_metric.get_mut(row) {
+                    *n -= 1;
+                    if *n == 0 {
+                        of_metric.remove(row);
+                    }
+                }
+                if of_metric.is_empty() {
+                    in_flight.remove(metric);
+                }
+            }
+        }
+        if any && !written {
+            self.rollups.unnoted.store(true, Ordering::Release);
+        }
     }
 
     /// Folds one chunk of raw rows: reads them and the rollup rows they fold into, and writes the buckets in one
@@ -520,7 +590,9 @@ impl Store {
                     break;
                 }
                 let chunk = &rows[start..(start + FOLD_CHUNK).min(rows.len())];
-                self.fold_chunk(chunk, &mut timing)?;
+                let outcome = self.fold_chunk(chunk, &mut timing);
+                self.land_in_flight(chunk.iter().map(|(row, _)| row), outcome.is_ok());
+                outcome?;
                 folded.fetch_add(chunk.len(), Ordering::Relaxed);
             }
             Ok(timing)
@@ -531,6 +603,9 @@ impl Store {
             results.extend(others.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
             results
         });
+        // Chunks are taken in order, and every chunk taken is written or let go by its thread.
+        let taken = next.into_inner().min(rows.len());
+        self.land_in_flight(rows[taken..].iter().map(|(row, _)| row), false);
         for result in results {
             let t = result?;
             timing.in_prefetch += t.in_prefetch;
@@ -539,7 +614,6 @@ impl Store {
         }
         let folded = folded.into_inner();
         if folded < rows.len() {
-            self.rollups.unnoted.store(true, Ordering::Release);
             tracing::info!(folded, left = rows.len() - folded, "fold abandoned: stopping");
         }
         Ok(folded)

@@ -381,11 +381,46 @@ impl Store {
                 let hour_ms = i64::from(codec::row_base_time(row, sw, mw)) * 1000;
                 hour_ms < grid_end && hour_ms + 3_600_000 > read.first_ms
             })
-            .filter(|row| match select {
-                GridSelect::Series(tsuids) => tsuids.binary_search(&self.layout.tsuid_of_row(row)).is_ok(),
-                _ => true,
-            })
             .collect();
+        // The series the selection takes, decided before any raw row is read: those the rollup rows gave, and of
+        // the others those `select` takes (decided once each).
+        let mut at: HashMap<Tsuid, usize> =
+            series.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
+        let mut left_out: std::collections::HashSet<Tsuid> = std::collections::HashSet::new();
+        let mut taken = Vec::with_capacity(rows.len());
+        for row in rows {
+            let tsuid = self.layout.tsuid_of_row(row);
+            if at.contains_key(&tsuid) {
+                taken.push(row);
+                continue;
+            }
+            if left_out.contains(&tsuid) {
+                budget.rows_skipped += 1;
+                continue;
+            }
+            let take = match select {
+                GridSelect::Series(tsuids) => tsuids.binary_search(&tsuid).is_ok(),
+                GridSelect::Keep(keep) => {
+                    let pairs: Vec<(&[u8], &[u8])> = self.layout.tsuid_pairs(&tsuid).collect();
+                    keep(&pairs)?
+                }
+                GridSelect::All => true,
+            };
+            if !take {
+                budget.rows_skipped += 1;
+                left_out.insert(tsuid);
+                continue;
+            }
+            series.push(GridSeries {
+                series: StoredSeries::of_tsuid(&tsuid, &self.layout),
+                values: vec![0.0; read.len],
+                present: vec![0; read.len.div_ceil(64)],
+                cells: 0,
+            });
+            at.insert(tsuid, series.len() - 1);
+            taken.push(row);
+        }
+        let rows = taken;
         if rows.is_empty() {
             return Ok(());
         }
@@ -434,38 +469,9 @@ impl Store {
         } else {
             self.unfolded_hours(read, interval_secs, &rows, stage_row, budget)?
         };
-        let mut at: HashMap<Tsuid, usize> =
-            series.iter().enumerate().map(|(i, s)| (s.series.tsuid.clone(), i)).collect();
-        // Series not taken by `select` (decided once each).
-        let mut left_out: std::collections::HashSet<Tsuid> = std::collections::HashSet::new();
         let mut touched = Vec::new();
         for hour in hours {
-            let tsuid = self.layout.tsuid_of_row(rows[hour.row]);
-            let i = match at.get(&tsuid) {
-                Some(&i) => i,
-                None if left_out.contains(&tsuid) => continue,
-                None => {
-                    let taken = match select {
-                        GridSelect::Keep(keep) => {
-                            let pairs: Vec<(&[u8], &[u8])> = self.layout.tsuid_pairs(&tsuid).collect();
-                            keep(&pairs)?
-                        }
-                        GridSelect::All | GridSelect::Series(_) => true,
-                    };
-                    if !taken {
-                        left_out.insert(tsuid);
-                        continue;
-                    }
-                    series.push(GridSeries {
-                        series: StoredSeries::of_tsuid(&tsuid, &self.layout),
-                        values: vec![0.0; read.len],
-                        present: vec![0; read.len.div_ceil(64)],
-                        cells: 0,
-                    });
-                    at.insert(tsuid, series.len() - 1);
-                    series.len() - 1
-                }
-            };
+            let Some(&i) = at.get(&self.layout.tsuid_of_row(rows[hour.row])) else { continue };
             let s = &mut series[i];
             // The hour's buckets on the grid: what the rollup rows gave for them goes.
             let index = |ms: i64| (ms - read.first_ms).div_euclid(read.step_ms).clamp(0, read.len as i64) as usize;
@@ -518,8 +524,11 @@ impl Store {
                 (None, None) => &[],
             };
             let hour = codec::row_base_time(key, sw, mw);
-            codec::row_values(hour, value, &mut points)
-                .map_err(|e| StoreError::Corrupt(format!("row {}: {e}", codec::uid_to_string(key))))?;
+            if let Err(e) = codec::row_values(hour, value, &mut points) {
+                // As the fold does: the row is not rolled up, and its hour keeps what the rollups hold.
+                tracing::warn!(row = %codec::uid_to_string(key), error = %e, "raw row not rolled up");
+                return Ok(());
+            }
             let buckets = buckets(&points, interval_secs);
             for c in &mut columns {
                 c.clear();
@@ -539,7 +548,10 @@ impl Store {
                 }
             }
             stage_row(&columns, integral, &mut staged);
-            budget.charge(buckets.len() * read.charged, value.len())?;
+            // Charged as the rollup cells of the grid's buckets they stand for.
+            let grid_end = read.first_ms + read.len as i64 * read.step_ms;
+            let in_grid = buckets.iter().filter(|b| b.start >= read.first_ms && b.start < grid_end).count();
+            budget.charge(in_grid * read.charged, value.len())?;
             out.push(UnfoldedHour {
                 row: i,
                 hour_ms: i64::from(hour) * 1000,

@@ -78,6 +78,12 @@ pub(super) struct Rollups {
     /// Whether stored marks may exist that `pending` has no note of (marks from before a restart, or rows past
     /// [`PENDING_CAPACITY`]): then a fold of one metric must read the stored marks too. Cleared by a full fold.
     unnoted: std::sync::atomic::AtomicBool,
+    /// Rows a fold has taken (out of `pending`, or from stored marks) and not written yet, by metric, with how
+    /// many folds hold each: with `pending`, every row whose rollups may lag its raw points (see
+    /// [`Store::unfolded_rows`]). Rows are added under the `pending` lock as they are taken.
+    in_flight: Mutex<InFlight>,
+    /// Set while a full fold reads stored marks, whose rows it has not added to `in_flight` yet.
+    reading_marks: std::sync::atomic::AtomicBool,
     /// Rows a fold of one metric folded, with the generation it went up to: their stored marks of that
     /// generation or older are done, and the next full fold skips them.
     refolded: Mutex<HashMap<Vec<u8>, u64>>,
@@ -92,6 +98,10 @@ pub(super) struct Rollups {
     complete_since: HashMap<String, i64>,
     read_only: bool,
 }
+
+/// Raw rows taken by folds and not written yet, by metric UID, with how many folds hold each (see
+/// [`Rollups::in_flight`]).
+type InFlight = HashMap<Vec<u8>, HashMap<Vec<u8>, u32>>;
 
 /// `rtsd:meta` key prefix of [`Rollups::complete_since`]: `rollups_since:<table>` -> i64 ms big-endian.
 const SINCE_KEY: &str = "rollups_since:";
@@ -146,6 +156,8 @@ impl Rollups {
             gate: RwLock::new(()),
             pending: Mutex::new(Notes::default()),
             unnoted: std::sync::atomic::AtomicBool::new(false),
+            in_flight: Mutex::new(HashMap::new()),
+            reading_marks: std::sync::atomic::AtomicBool::new(false),
             refolded: Mutex::new(HashMap::new()),
             marks_flushed: Mutex::new(std::time::Instant::now()),
             folded_through: AtomicU64::new(0),
@@ -815,6 +827,54 @@ mod tests {
             .all(|s| s == &vec![(base * 1000, Value::Int(1)), ((base + 3600) * 1000, Value::Int(2))]));
         assert_eq!(asked_sums.len(), 100);
         assert!(asked_sums.iter().all(|s| s == &vec![(base * 1000, Value::Int(7))]));
+    }
+
+    // issue 22 item 5: a grid read takes the rows it reads raw from the notes and from the folds' rows in
+    // flight, without waiting for any fold. A full fold that has taken every noted row and written none of
+    // them yet (and, on the way, stops before its last chunk) must leave them all listed.
+    #[test]
+    fn rows_taken_by_a_fold_and_not_written_stay_listed_as_unfolded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path(), &[]));
+        let base = 1356998400i64;
+        let mut batch = store.new_batch();
+        for host in 0..300 {
+            let host = format!("h{host}");
+            store.add_point(&mut batch, &point("m", base, Value::Int(1), &[("host", &host)])).unwrap();
+        }
+        store.commit(&mut batch, false).unwrap();
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let metric = metric.as_bytes().to_vec();
+        let noted = store.unfolded_rows(&metric).unwrap().unwrap();
+        assert_eq!(noted.len(), 300);
+        // What a grid read would list before each chunk of the full fold: all 300, then the 44 not written.
+        // (rows folded so far, rows listed or None)
+        type Listed = Vec<(usize, Option<usize>)>;
+        let listed: Arc<Mutex<Listed>> = Arc::default();
+        let hook = {
+            let (store, listed, metric) = (Arc::downgrade(&store), listed.clone(), metric.clone());
+            move |done: usize| {
+                let store = store.upgrade().unwrap();
+                let rows = store.unfolded_rows(&metric).unwrap();
+                listed.lock().unwrap().push((done, rows.map(|r| r.len())));
+            }
+        };
+        *store.rollups.before_chunk.lock().unwrap() = Some(Box::new(hook));
+        assert_eq!(store.fold_rollups(None).unwrap(), 300);
+        *store.rollups.before_chunk.lock().unwrap() = None;
+        assert_eq!(*listed.lock().unwrap(), vec![(0, Some(300)), (256, Some(44))]);
+        assert_eq!(store.unfolded_rows(&metric).unwrap(), Some(Vec::new()));
+        assert!(store.rollups.in_flight.lock().unwrap().is_empty());
+
+        // A fold that stops before writing what it took (here: a shutdown) lets its rows go and leaves them to a
+        // fold that reads the stored marks: until then a grid read folds instead of listing them.
+        let mut batch = store.new_batch();
+        store.add_point(&mut batch, &point("m", base + 60, Value::Int(2), &[("host", "h0")])).unwrap();
+        store.commit(&mut batch, false).unwrap();
+        store.abandon_folds();
+        assert_eq!(store.fold_rollups(None).unwrap(), 0);
+        assert!(store.rollups.in_flight.lock().unwrap().is_empty());
+        assert_eq!(store.unfolded_rows(&metric).unwrap(), None);
     }
 
     // `fsck --fix` and `scan --delete` rewrite or delete raw rows: the rollups follow what is left.
