@@ -414,7 +414,15 @@ impl Store {
                     (pending.take(None, self.layout.metric_at()), true)
                 }
                 Select::Metric(m) => {
-                    (pending.take(Some(m), self.layout.metric_at()), self.rollups.unnoted.load(Ordering::Acquire))
+                    let mut notes = pending.take(Some(m), self.layout.metric_at());
+                    // Rows of the metric another fold has taken and not written yet (a full fold that let go of
+                    // the lock to hand it to a waiting query of some other metric) are folded here too, whole:
+                    // otherwise this fold would find them in no note and its query read their old buckets.
+                    let in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                    for row in in_flight.get(*m).into_iter().flat_map(|rows| rows.keys()) {
+                        notes.entry(row.clone()).or_insert(Change::whole_row(0));
+                    }
+                    (notes, self.rollups.unnoted.load(Ordering::Acquire))
                 }
                 // Stored marks without a note are left to the full fold.
                 Select::Closed(limit) => (pending.take_closed(self.layout.metric_at(), *limit), false),
@@ -490,7 +498,7 @@ impl Store {
 
     /// Lists rows a fold has taken as in flight (see `Rollups::in_flight`). Rows taken from the notes are added
     /// while the `pending` lock is held.
-    fn take_in_flight<'r>(&self, rows: impl Iterator<Item = &'r Vec<u8>>) {
+    pub(super) fn take_in_flight<'r>(&self, rows: impl Iterator<Item = &'r Vec<u8>>) {
         let at = self.layout.metric_at();
         let mut in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         for row in rows {

@@ -877,6 +877,41 @@ mod tests {
         assert_eq!(store.unfolded_rows(&metric).unwrap(), None);
     }
 
+    // A fold of one metric (a cell read folds first) also folds the metric's rows another fold has taken and
+    // not written yet: a full fold that let go of the lock to hand it to a waiting query of some other metric
+    // holds them, and they are in no note (review of 86659fe).
+    #[test]
+    fn a_fold_of_one_metric_folds_its_rows_another_fold_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let base = 1356998400i64;
+        let put = |ts: i64, v: i64| {
+            let mut batch = store.new_batch();
+            store.add_point(&mut batch, &point("m", ts, Value::Int(v), &[("host", "a")])).unwrap();
+            store.commit(&mut batch, false).unwrap();
+        };
+        put(base, 1);
+        store.fold_rollups(None).unwrap();
+        // A late point, whose note a (simulated) full fold takes and holds without writing it.
+        put(base + 60, 2);
+        store.settle().unwrap();
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let metric = metric.as_bytes();
+        let held = store.rollups.pending.lock().unwrap().take(Some(metric), store.layout.metric_at());
+        assert_eq!(held.len(), 1);
+        store.take_in_flight(held.keys());
+        assert_eq!(store.fold_rollups(Some(metric)).unwrap(), 1);
+        let config = store.rollup_settings().config.clone().unwrap();
+        let sums: Vec<_> = read_whole(&store, config.interval("1h").unwrap(), &[0], metric)
+            .into_iter()
+            .map(|s| s.values[0].clone())
+            .collect();
+        assert_eq!(sums, vec![vec![(base * 1000, Value::Int(3))]]);
+        // The holder lets go once it has written: nothing is left in flight.
+        store.land_in_flight(held.keys(), true);
+        assert!(store.rollups.in_flight.lock().unwrap().is_empty());
+    }
+
     // `fsck --fix` and `scan --delete` rewrite or delete raw rows: the rollups follow what is left.
     #[test]
     fn rewritten_and_deleted_raw_rows_are_rolled_up_again() {
