@@ -273,10 +273,11 @@ impl Store {
         // once written. So no fold is waited for, not even a full fold of every metric's backlog.
         let mut rows: Vec<Vec<u8>> = {
             let pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            // Checked with both lists locked: a fold that lets rows go unwritten sets `unnoted` first.
             if self.rollups.unnoted.load(Ordering::Acquire) || self.rollups.reading_marks.load(Ordering::Acquire) {
                 return Ok(None);
             }
-            let in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
             let noted = pending.by_metric.get(metric).into_iter().flat_map(|rows| rows.keys());
             noted.chain(in_flight.get(metric).into_iter().flat_map(|rows| rows.keys())).cloned().collect()
         };
@@ -420,7 +421,11 @@ impl Store {
                     // otherwise this fold would find them in no note and its query read their old buckets.
                     let in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
                     for row in in_flight.get(*m).into_iter().flat_map(|rows| rows.keys()) {
-                        notes.entry(row.clone()).or_insert(Change::whole_row(0));
+                        // A row written again since it was taken has a new note of the new points only.
+                        notes
+                            .entry(row.clone())
+                            .and_modify(|note| note.merge(Change::whole_row(0)))
+                            .or_insert(Change::whole_row(0));
                     }
                     (notes, self.rollups.unnoted.load(Ordering::Acquire))
                 }
@@ -443,12 +448,16 @@ impl Store {
         if read_marks {
             let mut from_marks = Vec::new();
             let read = self.read_marks(last, &of_metric, &mut rows, &mut from_marks);
-            self.take_in_flight(from_marks.iter());
-            self.rollups.reading_marks.store(false, Ordering::Release);
             if let Err(e) = read {
+                // Marks not read are marks without notes (a full fold cleared `unnoted` as it took the notes), set
+                // again before readers may trust the lists.
+                self.rollups.unnoted.store(true, Ordering::Release);
                 self.land_in_flight(rows.keys(), false);
+                self.rollups.reading_marks.store(false, Ordering::Release);
                 return Err(e);
             }
+            self.take_in_flight(from_marks.iter());
+            self.rollups.reading_marks.store(false, Ordering::Release);
         }
         Ok(Some((last, rows.into_iter().collect())))
     }
@@ -517,9 +526,12 @@ impl Store {
     pub(super) fn land_in_flight<'r>(&self, rows: impl Iterator<Item = &'r Vec<u8>>, written: bool) {
         let at = self.layout.metric_at();
         let mut in_flight = self.rollups.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        let mut any = false;
+        let mut rows = rows.peekable();
+        if !written && rows.peek().is_some() {
+            // Before any row leaves the list: a reader that no longer finds one finds `unnoted` set.
+            self.rollups.unnoted.store(true, Ordering::Release);
+        }
         for row in rows {
-            any = true;
             let metric = row.get(at.clone()).unwrap_or_default();
             if let Some(of_metric) = in_flight.get_mut(metric) {
                 if let Some(n) = of_metric.get_mut(row) {
@@ -532,9 +544,6 @@ impl Store {
                     in_flight.remove(metric);
                 }
             }
-        }
-        if any && !written {
-            self.rollups.unnoted.store(true, Ordering::Release);
         }
     }
 

@@ -900,13 +900,20 @@ mod tests {
         let held = store.rollups.pending.lock().unwrap().take(Some(metric), store.layout.metric_at());
         assert_eq!(held.len(), 1);
         store.take_in_flight(held.keys());
+        // And the row written again meanwhile: its new note covers only the new point's buckets.
+        put(base + 120, 4);
+        store.settle().unwrap();
         assert_eq!(store.fold_rollups(Some(metric)).unwrap(), 1);
         let config = store.rollup_settings().config.clone().unwrap();
-        let sums: Vec<_> = read_whole(&store, config.interval("1h").unwrap(), &[0], metric)
-            .into_iter()
-            .map(|s| s.values[0].clone())
-            .collect();
-        assert_eq!(sums, vec![vec![(base * 1000, Value::Int(3))]]);
+        let sums = |interval| -> Vec<_> {
+            read_whole(&store, config.interval(interval).unwrap(), &[0], metric)
+                .into_iter()
+                .map(|s| s.values[0].clone())
+                .collect()
+        };
+        assert_eq!(sums("1h"), vec![vec![(base * 1000, Value::Int(7))]]);
+        let minutes = [(base, 1), (base + 60, 2), (base + 120, 4)];
+        assert_eq!(sums("1m"), vec![minutes.map(|(t, v)| (t * 1000, Value::Int(v))).to_vec()]);
         // The holder lets go once it has written: nothing is left in flight.
         store.land_in_flight(held.keys(), true);
         assert!(store.rollups.in_flight.lock().unwrap().is_empty());
