@@ -192,16 +192,8 @@ impl Store {
             .take_while(|(k, _)| in_range(k))
             .peekable();
             let mut emit = |key: &[u8], stored: Option<&[u8]>, extra: Option<&Vec<u8>>| {
-                let merged;
-                let value = match (stored, extra) {
-                    (_, Some(extra)) => {
-                        merged = self.merge_unflushed(stored, extra);
-                        merged.as_slice()
-                    }
-                    (Some(v), None) => v,
-                    (None, None) => return Ok(true),
-                };
-                match self.decode_row(key, value) {
+                let Some(value) = self.with_unflushed(stored, extra) else { return Ok(true) };
+                match self.decode_row(key, &value) {
                     Some(row) => f(row),
                     None => Ok(true),
                 }
@@ -239,11 +231,22 @@ impl Store {
         Ok(())
     }
 
-    /// A row as a read-only open sees it: the stored value with the unflushed points merged in.
-    pub(super) fn merge_unflushed(&self, stored: Option<&[u8]>, unflushed: &[u8]) -> Vec<u8> {
-        match codec::merge_row(stored, &[unflushed], self.fix_duplicates) {
-            Ok(merged) => merged.row,
-            Err(_) => [stored.unwrap_or_default(), unflushed].concat(),
+    /// A row as readers see it: the stored value, with the unflushed points of the row (from [`Store::overlay`],
+    /// or a read-only open's series log) merged in when there are any; `None` when neither exists.
+    pub(super) fn with_unflushed<'v>(
+        &self,
+        stored: Option<&'v [u8]>,
+        unflushed: Option<&Vec<u8>>,
+    ) -> Option<std::borrow::Cow<'v, [u8]>> {
+        match (stored, unflushed) {
+            (stored, Some(extra)) => {
+                Some(std::borrow::Cow::Owned(match codec::merge_row(stored, &[extra], self.fix_duplicates) {
+                    Ok(merged) => merged.row,
+                    Err(_) => [stored.unwrap_or_default(), extra].concat(),
+                }))
+            }
+            (Some(stored), None) => Some(std::borrow::Cow::Borrowed(stored)),
+            (None, None) => None,
         }
     }
 
@@ -333,15 +336,8 @@ impl Store {
             let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
             self.engine.get_many(CF_DATA, &key_refs, true, ReadHints::default(), &mut |i, stored| {
                 let key = &keys[i];
-                let merged;
-                let value: &[u8] = match (stored, overlay.get(key)) {
-                    (stored, Some(extra)) => {
-                        merged = self.merge_unflushed(stored, extra);
-                        &merged
-                    }
-                    (Some(stored), None) => stored,
-                    (None, None) => return Ok(()),
-                };
+                let Some(value) = self.with_unflushed(stored, overlay.get(key)) else { return Ok(()) };
+                let value: &[u8] = &value;
                 found = true;
                 let base = codec::row_base_time(key, self.layout.salt.width, mw);
                 let points = codec::row_points(base, value)

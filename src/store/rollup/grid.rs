@@ -23,6 +23,13 @@ pub(super) struct GridRead<'a> {
     pub(super) charged: usize,
 }
 
+impl GridRead<'_> {
+    /// Where the grid's last bucket ends.
+    pub(super) fn end_ms(&self) -> i64 {
+        self.first_ms + self.len as i64 * self.step_ms
+    }
+}
+
 /// Sets bits `range` of a bitmap (bit `i` at bit `i % 64` of word `i / 64`), a word at a time.
 pub(super) fn set_bits(bits: &mut [u64], range: std::ops::Range<usize>) {
     let mut i = range.start;
@@ -373,7 +380,7 @@ impl Store {
         budget: &mut crate::store::ReadBudget,
     ) -> Result<(), StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        let grid_end = read.first_ms + read.len as i64 * read.step_ms;
+        let grid_end = read.end_ms();
         let rows: Vec<&[u8]> = rows
             .iter()
             .map(Vec::as_slice)
@@ -508,21 +515,15 @@ impl Store {
     ) -> Result<Vec<UnfoldedHour>, StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let overlay = self.overlay();
+        let grid_end = read.end_ms();
         let mut out = Vec::with_capacity(rows.len());
         let mut points = Vec::new();
         let mut columns: [Vec<f64>; COLUMNS] = Default::default();
         let mut staged = Vec::new();
         self.engine.get_many(CF_DATA, rows, true, ReadHints::default(), &mut |i, stored| {
             let key = rows[i];
-            let merged;
-            let value: &[u8] = match (stored, overlay.get(key)) {
-                (stored, Some(extra)) => {
-                    merged = self.merge_unflushed(stored, extra);
-                    &merged
-                }
-                (Some(stored), None) => stored,
-                (None, None) => &[],
-            };
+            let value = self.with_unflushed(stored, overlay.get(key)).unwrap_or_default();
+            let value: &[u8] = &value;
             let hour = codec::row_base_time(key, sw, mw);
             if let Err(e) = codec::row_values(hour, value, &mut points) {
                 // As the fold does: the row is not rolled up, and its hour keeps what the rollups hold.
@@ -549,7 +550,6 @@ impl Store {
             }
             stage_row(&columns, integral, &mut staged);
             // Charged as the rollup cells of the grid's buckets they stand for.
-            let grid_end = read.first_ms + read.len as i64 * read.step_ms;
             let in_grid = buckets.iter().filter(|b| b.start >= read.first_ms && b.start < grid_end).count();
             budget.charge(in_grid * read.charged, value.len())?;
             out.push(UnfoldedHour {
