@@ -189,16 +189,13 @@ impl Folded {
     /// cannot be told (see [`Store::unfolded_rows`]).
     fn unfolded(&mut self, store: &Store, metric: &[u8]) -> Result<&[Vec<u8>], StoreError> {
         if matches!(self, Folded::No) {
-            *self = match store.unfolded_rows(metric)? {
+            match store.unfolded_rows(metric)? {
                 Some(rows) => {
                     tracing::debug!(rows = rows.len(), "query: metric's rows not folded yet are read raw");
-                    Folded::Unfolded(rows)
+                    *self = Folded::Unfolded(rows);
                 }
-                None => {
-                    self.fold(store, metric)?;
-                    Folded::Yes
-                }
-            };
+                None => self.fold(store, metric)?,
+            }
         }
         Ok(match self {
             Folded::Unfolded(rows) => rows,
