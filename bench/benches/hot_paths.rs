@@ -240,54 +240,88 @@ fn downsample_aggregate(c: &mut Criterion) {
     g.finish();
 }
 
+/// `HOSTS` series of data set B's first metric, one hour at 10 s, written round after round as B sends them and
+/// flushed every `rounds_per_flush` rounds, so each raw row holds as many unmerged fragments as it does after a
+/// burst (or one), with rollups on and nothing folded yet.
+const BURST_HOSTS: u32 = 200;
+const BURST_HOUR: i64 = 1_795_298_400;
+fn burst(rounds_per_flush: i64) -> (tempfile::TempDir, Store) {
+    const ROUNDS: i64 = 360;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open_store(dir.path(), &[("tsd.rollups.enable", "true")]);
+    let hosts: Vec<String> = (0..BURST_HOSTS).map(data::host_name).collect();
+    let mut series: Vec<data::Series> = (0..BURST_HOSTS).map(|h| data::Series::new(h, 0)).collect();
+    for round in 0..ROUNDS {
+        let mut batch = store.new_batch();
+        for (h, s) in series.iter_mut().enumerate() {
+            let point = rtsd_protocol::point::DataPoint {
+                metric: "sys.cpu.user".into(),
+                timestamp: BURST_HOUR + round * 10,
+                value: Value::Float(s.next_value().as_f64() as f32),
+                tags: [("host".into(), hosts[h].as_str().into())].into_iter().collect(),
+            };
+            store.add_point(&mut batch, &point).expect("added");
+        }
+        store.commit(&mut batch, false).expect("committed");
+        if (round + 1) % rounds_per_flush == 0 {
+            store.flush_pending().expect("flushed");
+        }
+    }
+    store.flush_pending().expect("flushed");
+    (dir, store)
+}
+
 /// The rollup fold of one hour of a burst (issue 22 item 5: the fold has to keep up with ingest, or the first
-/// query after a burst folds the rest itself): `HOSTS` series of data set B's first metric, one hour at 10 s,
-/// written round after round as B sends them and flushed every `rounds_per_flush` rounds, so each raw row holds
-/// as many unmerged fragments as it does after a burst (or one). Throughput is raw rows folded.
+/// query after a burst pays for the rest). Throughput is raw rows folded.
 fn rollup_fold(c: &mut Criterion) {
     // RUST_LOG=rtsd::store::rollup=debug shows where each fold's time went.
     rtsd::logs::init("warn");
-    const HOSTS: u32 = 200;
-    const ROUNDS: i64 = 360;
-    let hour = 1_795_298_400i64;
-    let burst = |rounds_per_flush: i64| {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let store = open_store(dir.path(), &[("tsd.rollups.enable", "true")]);
-        let hosts: Vec<String> = (0..HOSTS).map(data::host_name).collect();
-        let mut series: Vec<data::Series> = (0..HOSTS).map(|h| data::Series::new(h, 0)).collect();
-        for round in 0..ROUNDS {
-            let mut batch = store.new_batch();
-            for (h, s) in series.iter_mut().enumerate() {
-                let point = rtsd_protocol::point::DataPoint {
-                    metric: "sys.cpu.user".into(),
-                    timestamp: hour + round * 10,
-                    value: Value::Float(s.next_value().as_f64() as f32),
-                    tags: [("host".into(), hosts[h].as_str().into())].into_iter().collect(),
-                };
-                store.add_point(&mut batch, &point).expect("added");
-            }
-            store.commit(&mut batch, false).expect("committed");
-            if (round + 1) % rounds_per_flush == 0 {
-                store.flush_pending().expect("flushed");
-            }
-        }
-        (dir, store)
-    };
     let mut g = c.benchmark_group("rollup_fold");
     g.sample_size(10);
-    g.throughput(Throughput::Elements(u64::from(HOSTS)));
-    for (name, rounds_per_flush) in [("200 rows of 30 fragments", 12), ("200 rows of 1 fragment", ROUNDS)] {
+    g.throughput(Throughput::Elements(u64::from(BURST_HOSTS)));
+    for (name, rounds_per_flush) in [("200 rows of 30 fragments", 12), ("200 rows of 1 fragment", 360)] {
         g.bench_function(name, |b| {
             b.iter_batched(
                 || burst(rounds_per_flush),
                 |(dir, store)| {
-                    assert_eq!(store.fold_rollups(None).expect("folded"), u64::from(HOSTS));
+                    assert_eq!(store.fold_rollups(None).expect("folded"), u64::from(BURST_HOSTS));
                     (dir, store)
                 },
                 BatchSize::PerIteration,
             )
         });
     }
+    g.finish();
+}
+
+/// q1 over one hour of a burst that no fold has reached yet (issue 22 item 5: the first dashboard after a burst):
+/// the grid read takes each raw row's buckets from its points; beside it, the same query once folded and the
+/// query answered from raw points (`rollup_raw`). Throughput is raw rows (series-hours) answered.
+fn burst_query(c: &mut Criterion) {
+    rtsd::logs::init("warn");
+    let q1 = |store: &Store, usage: &str| {
+        let params = vec![
+            ("start".to_string(), BURST_HOUR.to_string()),
+            ("end".to_string(), (BURST_HOUR + 3599).to_string()),
+            ("m".to_string(), format!("sum:1m-avg:{usage}sys.cpu.user")),
+        ];
+        let query = rtsd_protocol::query::parse_get(&params, 0).expect("q1 parses");
+        let out = rtsd::query::exec::execute(store, &query, Default::default()).expect("q1 runs");
+        assert_eq!(out[0].dps.len(), 60);
+        out
+    };
+    let mut g = c.benchmark_group("burst_query");
+    g.throughput(Throughput::Elements(u64::from(BURST_HOSTS)));
+    let (_dir, store) = burst(12);
+    let backlog = store.fold_backlog();
+    assert_eq!(backlog, BURST_HOSTS as usize);
+    g.bench_function("q1, 200 rows of 30 fragments not folded", |b| b.iter(|| q1(&store, "")));
+    assert_eq!(store.fold_backlog(), backlog, "the grid read folded nothing");
+    g.bench_function("q1 from raw points (rollup_raw), 200 rows of 30 fragments", |b| {
+        b.iter(|| q1(&store, "rollup_raw:"))
+    });
+    store.fold_rollups(None).expect("folded");
+    g.bench_function("q1, 200 rows folded", |b| b.iter(|| q1(&store, "")));
     g.finish();
 }
 
@@ -299,6 +333,7 @@ criterion_group!(
     row_encode,
     row_decode,
     downsample_aggregate,
-    rollup_fold
+    rollup_fold,
+    burst_query
 );
 criterion_main!(benches);

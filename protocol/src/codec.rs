@@ -734,7 +734,7 @@ fn fixed_single<'v>(q: &[u8], value: &'v [u8]) -> Result<(QualifierBytes, &'v [u
 fn walk_compacted<'a>(
     quals: &[u8],
     value: &'a [u8],
-    mut each: impl FnMut(QualifierBytes, &'a [u8]) -> Result<(), CodecError>,
+    mut each: impl FnMut(&[u8], &'a [u8]) -> Result<(), CodecError>,
 ) -> Result<(), CodecError> {
     let Some(expected) = value.len().checked_sub(1) else {
         return Err(corrupted_value(0, 0));
@@ -747,7 +747,7 @@ fn walk_compacted<'a>(
         let Some(v) = values.get(vi..vi + vlen) else {
             return Err(corrupted_value(vi, expected));
         };
-        each(QualifierBytes::from_slice(q), v)?;
+        each(q, v)?;
         qi += q.len();
         vi += vlen;
     }
@@ -770,7 +770,7 @@ fn corrupted_value(consumed: usize, expected: usize) -> CodecError {
 pub fn split_compacted(qualifier: &[u8], value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, CodecError> {
     let mut out = Vec::with_capacity(qualifier.len() / 2);
     walk_compacted(qualifier, value, |q, v| {
-        out.push((q, SmallVec::from_slice(v)));
+        out.push((QualifierBytes::from_slice(q), SmallVec::from_slice(v)));
         Ok(())
     })?;
     Ok(out)
@@ -810,17 +810,18 @@ pub fn split_append(value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, C
 
 /// Calls `each` with the points of one data-point column (even-length qualifier), in column order, fixed as
 /// OpenTSDB's compaction and readers fix them. On an error some points may have been given already.
+/// The qualifier is lent, not built: a walk of a compacted column gives each point's bytes of it.
 fn each_point<'a>(
     q: &[u8],
     value: &'a [u8],
-    mut each: impl FnMut(QualifierBytes, &'a [u8]) -> Result<(), CodecError>,
+    mut each: impl FnMut(&[u8], &'a [u8]) -> Result<(), CodecError>,
 ) -> Result<(), CodecError> {
     if q.is_empty() {
         return Err(illegal("Empty data point qualifier"));
     }
     if is_single(q) {
         let (qualifier, value) = fixed_single(q, value)?;
-        return each(qualifier, value);
+        return each(&qualifier, value);
     }
     walk_compacted(q, value, each)
 }
@@ -830,7 +831,7 @@ fn each_point<'a>(
 fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) -> Result<(), CodecError> {
     let start = out.len();
     let result = each_point(q, value, |qualifier, v| {
-        out.push(Piece { offset_ms: point_offset_ms(&qualifier), seq, qualifier, value: v });
+        out.push(Piece { offset_ms: point_offset_ms(qualifier), seq, qualifier: QualifierBytes::from_slice(qualifier), value: v });
         Ok(())
     });
     if result.is_err() {
@@ -876,6 +877,15 @@ pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bo
     merge_columns(&inputs, fix_duplicates)
 }
 
+/// A row fragment's cells (a flush's points of one row, in arrival order) as the one compacted column the row
+/// merge would make of them, when their points are in strictly increasing time; `None` otherwise (an overwrite
+/// or a point out of order, which only the general merge resolves). The stored row then merges whole columns
+/// instead of a cell per point at every read and compaction (issue 22 item 5). Exactly
+/// `merge_row(None, &[cells], _)`'s row whenever it is `Some`.
+pub fn compact_in_time_order(cells: &[u8]) -> Option<Vec<u8>> {
+    merge_in_time_order(&[Cow::Borrowed(cells)])
+}
+
 /// [`merge_row`]'s common case, in one pass: data-point columns only, whose points, read input after input and
 /// column after column, are in strictly increasing time (fragments of a series written as time went on, a
 /// compacted row and the points after it). Then no cell overwrites another, no point duplicates another and
@@ -891,12 +901,12 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
     };
     let mut last_offset: Option<u32> = None;
     // Adds a point after the last one, or says it is not after it.
-    let mut take = |qualifier: &[u8], value: &[u8]| -> bool {
+    let take = |column: &mut CompactedColumn, last_offset: &mut Option<u32>, qualifier: &[u8], value: &[u8]| {
         let offset = point_offset_ms(qualifier);
         if last_offset.is_some_and(|last| offset <= last) {
             return false;
         }
-        last_offset = Some(offset);
+        *last_offset = Some(offset);
         column.push(qualifier, value);
         true
     };
@@ -908,16 +918,26 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
                 // else): the cell `fixed_single` gives back unchanged, taken without building its qualifier
                 // (perf: building it was ~half of merging a flush's fragment).
                 [_, flags] if usize::from(flags & LENGTH_MASK) + 1 == value.len() => {
-                    if !take(qualifier, value) {
+                    if !take(&mut column, &mut last_offset, qualifier, value) {
                         return None;
                     }
                 }
                 _ if qualifier.len() % 2 == 1 => return None,
+                // A compacted column (a flush's fragment, a row compacted before): its points copied whole once
+                // its qualifiers say they are in time order after the last point taken, as a walk would take them.
+                _ if !is_single(qualifier) => {
+                    let run = compacted_run(qualifier, value)?;
+                    if last_offset.is_some_and(|last| run.first <= last) {
+                        return None;
+                    }
+                    last_offset = Some(run.last);
+                    column.push_run(qualifier, &value[..value.len() - 1], &run);
+                }
                 _ => each_point(
                     qualifier,
                     value,
                     |q, v| {
-                        if take(&q, v) {
+                        if take(&mut column, &mut last_offset, q, v) {
                             Ok(())
                         } else {
                             Err(illegal("not in time order"))
@@ -935,6 +955,43 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
     let mut row = Vec::with_capacity(qualifiers.len() + values.len() + 6);
     push_column(&mut row, &qualifiers, &values);
     Some(row)
+}
+
+/// What [`compacted_run`] found in a compacted column whose points are in strictly increasing time.
+struct Run {
+    first: u32,
+    last: u32,
+    points: usize,
+    seconds: bool,
+    millis: bool,
+}
+
+/// The time span of a compacted column's points when a walk of it ([`walk_compacted`]) gives every point and
+/// they are in strictly increasing time; `None` otherwise (the walk's errors included).
+fn compacted_run(quals: &[u8], value: &[u8]) -> Option<Run> {
+    let expected = value.len().checked_sub(1)?;
+    let mut run = Run { first: 0, last: 0, points: 0, seconds: false, millis: false };
+    let (mut qi, mut vi) = (0, 0);
+    while qi < quals.len() {
+        let q = extract_qualifier(quals, qi).ok()?;
+        let offset = point_offset_ms(q);
+        if run.points > 0 && offset <= run.last {
+            return None;
+        }
+        if run.points == 0 {
+            run.first = offset;
+        }
+        run.last = offset;
+        run.points += 1;
+        if q.len() == 4 {
+            run.millis = true;
+        } else {
+            run.seconds = true;
+        }
+        qi += q.len();
+        vi += value_len_from_flags(q[q.len() - 1]);
+    }
+    (vi == expected && run.points > 0).then_some(run)
 }
 
 /// One compacted column built from points in time order (spec: ingest §4.6): the qualifiers concatenated, the
@@ -970,6 +1027,15 @@ impl CompactedColumn {
             _ => self.values.extend_from_slice(value),
         }
         self.points += 1;
+    }
+
+    /// The points of a [`compacted_run`] (its qualifiers and values without the meta byte), after the others.
+    fn push_run(&mut self, qualifiers: &[u8], values: &[u8], run: &Run) {
+        self.qualifiers.extend_from_slice(qualifiers);
+        self.values.extend_from_slice(values);
+        self.points += run.points;
+        self.seconds |= run.seconds;
+        self.millis |= run.millis;
     }
 
     /// (qualifier, value) of the column: one point's own cell when it holds one.
@@ -1342,7 +1408,7 @@ pub fn row_points(base_time: u32, row: &[u8]) -> Result<Vec<RowPoint>, CodecErro
     let mut points = Vec::new();
     decode_row(base_time, row, &mut points, |timestamp_ms, qualifier, value| RowPoint {
         timestamp_ms,
-        qualifier,
+        qualifier: QualifierBytes::from_slice(qualifier),
         value,
     })?;
     points.sort_by_key(|p| p.timestamp_ms);
@@ -1382,19 +1448,19 @@ fn decode_row<P>(
     base_time: u32,
     row: &[u8],
     points: &mut Vec<P>,
-    point: impl Fn(i64, QualifierBytes, Value) -> P,
+    point: impl Fn(i64, &[u8], Value) -> P,
 ) -> Result<(), CodecError> {
     let base_ms = i64::from(base_time) * 1000;
     // At most one point per 3 bytes (a 2-byte qualifier and a 1-byte value) of plain columns: never grown while
     // filled (a packed column reserves its own count).
     points.reserve(row.len() / 3);
-    let point = |q: QualifierBytes, value: Value| {
-        let offset = point_offset_ms(&q);
+    let point = |q: &[u8], value: Value| {
+        let offset = point_offset_ms(q);
         point(base_ms + i64::from(offset), q, value)
     };
     for column in columns(row) {
         let Column { qualifier, value } = column?;
-        let mut push = |q: QualifierBytes, v: &[u8]| -> Result<(), CodecError> {
+        let mut push = |q: &[u8], v: &[u8]| -> Result<(), CodecError> {
             let flags = q.last().map_or(0, |b| b & FLAGS_MASK);
             let value = Value::decode(flags, v)?;
             points.push(point(q, value));
@@ -1402,13 +1468,13 @@ fn decode_row<P>(
         };
         if is_append(qualifier) {
             for (q, v) in split_append(value)? {
-                push(q, &v)?;
+                push(&q, &v)?;
             }
         } else if qualifier.is_empty() {
             // Straight from the packed form: the points its compacted column holds, without building it.
             points.reserve(packed::point_count(value)?);
             packed::for_each_point(value, |q, value| {
-                points.push(point(q, value));
+                points.push(point(&q, value));
                 Ok(())
             })?;
         } else if qualifier.len() % 2 == 0 {
@@ -2186,6 +2252,21 @@ mod tests {
         Ok(())
     }
 
+    // A compacted column is copied whole by the one-pass merge only when its own points are in strictly
+    // increasing time: one with two points at an instant (or out of order) goes to the general merge.
+    #[test]
+    fn a_compacted_column_out_of_order_is_not_copied_whole() {
+        for quals in ["00 10 00 10", "00 20 00 10", "00 10 00 20 00 20"] {
+            let n = quals.split_whitespace().count() / 2;
+            let mut row = Vec::new();
+            push_column(&mut row, &h(quals), &[vec![7u8; n], vec![0]].concat());
+            assert_eq!(merge_in_time_order(&[Cow::Borrowed(&row[..])]), None, "{quals}");
+        }
+        let mut row = Vec::new();
+        push_column(&mut row, &h("00 10 00 20"), &h("07 08 00"));
+        assert_eq!(merge_in_time_order(&[Cow::Borrowed(&row[..])]), Some(row.clone()));
+    }
+
     proptest! {
         // spec: ingest §4.6 (compacted columns), §4.3 (single cells); the fold reads raw rows through row_values.
         #[test]
@@ -2324,6 +2405,7 @@ mod tests {
             in_time_order in any::<bool>(),
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             compact_first in any::<bool>(),
+            compact_fragments in any::<bool>(),
             fix in any::<bool>(),
         ) {
             let mut points = points;
@@ -2337,6 +2419,16 @@ mod tests {
                 // A compacted row (as a flush or compaction leaves it) followed by later fragments.
                 ops[0] = merge_columns(&[Cow::Borrowed(&ops[0][..])], fix).unwrap().row;
             }
+            if compact_fragments {
+                // Fragments as a flush writes them: each one compacted when its points are in time order, which
+                // is exactly what merging it alone gives.
+                for op in &mut ops {
+                    if let Some(compacted) = compact_in_time_order(op) {
+                        prop_assert_eq!(&compacted, &merge_row(None, &[&op[..]], fix).unwrap().row);
+                        *op = compacted;
+                    }
+                }
+            }
             let inputs: Vec<Cow<'_, [u8]>> = ops.iter().map(|op| Cow::Borrowed(&op[..])).collect();
             let one_pass = merge_in_time_order(&inputs);
             if in_time_order && !points.is_empty() {
@@ -2349,6 +2441,52 @@ mod tests {
             }
             let refs: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
             prop_assert_eq!(merge_row(None, &refs, fix).unwrap(), general);
+        }
+
+        // Fragments as a flush writes them (issue 22 item 5): each one's cells in time order become one
+        // compacted column. Merged, in any order of the fragments against each other, they give the row their
+        // cells give (with fix_duplicates, where an overwrite and a later duplicate both keep the later write),
+        // and the one-pass merge copies them whole only when they follow each other in time.
+        #[test]
+        fn compacted_fragments_merge_as_their_cells_do(
+            points in prop::collection::vec(arb_point(), 0..24),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        ) {
+            let cells: Vec<(Vec<u8>, Vec<u8>)> = points.iter().map(point_cell).collect();
+            let mut ops = operands_cut_at(&cells, &cuts);
+            for op in &mut ops {
+                // Each fragment's own points in time order (the later of two at an instant kept), as cells.
+                let mut own: Vec<(u32, Vec<u8>, Vec<u8>)> = Vec::new();
+                for c in columns(op) {
+                    let c = c.unwrap();
+                    let offset = point_offset_ms(c.qualifier);
+                    own.retain(|(o, _, _)| *o != offset);
+                    own.push((offset, c.qualifier.to_vec(), c.value.to_vec()));
+                }
+                own.sort_by_key(|(o, _, _)| *o);
+                op.clear();
+                for (_, q, v) in &own {
+                    push_column(op, q, v);
+                }
+            }
+            let as_cells: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
+            let compacted: Vec<Vec<u8>> = ops
+                .iter()
+                .map(|op| if op.is_empty() { Vec::new() } else { compact_in_time_order(op).expect("in time order") })
+                .collect();
+            let as_columns: Vec<&[u8]> = compacted.iter().map(Vec::as_slice).collect();
+            let from_cells = merge_row(None, &as_cells, true).unwrap();
+            prop_assert_eq!(&merge_row(None, &as_columns, true).unwrap().row, &from_cells.row);
+            let inputs: Vec<Cow<'_, [u8]>> = as_columns.iter().map(|c| Cow::Borrowed(*c)).collect();
+            let one_pass = merge_in_time_order(&inputs);
+            let general = merge_columns(&inputs, true).unwrap();
+            let offsets: Vec<u32> =
+                ops.iter().flat_map(|op| columns(op).map(|c| point_offset_ms(c.unwrap().qualifier))).collect();
+            let in_order = offsets.windows(2).all(|w| w[0] < w[1]);
+            prop_assert_eq!(one_pass.is_some(), in_order && !offsets.is_empty());
+            if let Some(row) = one_pass {
+                prop_assert_eq!(&row, &general.row);
+            }
         }
 
         #[test]

@@ -157,7 +157,12 @@ impl Store {
         let mut noted = series::Noted::default();
         let mut tsuid = Vec::with_capacity(64);
         for pending::Row { key, fragment, .. } in rows {
-            batch.merge(CF_DATA, key, &fragment.columns);
+            // As one compacted column when its points are in time order (nearly always): the row's merges at
+            // every read and compaction then copy it whole instead of taking it a cell at a time (perf: ~28% of
+            // the first query's CPU after B's burst, a quarter of a fold's). An overwrite or a point out of order
+            // keeps its cells, for the merge to resolve.
+            let compacted = if fragment.points > 1 { codec::compact_in_time_order(&fragment.columns) } else { None };
+            batch.merge(CF_DATA, key, compacted.as_deref().unwrap_or(&fragment.columns));
             let hour = codec::row_base_time(key, sw, mw);
             if self.rollups.auto() {
                 // One mark per row: the span of the fragment's points.

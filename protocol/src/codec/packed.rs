@@ -158,7 +158,7 @@ pub fn pack(qualifier: &[u8], value: &[u8]) -> Option<Vec<u8>> {
     let mut numbers: Vec<(usize, i64, u8)> = Vec::with_capacity(qualifier.len() / 2);
     let mut values: Vec<&[u8]> = Vec::with_capacity(qualifier.len() / 2);
     walk_compacted(qualifier, value, |q, v| {
-        let (kind, offset_ms) = match *q.as_slice() {
+        let (kind, offset_ms) = match *q {
             [a, b] => (b & FLAGS_MASK, i64::from(u16::from_be_bytes([a, b]) >> 4) * 1000),
             [a, b, c, d] => {
                 let q = u32::from_be_bytes([a, b, c, d]);
