@@ -37,11 +37,12 @@ struct Building {
     int_sum: i64,
     ints: bool,
     dsum: f64,
-    /// The open bucket's min and max as doubles, and as the values they came from.
+    /// The open bucket's min and max as doubles, and the points they came from (indexes: a point's value is
+    /// taken once, when the bucket closes, not copied at every new min or max).
     min: f64,
     max: f64,
-    min_value: Value,
-    max_value: Value,
+    min_at: usize,
+    max_at: usize,
     out: Vec<Bucket>,
 }
 
@@ -60,44 +61,45 @@ impl Building {
             dsum: 0.0,
             min: 0.0,
             max: 0.0,
-            min_value: Value::Int(0),
-            max_value: Value::Int(0),
+            min_at: 0,
+            max_at: 0,
             out: Vec::with_capacity(most.min(points)),
         }
     }
 
-    /// Writes out the open bucket, if any.
-    fn close(&mut self) {
+    /// Writes out the open bucket, if any (`points`: those the indexes of its min and max point into).
+    fn close(&mut self, points: &[codec::TimedValue]) {
         if self.count > 0 {
             self.out.push(Bucket {
                 start: self.start,
                 count: self.count,
                 sum: sum_value(self.ints.then_some(self.int_sum), self.dsum),
-                min: self.min_value,
-                max: self.max_value,
+                min: points[self.min_at].value,
+                max: points[self.max_at].value,
             });
         }
     }
 
+    /// Adds `points[at]` (`value`, as the double `d`).
     #[inline]
-    fn add(&mut self, ts: i64, value: Value, d: f64) {
+    fn add(&mut self, points: &[codec::TimedValue], at: usize, ts: i64, value: Value, d: f64) {
         // Points come in time order: one before the open bucket's end is in it.
         if ts < self.end {
             self.count += 1;
             if d < self.min {
-                (self.min, self.min_value) = (d, value);
+                (self.min, self.min_at) = (d, at);
             }
             if d > self.max {
-                (self.max, self.max_value) = (d, value);
+                (self.max, self.max_at) = (d, at);
             }
             self.dsum += d;
         } else {
-            self.close();
+            self.close(points);
             self.start = ts - ts.rem_euclid(self.width);
             self.end = self.start.saturating_add(self.width);
             // `0.0 + d`, as the sum starts from zero: a lone -0.0 sums to 0.0.
             (self.count, self.int_sum, self.ints, self.dsum) = (1, 0, true, 0.0 + d);
-            (self.min, self.max, self.min_value, self.max_value) = (d, d, value, value);
+            (self.min, self.max, self.min_at, self.max_at) = (d, d, at, at);
         }
         match value {
             Value::Int(v) if self.ints => match self.int_sum.checked_add(v) {
@@ -115,7 +117,7 @@ pub fn buckets_each(points: &[codec::TimedValue], intervals_secs: impl IntoItera
     let mut building: Vec<Building> =
         intervals_secs.into_iter().map(|secs| Building::new(secs, points.len())).collect();
     let mut last_ts = None;
-    for p in points {
+    for (at, p) in points.iter().enumerate() {
         let ts = p.timestamp_ms;
         if last_ts.is_some_and(|t| ts <= t) {
             continue;
@@ -123,13 +125,13 @@ pub fn buckets_each(points: &[codec::TimedValue], intervals_secs: impl IntoItera
         last_ts = Some(ts);
         let d = as_f64(p.value);
         for b in &mut building {
-            b.add(ts, p.value, d);
+            b.add(points, at, ts, p.value, d);
         }
     }
     building
         .into_iter()
         .map(|mut b| {
-            b.close();
+            b.close(points);
             b.out
         })
         .collect()
@@ -596,7 +598,7 @@ impl Store {
         rows: &[(Vec<u8>, Change)],
         timing: &mut FoldTiming,
     ) -> Result<usize, StoreError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, QUERY_FOLD_THREADS);
+        let threads = cores().clamp(1, QUERY_FOLD_THREADS);
         let next = std::sync::atomic::AtomicUsize::new(0);
         let folded = std::sync::atomic::AtomicUsize::new(0);
         let work = || -> Result<FoldTiming, StoreError> {
@@ -782,10 +784,13 @@ impl Store {
                 let table = read.get(family, &key);
                 let mut values = vec![Vec::new()];
                 self.rollup_values(&key, auto, table, base, interval, &[count_id], lo, hi, &mut values)?;
-                counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
                 if n == 0 {
                     // The first interval's counts of this hour tell whether it was folded before.
-                    was_rolled = !counted.is_empty();
+                    was_rolled = !values[0].is_empty();
+                }
+                // Only an expired hour looks its buckets' counts up (a map per raw row was ~6% of a fold).
+                if expired {
+                    counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
                 }
             }
             let width = i64::from(interval.interval_secs) * 1000;

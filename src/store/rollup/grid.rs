@@ -431,7 +431,7 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, UNFOLDED_THREADS);
+        let threads = cores().clamp(1, UNFOLDED_THREADS);
         let hours = if rows.len() > UNFOLDED_CHUNK && threads > 1 {
             // Each thread takes the next chunk: rows cost unevenly (the newest hours' rows are fresh fragments
             // to merge, older ones compacted), so fixed halves left one thread working alone for most of the
