@@ -306,11 +306,14 @@ const COMPACT_AFTER_IDLE_SECS: u64 = 10;
 /// The longest the series table keeps points before writing them into rows (at low ingest rates); longer
 /// gathers more points per row fragment, shorter keeps the series log (replayed after a crash) smaller.
 const FLUSH_INTERVAL_MS: u64 = 10_000;
-/// The series table's size that starts a flush: each row then gets some tens of points per merge operand under
-/// load, and the table stays far below the writers' own bound (`store::MAX_PENDING_POINTS`).
-const FLUSH_POINTS: u64 = 1_200_000;
-/// How often the flush task looks at the table's size.
-const FLUSH_POLL_MS: u64 = 100;
+/// The series table's size that starts a flush: each row then gets some points per merge operand under load
+/// (B's 4,000 series: ~100), and the table stays far below the writers' own bound (`store::MAX_PENDING_POINTS`).
+/// Every read settles the table first, so a query during or right after a burst waits for what it holds: at
+/// 1,200,000 (polled every 100 ms) q1's first answer after B's burst waited 136-233 ms for it, at 400,000 (every
+/// 25 ms) 25-60 ms, for ~5% more CPU in flushes (bench/RESULTS.md, 2026-11-29 19:00).
+const FLUSH_POINTS: u64 = 400_000;
+/// How often the flush task looks at the table's size (at 3 M points/s, 75,000 points arrive meanwhile).
+const FLUSH_POLL_MS: u64 = 25;
 
 /// Runs until SIGINT, SIGTERM or `diediedie`.
 pub async fn run(config: Config) -> Result<(), StartError> {

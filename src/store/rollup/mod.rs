@@ -645,7 +645,7 @@ mod tests {
         let base = 1356998400i64;
         let hosts = ["a", "b", "c", "d"];
         // Six hours of 4 series, a point every 5 minutes, written in time order and flushed every 50 minutes (as
-        // the series table flushes every 1.2 M points).
+        // the series table flushes every 400,000 points).
         for chunk in (0..6 * 12i64).collect::<Vec<_>>().chunks(10) {
             let mut batch = store.new_batch();
             for &i in chunk {
