@@ -831,7 +831,12 @@ fn each_point<'a>(
 fn explode<'a>(q: &[u8], value: &'a [u8], seq: usize, out: &mut Vec<Piece<'a>>) -> Result<(), CodecError> {
     let start = out.len();
     let result = each_point(q, value, |qualifier, v| {
-        out.push(Piece { offset_ms: point_offset_ms(qualifier), seq, qualifier: QualifierBytes::from_slice(qualifier), value: v });
+        out.push(Piece {
+            offset_ms: point_offset_ms(qualifier),
+            seq,
+            qualifier: QualifierBytes::from_slice(qualifier),
+            value: v,
+        });
         Ok(())
     });
     if result.is_err() {
@@ -933,17 +938,13 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
                     last_offset = Some(run.last);
                     column.push_run(qualifier, &value[..value.len() - 1], &run);
                 }
-                _ => each_point(
-                    qualifier,
-                    value,
-                    |q, v| {
-                        if take(&mut column, &mut last_offset, q, v) {
-                            Ok(())
-                        } else {
-                            Err(illegal("not in time order"))
-                        }
-                    },
-                )
+                _ => each_point(qualifier, value, |q, v| {
+                    if take(&mut column, &mut last_offset, q, v) {
+                        Ok(())
+                    } else {
+                        Err(illegal("not in time order"))
+                    }
+                })
                 .ok()?,
             }
         }

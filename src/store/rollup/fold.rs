@@ -2,6 +2,10 @@
 //! automatic rollup rows.
 use super::*;
 
+/// The longest a daemon's fold waits for grid reads between two chunks (see
+/// [`Store::step_aside_for_grid_reads`]): dashboards that never stop reading do not stop the folds.
+pub(super) const STEP_ASIDE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How often the marks' memtable is flushed. Its few live entries would otherwise keep every write-ahead log
 /// file since its last flush from being deleted (RocksDB frees a log once all families' data in it is flushed).
 pub(super) const MARKS_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
@@ -229,6 +233,22 @@ impl Store {
         })
     }
 
+    /// Waits (at most [`STEP_ASIDE_MAX`]) while grid reads take buckets from rows not folded yet: what the
+    /// daemon's folds do between chunks. Such a read computes the buckets a fold would, for a query someone waits
+    /// for, and the fold got ~17% of the two cores while q1 read B's burst raw (perf, bench/RESULTS.md
+    /// 2026-11-29 19:30); the fold takes the rows up again after it. A query's own fold does not wait.
+    pub(super) fn step_aside_for_grid_reads(&self) {
+        let started = std::time::Instant::now();
+        // Not while another fold waits for the lock this one holds (a cell read's fold of its metric).
+        while self.rollups.grid_readers.load(Ordering::Acquire) > 0
+            && self.rollups.fold_waiting.load(Ordering::Acquire) == 0
+            && started.elapsed() < STEP_ASIDE_MAX
+            && !self.folds_abandoned()
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// Rows of raw hours older than the newest hour written, noted and not folded yet (see
     /// [`Store::fold_closed`]).
     pub fn closed_backlog(&self) -> usize {
@@ -315,6 +335,9 @@ impl Store {
             }
         }
         while done < rows.len() {
+            if !matches!(select, Select::Metric(_)) {
+                self.step_aside_for_grid_reads();
+            }
             if self.folds_abandoned() {
                 // Left to the next full fold, which reads the stored marks (kept: see Store::abandon_folds).
                 self.land_in_flight(rows[done..].iter().map(|(row, _)| row), false);

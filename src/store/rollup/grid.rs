@@ -431,6 +431,8 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
+        // The daemon's folds wait while this read runs (see Store::step_aside_for_grid_reads).
+        let _reading = GridReading::new(&self.rollups.grid_readers);
         let threads = cores().clamp(1, UNFOLDED_THREADS);
         let hours = if rows.len() > UNFOLDED_CHUNK && threads > 1 {
             // Each thread takes the next chunk: rows cost unevenly (the newest hours' rows are fresh fragments
@@ -560,6 +562,22 @@ impl Store {
             Ok(())
         })?;
         Ok(out)
+    }
+}
+
+/// A grid read of rows not folded yet, counted while it lives (see [`Rollups::grid_readers`]).
+struct GridReading<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> GridReading<'a> {
+    fn new(readers: &'a std::sync::atomic::AtomicUsize) -> GridReading<'a> {
+        readers.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        GridReading(readers)
+    }
+}
+
+impl Drop for GridReading<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

@@ -84,6 +84,9 @@ pub(super) struct Rollups {
     in_flight: Mutex<InFlight>,
     /// Set while a full fold reads stored marks, whose rows it has not added to `in_flight` yet.
     reading_marks: std::sync::atomic::AtomicBool,
+    /// Grid reads under way that read rows not folded yet from their points (see [`Store::grid_unfolded`]): the
+    /// daemon's folds wait between chunks while there are any (see [`Store::step_aside_for_grid_reads`]).
+    grid_readers: std::sync::atomic::AtomicUsize,
     /// Rows a fold of one metric folded, with the generation it went up to: their stored marks of that
     /// generation or older are done, and the next full fold skips them.
     refolded: Mutex<HashMap<Vec<u8>, u64>>,
@@ -165,6 +168,7 @@ impl Rollups {
             unnoted: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
             reading_marks: std::sync::atomic::AtomicBool::new(false),
+            grid_readers: std::sync::atomic::AtomicUsize::new(0),
             refolded: Mutex::new(HashMap::new()),
             marks_flushed: Mutex::new(std::time::Instant::now()),
             folded_through: AtomicU64::new(0),
@@ -633,6 +637,58 @@ mod tests {
         let (sum, count) = (&got[0].values[0], &got[0].values[1]);
         assert_eq!(sum, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(5))]);
         assert_eq!(count, &vec![(1356998400000, Value::Int(1)), (1356998460000, Value::Int(2))]);
+    }
+
+    // issue 22 item 5: while a grid read takes rows not folded yet from their points, the daemon's folds (full,
+    // and of passed hours) wait between chunks; they go on once it ends, or at once when a query's fold of one
+    // metric waits for the lock they hold.
+    #[test]
+    fn the_daemons_folds_wait_while_a_grid_read_reads_rows_not_folded_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path(), &[]));
+        let base = 1356998400i64;
+        let mut batch = store.new_batch();
+        for (h, host) in ["a", "b", "c"].iter().enumerate() {
+            for i in 0..10i64 {
+                store
+                    .add_point(&mut batch, &point("m", base + i * 60, Value::Int(i + h as i64), &[("host", host)]))
+                    .unwrap();
+            }
+        }
+        store.commit(&mut batch, false).unwrap();
+        store.settle().unwrap();
+        assert_eq!(store.fold_backlog(), 3);
+        let reading = || store.rollups.grid_readers.fetch_add(1, Ordering::AcqRel);
+        let done_reading = || store.rollups.grid_readers.fetch_sub(1, Ordering::AcqRel);
+        reading();
+        let full = std::thread::spawn({
+            let store = store.clone();
+            move || store.fold_flushed(None).unwrap()
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!full.is_finished(), "the full fold waits for the grid read");
+        done_reading();
+        assert_eq!(full.join().unwrap(), 3);
+        assert_eq!(store.fold_backlog(), 0);
+        // A query's fold of its metric is not held up by a waiting full fold: the full fold lets it in.
+        let mut batch = store.new_batch();
+        store.add_point(&mut batch, &point("m", base + 3600, Value::Int(1), &[("host", "a")])).unwrap();
+        store.add_point(&mut batch, &point("n", base + 3600, Value::Int(1), &[("host", "a")])).unwrap();
+        store.commit(&mut batch, false).unwrap();
+        store.settle().unwrap();
+        reading();
+        let full = std::thread::spawn({
+            let store = store.clone();
+            move || store.fold_flushed(None).unwrap()
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let started = std::time::Instant::now();
+        store.fold_rollups(Some(metric.as_bytes())).unwrap();
+        assert!(started.elapsed() < fold::STEP_ASIDE_MAX, "the query's fold waited {:?}", started.elapsed());
+        done_reading();
+        full.join().unwrap();
+        assert_eq!(store.fold_backlog(), 0);
     }
 
     // issue 22 item 5: a burst in time order leaves the daemon hours it has moved past, which it folds while the
