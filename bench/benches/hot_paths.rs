@@ -212,6 +212,26 @@ fn row_decode(c: &mut Criterion) {
     g.finish();
 }
 
+/// The buckets of one raw row as a fold and a grid read take them (issue 22 item 5): 360 points of an hour at
+/// 10 s, into 1m buckets, and into the fold's 1m, 10m and 1h at once.
+fn row_buckets(c: &mut Criterion) {
+    let points: Vec<codec::TimedValue> =
+        hour_points().into_iter().map(|(ts, value)| codec::TimedValue { timestamp_ms: ts * 1000, value }).collect();
+    let mut g = c.benchmark_group("row_buckets");
+    g.throughput(Throughput::Elements(points.len() as u64));
+    g.bench_function("360 points into 1m buckets", |b| {
+        b.iter(|| {
+            let out = rtsd::store::rollup::buckets(black_box(&points), 60);
+            assert_eq!(out.len(), 60);
+            out
+        })
+    });
+    g.bench_function("360 points into 1m, 10m and 1h buckets", |b| {
+        b.iter(|| rtsd::store::rollup::buckets_each(black_box(&points), [60, 600, 3600]))
+    });
+    g.finish();
+}
+
 fn downsample_aggregate(c: &mut Criterion) {
     // q1 in miniature: 100 hosts x 1 hour at 10 s, sum:1m-avg.
     let start_ms = 1_795_298_400_000i64;
@@ -332,6 +352,7 @@ criterion_group!(
     uid_lookup,
     row_encode,
     row_decode,
+    row_buckets,
     downsample_aggregate,
     rollup_fold,
     burst_query

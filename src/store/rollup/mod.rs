@@ -35,7 +35,7 @@ use rtsd_protocol::point::DataPoint;
 use super::rollup_rows::{self, RowView, Slots, COLUMNS};
 use super::{AddError, PointBatch, Store, StoreError, StoredSeries, Tsuid, CF_DATA};
 use crate::rollup::{RollupInterval, RollupSettings, RollupTarget, RowSpan, AUTO_AGGREGATORS};
-pub use fold::{buckets, Bucket};
+pub use fold::{buckets, buckets_each, Bucket};
 pub(super) use marks::mark_key;
 pub use marks::Marks;
 use marks::*;
@@ -1294,6 +1294,27 @@ mod tests {
 
     fn value_strategy() -> impl Strategy<Value = Value> {
         prop_oneof![(-1000i64..1000).prop_map(Value::Int), (-1000i32..1000).prop_map(|v| Value::Float(v as f32 / 4.0))]
+    }
+
+    proptest! {
+        // The bucket builder's two ways of taking a new min or max (selects for narrow buckets, branches for
+        // wide ones) give the same buckets, value types and first-of-equal picks included, for any width.
+        #[test]
+        fn buckets_are_the_same_built_with_selects_or_branches(
+            points in prop::collection::vec((0i64..3600, prop_oneof![
+                (-5i64..5).prop_map(Value::Int),
+                (-5i32..5).prop_map(|v| Value::Float(v as f32 / 2.0)),
+                prop_oneof![Just(f64::NAN), Just(-0.0), Just(0.0), (-5i32..5).prop_map(f64::from)].prop_map(Value::Double),
+            ]), 0..400),
+            secs in prop_oneof![Just(1u32), Just(60), Just(600), Just(3600), 1u32..4000],
+        ) {
+            let mut points: Vec<codec::TimedValue> =
+                points.into_iter().map(|(s, value)| codec::TimedValue { timestamp_ms: s * 1000, value }).collect();
+            points.sort_by_key(|p| p.timestamp_ms);
+            let with_selects = fold::build_buckets::<true>(&points, secs);
+            let with_branches = fold::build_buckets::<false>(&points, secs);
+            prop_assert_eq!(format!("{with_selects:?}"), format!("{with_branches:?}"));
+        }
     }
 
     proptest! {
