@@ -811,7 +811,7 @@ pub fn split_append(value: &[u8]) -> Result<Vec<(QualifierBytes, ValueBytes)>, C
 /// Calls `each` with the points of one data-point column (even-length qualifier), in column order, fixed as
 /// OpenTSDB's compaction and readers fix them. On an error some points may have been given already.
 /// The qualifier is lent, not built: a walk of a compacted column gives each point's bytes of it.
-fn each_point<'a>(
+pub fn each_point<'a>(
     q: &[u8],
     value: &'a [u8],
     mut each: impl FnMut(&[u8], &'a [u8]) -> Result<(), CodecError>,

@@ -683,6 +683,40 @@ mod tests {
         assert_eq!(store.pending.points(), 3, "the writer's table is untouched");
     }
 
+    // issue 22 item 5: a flush writes a fragment of an hour that has ended as one compacted column, as OpenTSDB's
+    // compaction rewrites such a row; the hour still going on keeps its cells, so that a point sent again with a
+    // new value in a later flush replaces the old one, as in OpenTSDB before it compacts the hour (spec: ingest
+    // §4.5 W8, §4.9). Without fix_duplicates, the same in a passed hour is a variant duplicate the row keeps.
+    #[test]
+    fn a_flush_compacts_fragments_of_passed_hours_and_keeps_the_open_hours_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let hour = |secs: i64| secs - secs.rem_euclid(3600);
+        let open_hour = hour(crate::store::tables::unix_now());
+        let passed_hour = open_hour - 2 * 3600;
+        for (host, base) in [("open", open_hour), ("passed", passed_hour)] {
+            write(&store, &[point("m", base, Value::Int(1), &[("host", host)])]);
+            write(&store, &[point("m", base + 10, Value::Int(2), &[("host", host)])]);
+            store.flush_pending().unwrap();
+            write(&store, &[point("m", base + 10, Value::Int(3), &[("host", host)])]);
+            store.flush_pending().unwrap();
+        }
+        let rows = rows(&store, "m");
+        assert_eq!(rows.len(), 2);
+        let by_hour = |base: i64| {
+            let at = rows.iter().find(|(key, _)| codec::row_base_time(key, 0, 3) == base as u32).unwrap();
+            at.1.clone()
+        };
+        // The open hour: the second flush's cell replaced the first's, and the merge compacted the row.
+        assert_eq!(by_hour(open_hour), vec![(vec![0x00, 0x00, 0x00, 0xA0], vec![1, 3, 0])]);
+        // The passed hour: the first fragment went compacted, so the later point is a duplicate of one of its
+        // points, not a cell overwrite: both stay, as OpenTSDB leaves a variant without fix_duplicates.
+        assert_eq!(
+            by_hour(passed_hour),
+            vec![(vec![0x00, 0x00, 0x00, 0xA0], vec![1, 2, 0]), (vec![0x00, 0xA0], vec![3])],
+        );
+    }
+
     #[test]
     fn a_read_sees_points_still_in_the_series_table() {
         let dir = tempfile::tempdir().unwrap();

@@ -19,11 +19,22 @@ pub(super) fn mutations(op: Op, table: &Table, key: &[u8], value: &[u8]) -> Resu
         (CellMap::RowColumns, Op::Merge) if table.appends => {
             // OpenTSDB's append: each point's qualifier and value concatenated onto the one append column
             // (spec: ingest §4.7); HBase keeps arrival order, the read's merge sorts and de-duplicates.
+            // A compacted column (a flush's fragment of a passed hour) goes point by point: a record is one
+            // point's qualifier and value.
             let mut record = Vec::with_capacity(value.len());
             for column in codec::columns(value) {
                 let c = column.map_err(|e| StoreError::Corrupt(format!("columns of a write: {e}")))?;
-                record.extend_from_slice(c.qualifier);
-                record.extend_from_slice(c.value);
+                if c.qualifier.len() % 2 == 0 {
+                    codec::each_point(c.qualifier, c.value, |q, v| {
+                        record.extend_from_slice(q);
+                        record.extend_from_slice(v);
+                        Ok(())
+                    })
+                    .map_err(|e| StoreError::Corrupt(format!("a point of a write: {e}")))?;
+                } else {
+                    record.extend_from_slice(c.qualifier);
+                    record.extend_from_slice(c.value);
+                }
             }
             vec![Mutation::append(name, key, family, vec![(codec::APPEND_QUALIFIER.to_vec(), record)])]
         }
@@ -272,6 +283,11 @@ mod tests {
         // With appends on, a fragment's points go onto the append column as records (spec: ingest §4.7).
         let appended = mutations(Op::Merge, &data_table(true), KEY, &fragment(&[(base, 1), (base + 10, 2)])).unwrap();
         assert_eq!(appended[0].kind, MutationKind::Append);
+        assert_eq!(appended[0].columns, vec![(codec::APPEND_QUALIFIER.to_vec(), vec![0x00, 0x00, 1, 0x00, 0xA0, 2])]);
+        // A fragment the store compacted already (an hour that has ended) is split back into one record a point:
+        // the append column's reader takes a qualifier, then that qualifier's value.
+        let compacted = codec::compact_in_time_order(&fragment(&[(base, 1), (base + 10, 2)])).unwrap();
+        let appended = mutations(Op::Merge, &data_table(true), KEY, &compacted).unwrap();
         assert_eq!(appended[0].columns, vec![(codec::APPEND_QUALIFIER.to_vec(), vec![0x00, 0x00, 1, 0x00, 0xA0, 2])]);
     }
 }
