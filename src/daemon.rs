@@ -225,8 +225,8 @@ const FOLD_CHUNK_ROWS: usize = 512;
 /// [`FLUSH_POINTS`] points or its oldest points waited [`FLUSH_INTERVAL_MS`]. A flush costs a merge operand, a
 /// rollup mark and an index probe per row it writes, whatever that row's point count: flushing by points and not
 /// by the clock keeps that cost per point the same at any ingest rate (at 2 s, a slow machine paid it for every
-/// few points). Reads settle the table first, so queries never wait for this; shutdown flushes what is left
-/// (`Store::flush`).
+/// few points). A read settles the table first (flushing what it holds, or waiting for a flush under way), so
+/// the threshold bounds what a query during a burst waits for; shutdown flushes what is left (`Store::flush`).
 async fn flush_series_table(tsd: Arc<Tsd>) {
     let poll = std::time::Duration::from_millis(FLUSH_POLL_MS);
     let mut last = std::time::Instant::now();

@@ -1,5 +1,6 @@
-//! Micro-benchmarks of rtsd's hot paths: put-line parse, JSON put parse, UID lookup, row encode, row decode,
-//! downsample + aggregate, the rollup fold of a burst's raw rows. `cargo bench -p rtsd-bench` (or
+//! Micro-benchmarks of rtsd's hot paths: put-line parse, JSON put parse, UID lookup, row encode, row decode, a
+//! raw row's rollup buckets, downsample + aggregate, the rollup fold of a burst's raw rows, and q1 over a burst
+//! not folded yet. `cargo bench -p rtsd-bench` (or
 //! `-- <filter>`, e.g. `-- put_line`).
 //!
 //! Inputs come from the same data sets as the side-by-side runner (`rtsd_bench::data`), so a line here is a line
