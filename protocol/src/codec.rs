@@ -32,6 +32,9 @@ pub const TIMESTAMP_BYTES: usize = 4;
 pub const MS_BYTE_FLAG: u8 = 0xF0;
 /// Meta byte closing a compacted column that mixes second and millisecond qualifiers (spec: ingest §4.6).
 pub const MS_MIXED_COMPACT: u8 = 0x01;
+/// rtsd's meta byte closing a cells run ([`cells_run`]): a compacted column that stands for its points written as
+/// single cells. Never stored outside rtsd's own engine: any merge gives back OpenTSDB's `00` or `01`.
+pub const CELLS_RUN: u8 = 0x80;
 /// First byte of an append column's qualifier (spec: ingest §4.7, §4.8).
 pub const APPEND_PREFIX: u8 = 0x05;
 /// The one qualifier OpenTSDB appends to.
@@ -876,19 +879,57 @@ pub fn merge_row(existing: Option<&[u8]>, operands: &[&[u8]], fix_duplicates: bo
         .chain(operands.iter().copied())
         .map(|input| expand_row(input).unwrap_or(Cow::Borrowed(input)))
         .collect();
-    if let Some(row) = merge_in_time_order(&inputs) {
+    if let Some(row) = merge_in_time_order(&inputs, false) {
         return Ok(MergedRow { row, ..MergedRow::default() });
     }
+    // Cells runs take part as the cells they stand for: a later cell at one of their instants overwrites it.
+    let inputs: Vec<Cow<'_, [u8]>> = inputs.into_iter().map(runs_as_cells).collect();
     merge_columns(&inputs, fix_duplicates)
 }
 
-/// A row fragment's cells (a flush's points of one row, in arrival order) as the one compacted column the row
-/// merge would make of them, when their points are in strictly increasing time; `None` otherwise (an overwrite
-/// or a point out of order, which only the general merge resolves). The stored row then merges whole columns
-/// instead of a cell per point at every read and compaction (issue 22 item 5). Exactly
-/// `merge_row(None, &[cells], _)`'s row whenever it is `Some`.
-pub fn compact_in_time_order(cells: &[u8]) -> Option<Vec<u8>> {
-    merge_in_time_order(&[Cow::Borrowed(cells)])
+/// A row value with each [`cells_run`] column written out as the single cells it stands for.
+fn runs_as_cells(input: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    if !has_cells_run(&input) {
+        return input;
+    }
+    let mut out = Vec::with_capacity(input.len() * 2);
+    for c in columns(&input) {
+        let Ok(Column { qualifier, value }) = c else { return input };
+        if is_cells_run(qualifier, value) {
+            let split = each_point(qualifier, value, |q, v| {
+                push_column(&mut out, q, v);
+                Ok(())
+            });
+            if split.is_err() {
+                return input;
+            }
+        } else {
+            push_column(&mut out, qualifier, value);
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn is_cells_run(qualifier: &[u8], value: &[u8]) -> bool {
+    qualifier.len() % 2 == 0 && !is_single(qualifier) && value.last() == Some(&CELLS_RUN)
+}
+
+/// Whether a row value holds a [`cells_run`] column: what must go through a merge before leaving rtsd's engine
+/// (an HBase write), which gives OpenTSDB's compacted column for it.
+pub fn has_cells_run(row: &[u8]) -> bool {
+    columns(row).any(|c| c.is_ok_and(|c| is_cells_run(c.qualifier, c.value)))
+}
+
+/// A row fragment's cells (a flush's points of one row, in arrival order) as one cells run, when there are
+/// several and their points are in strictly increasing time; `None` otherwise (one point, an overwrite or a
+/// point out of order: the cells stay). A cells run is the compacted column the row merge would make of the
+/// cells, closed by [`CELLS_RUN`] instead of OpenTSDB's meta byte: merges of rows in time order copy it whole
+/// instead of taking it a cell at a time (issue 22 item 5: ~28% of the first query's CPU after B's burst, a
+/// quarter of a fold's), and any other merge takes it as the cells it stands for, so a later cell at one of its
+/// instants overwrites the point as HBase overwrites a cell (spec: ingest §4.5 W8). Every merge gives exactly
+/// what the same merge of the cells gives.
+pub fn cells_run(cells: &[u8]) -> Option<Vec<u8>> {
+    merge_in_time_order(&[Cow::Borrowed(cells)], true)
 }
 
 /// [`merge_row`]'s common case, in one pass: data-point columns only, whose points, read input after input and
@@ -897,7 +938,9 @@ pub fn compact_in_time_order(cells: &[u8]) -> Option<Vec<u8>> {
 /// nothing needs sorting, so the general merge would give one compacted column of the points in that order;
 /// this builds it without sorting the cells and the points (most of a merge's cost). `None` for anything else,
 /// which the general merge handles.
-fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
+/// With `run`, the inputs must be single cells, a column of several points is closed as a cells run
+/// ([`cells_run`]), and one point gives `None`.
+fn merge_in_time_order(inputs: &[Cow<'_, [u8]>], run: bool) -> Option<Vec<u8>> {
     let capacity: usize = inputs.iter().map(|input| input.len()).sum();
     let mut column = CompactedColumn {
         qualifiers: Vec::with_capacity(capacity / 3),
@@ -930,13 +973,15 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
                 _ if qualifier.len() % 2 == 1 => return None,
                 // A compacted column (a flush's fragment, a row compacted before): its points copied whole once
                 // its qualifiers say they are in time order after the last point taken, as a walk would take them.
+                // A run is made of cells only: a compacted column is not a cell, and its points stay a column.
+                _ if !is_single(qualifier) && run => return None,
                 _ if !is_single(qualifier) => {
-                    let run = compacted_run(qualifier, value)?;
-                    if last_offset.is_some_and(|last| run.first <= last) {
+                    let span = compacted_run(qualifier, value)?;
+                    if last_offset.is_some_and(|last| span.first <= last) {
                         return None;
                     }
-                    last_offset = Some(run.last);
-                    column.push_run(qualifier, &value[..value.len() - 1], &run);
+                    last_offset = Some(span.last);
+                    column.push_run(qualifier, &value[..value.len() - 1], &span);
                 }
                 _ => each_point(qualifier, value, |q, v| {
                     if take(&mut column, &mut last_offset, q, v) {
@@ -952,7 +997,13 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>]) -> Option<Vec<u8>> {
     if column.points == 0 {
         return None;
     }
-    let (qualifiers, values) = column.finish();
+    if run && column.points < 2 {
+        return None;
+    }
+    let (qualifiers, mut values) = column.finish();
+    if run {
+        *values.last_mut()? = CELLS_RUN;
+    }
     let mut row = Vec::with_capacity(qualifiers.len() + values.len() + 6);
     push_column(&mut row, &qualifiers, &values);
     Some(row)
@@ -2261,11 +2312,11 @@ mod tests {
             let n = quals.split_whitespace().count() / 2;
             let mut row = Vec::new();
             push_column(&mut row, &h(quals), &[vec![7u8; n], vec![0]].concat());
-            assert_eq!(merge_in_time_order(&[Cow::Borrowed(&row[..])]), None, "{quals}");
+            assert_eq!(merge_in_time_order(&[Cow::Borrowed(&row[..])], false), None, "{quals}");
         }
         let mut row = Vec::new();
         push_column(&mut row, &h("00 10 00 20"), &h("07 08 00"));
-        assert_eq!(merge_in_time_order(&[Cow::Borrowed(&row[..])]), Some(row.clone()));
+        assert_eq!(merge_in_time_order(&[Cow::Borrowed(&row[..])], false), Some(row.clone()));
     }
 
     proptest! {
@@ -2420,38 +2471,43 @@ mod tests {
                 // A compacted row (as a flush or compaction leaves it) followed by later fragments.
                 ops[0] = merge_columns(&[Cow::Borrowed(&ops[0][..])], fix).unwrap().row;
             }
+            let as_cells = ops.clone();
             if compact_fragments {
-                // Fragments as a flush writes them: each one compacted when its points are in time order, which
-                // is exactly what merging it alone gives.
+                // Fragments as a flush writes them: a cells run when their points are in time order. Merged
+                // alone it gives what merging its cells gives.
                 for op in &mut ops {
-                    if let Some(compacted) = compact_in_time_order(op) {
-                        prop_assert_eq!(&compacted, &merge_row(None, &[&op[..]], fix).unwrap().row);
-                        *op = compacted;
+                    if let Some(run) = cells_run(op) {
+                        prop_assert_eq!(&merge_row(None, &[&run[..]], fix).unwrap(), &merge_row(None, &[&op[..]], fix).unwrap());
+                        *op = run;
                     }
                 }
             }
             let inputs: Vec<Cow<'_, [u8]>> = ops.iter().map(|op| Cow::Borrowed(&op[..])).collect();
-            let one_pass = merge_in_time_order(&inputs);
+            let one_pass = merge_in_time_order(&inputs, false);
             if in_time_order && !points.is_empty() {
                 prop_assert!(one_pass.is_some());
             }
-            let general = merge_columns(&inputs, fix).unwrap();
+            let general = merge_columns(&inputs.iter().cloned().map(runs_as_cells).collect::<Vec<_>>(), fix).unwrap();
             if let Some(row) = one_pass {
                 prop_assert_eq!(&row, &general.row);
                 prop_assert_eq!((general.identical_duplicates, general.variant_duplicates), (0, 0));
             }
             let refs: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
-            prop_assert_eq!(merge_row(None, &refs, fix).unwrap(), general);
+            prop_assert_eq!(&merge_row(None, &refs, fix).unwrap(), &general);
+            // Runs or their cells: the same merge.
+            let cell_refs: Vec<&[u8]> = as_cells.iter().map(Vec::as_slice).collect();
+            prop_assert_eq!(&merge_row(None, &cell_refs, fix).unwrap(), &general);
         }
 
-        // Fragments as a flush writes them (issue 22 item 5): each one's cells in time order become one
-        // compacted column. Merged, in any order of the fragments against each other, they give the row their
-        // cells give (with fix_duplicates, where an overwrite and a later duplicate both keep the later write),
-        // and the one-pass merge copies them whole only when they follow each other in time.
+        // Fragments as a flush writes them (issue 22 item 5): each one's cells in time order become a cells run.
+        // Merged, in any order of the fragments against each other, they give exactly what their cells give
+        // (overwrites and duplicate counts included), and the one-pass merge copies them whole only when they
+        // follow each other in time.
         #[test]
         fn compacted_fragments_merge_as_their_cells_do(
             points in prop::collection::vec(arb_point(), 0..24),
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            fix in any::<bool>(),
         ) {
             let cells: Vec<(Vec<u8>, Vec<u8>)> = points.iter().map(point_cell).collect();
             let mut ops = operands_cut_at(&cells, &cuts);
@@ -2471,16 +2527,14 @@ mod tests {
                 }
             }
             let as_cells: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
-            let compacted: Vec<Vec<u8>> = ops
-                .iter()
-                .map(|op| if op.is_empty() { Vec::new() } else { compact_in_time_order(op).expect("in time order") })
-                .collect();
+            // A fragment of several points becomes a run; one of one point stays its cell.
+            let compacted: Vec<Vec<u8>> = ops.iter().map(|op| cells_run(op).unwrap_or_else(|| op.clone())).collect();
             let as_columns: Vec<&[u8]> = compacted.iter().map(Vec::as_slice).collect();
-            let from_cells = merge_row(None, &as_cells, true).unwrap();
-            prop_assert_eq!(&merge_row(None, &as_columns, true).unwrap().row, &from_cells.row);
+            let from_cells = merge_row(None, &as_cells, fix).unwrap();
+            prop_assert_eq!(&merge_row(None, &as_columns, fix).unwrap(), &from_cells);
             let inputs: Vec<Cow<'_, [u8]>> = as_columns.iter().map(|c| Cow::Borrowed(*c)).collect();
-            let one_pass = merge_in_time_order(&inputs);
-            let general = merge_columns(&inputs, true).unwrap();
+            let one_pass = merge_in_time_order(&inputs, false);
+            let general = merge_columns(&inputs.iter().cloned().map(runs_as_cells).collect::<Vec<_>>(), fix).unwrap();
             let offsets: Vec<u32> =
                 ops.iter().flat_map(|op| columns(op).map(|c| point_offset_ms(c.unwrap().qualifier))).collect();
             let in_order = offsets.windows(2).all(|w| w[0] < w[1]);

@@ -156,21 +156,12 @@ impl Store {
         let mut marks = rollup::Marks::default();
         let mut noted = series::Noted::default();
         let mut tsuid = Vec::with_capacity(64);
-        let now = tables::unix_now();
         for pending::Row { key, fragment, .. } in rows {
             let hour = codec::row_base_time(key, sw, mw);
-            // A fragment of an hour that has ended goes as one compacted column when its points are in time
-            // order (nearly always): the row's merges at every read and compaction then copy it whole instead of
-            // taking it a cell at a time (perf: ~28% of the first query's CPU after B's burst, a quarter of a
-            // fold's). That is what OpenTSDB's compaction does to such a row within seconds, and it has the same
-            // consequence: a later point at one of its instants is a duplicate (resolved by fix_duplicates), not
-            // an overwrite of a cell. The hour still going on keeps its cells, so that a point sent again with a
-            // new value replaces the old one as in OpenTSDB before the hour is compacted; so does a fragment with
-            // an overwrite or a point out of order, for the merge to resolve.
-            let closed = i64::from(hour) + 3600 <= now;
-            let compacted =
-                if closed && fragment.points > 1 { codec::compact_in_time_order(&fragment.columns) } else { None };
-            batch.merge(CF_DATA, key, compacted.as_deref().unwrap_or(&fragment.columns));
+            // Points in time order (nearly always) go as one cells run: merges of the row copy it whole instead
+            // of taking it a cell at a time, and take it as its cells otherwise (see codec::cells_run).
+            let run = if fragment.points > 1 { codec::cells_run(&fragment.columns) } else { None };
+            batch.merge(CF_DATA, key, run.as_deref().unwrap_or(&fragment.columns));
             if self.rollups.auto() {
                 // One mark per row: the span of the fragment's points.
                 let (mut first, mut last) = (i64::MAX, i64::MIN);

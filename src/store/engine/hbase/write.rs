@@ -19,7 +19,7 @@ pub(super) fn mutations(op: Op, table: &Table, key: &[u8], value: &[u8]) -> Resu
         (CellMap::RowColumns, Op::Merge) if table.appends => {
             // OpenTSDB's append: each point's qualifier and value concatenated onto the one append column
             // (spec: ingest §4.7); HBase keeps arrival order, the read's merge sorts and de-duplicates.
-            // A compacted column (a flush's fragment of a passed hour) goes point by point: a record is one
+            // A compacted column or a cells run (a flush's fragment) goes point by point: a record is one
             // point's qualifier and value.
             let mut record = Vec::with_capacity(value.len());
             for column in codec::columns(value) {
@@ -46,7 +46,11 @@ pub(super) fn mutations(op: Op, table: &Table, key: &[u8], value: &[u8]) -> Resu
             // each point's (B over 4 connections: ~14 points a fragment).
             let compacted;
             let value = match &table.merge {
-                Some(merge) if op == Op::Merge && codec::columns(value).nth(1).is_some() => {
+                // A cells run (a flush's fragment, see codec::cells_run) is rtsd's own: merged, it is the
+                // compacted column OpenTSDB reads.
+                Some(merge)
+                    if op == Op::Merge && (codec::columns(value).nth(1).is_some() || codec::has_cells_run(value)) =>
+                {
                     compacted = (merge.full)(key, None, &[value], MergeContext { stored: false });
                     compacted.as_slice()
                 }
@@ -284,10 +288,13 @@ mod tests {
         let appended = mutations(Op::Merge, &data_table(true), KEY, &fragment(&[(base, 1), (base + 10, 2)])).unwrap();
         assert_eq!(appended[0].kind, MutationKind::Append);
         assert_eq!(appended[0].columns, vec![(codec::APPEND_QUALIFIER.to_vec(), vec![0x00, 0x00, 1, 0x00, 0xA0, 2])]);
-        // A fragment the store compacted already (an hour that has ended) is split back into one record a point:
-        // the append column's reader takes a qualifier, then that qualifier's value.
-        let compacted = codec::compact_in_time_order(&fragment(&[(base, 1), (base + 10, 2)])).unwrap();
-        let appended = mutations(Op::Merge, &data_table(true), KEY, &compacted).unwrap();
+        // A fragment the store wrote as a cells run goes to HBase as OpenTSDB's compacted column, and with appends
+        // on as one record a point: the append column's reader takes a qualifier, then that qualifier's value.
+        let run = codec::cells_run(&fragment(&[(base, 1), (base + 10, 2)])).unwrap();
+        assert_eq!(*run.last().unwrap(), codec::CELLS_RUN);
+        let written = mutations(Op::Merge, &table, KEY, &run).unwrap();
+        assert_eq!(written[0].columns, vec![(vec![0x00, 0x00, 0x00, 0xA0], vec![1, 2, 0])]);
+        let appended = mutations(Op::Merge, &data_table(true), KEY, &run).unwrap();
         assert_eq!(appended[0].columns, vec![(codec::APPEND_QUALIFIER.to_vec(), vec![0x00, 0x00, 1, 0x00, 0xA0, 2])]);
     }
 }
