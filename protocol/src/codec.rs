@@ -984,6 +984,12 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>], run: bool) -> Option<Vec<u8>> {
                     column.push_run(qualifier, &value[..value.len() - 1], &span);
                 }
                 _ => each_point(qualifier, value, |q, v| {
+                    // A run holds its cells as written: one that reading fixes (length bits that do not match
+                    // its value, a legacy float) would come back from the run as its fixed form, which another
+                    // cell at its qualifier no longer overwrites.
+                    if run && (q != qualifier || v.len() != value.len()) {
+                        return Err(illegal("a cell a run would change"));
+                    }
                     if take(&mut column, &mut last_offset, q, v) {
                         Ok(())
                     } else {
@@ -2302,6 +2308,24 @@ mod tests {
         };
         prop_assert_eq!(bits(got), bits(want));
         Ok(())
+    }
+
+    // A run is made of cells as they were written: a cell that reading fixes (length bits that do not match its
+    // value) keeps the fragment as cells, so that a later cell at its qualifier still overwrites it (spec: ingest
+    // §4.3 fixes, §4.5 W8).
+    #[test]
+    fn a_cell_reading_would_fix_keeps_its_fragment_as_cells() {
+        let mut cells = Vec::new();
+        push_column(&mut cells, &h("00 00"), &[0, 0, 0, 0, 0, 0, 0, 5]);
+        push_column(&mut cells, &h("00 10"), &[6]);
+        assert_eq!(cells_run(&cells), None);
+        let mut fine = Vec::new();
+        push_column(&mut fine, &h("00 07"), &[0, 0, 0, 0, 0, 0, 0, 5]);
+        push_column(&mut fine, &h("00 10"), &[6]);
+        let run = cells_run(&fine).expect("well-formed cells make a run");
+        let mut later = Vec::new();
+        push_column(&mut later, &h("00 07"), &[0, 0, 0, 0, 0, 0, 0, 9]);
+        assert_eq!(merge_row(None, &[&run, &later], false).unwrap(), merge_row(None, &[&fine, &later], false).unwrap());
     }
 
     // A compacted column is copied whole by the one-pass merge only when its own points are in strictly
