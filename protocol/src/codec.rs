@@ -911,7 +911,7 @@ fn runs_as_cells(input: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
 }
 
 fn is_cells_run(qualifier: &[u8], value: &[u8]) -> bool {
-    qualifier.len() % 2 == 0 && !is_single(qualifier) && value.last() == Some(&CELLS_RUN)
+    qualifier.len().is_multiple_of(2) && !is_single(qualifier) && value.last() == Some(&CELLS_RUN)
 }
 
 /// Whether a row value holds a [`cells_run`] column: what must go through a merge before leaving rtsd's engine
@@ -976,12 +976,12 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>], run: bool) -> Option<Vec<u8>> {
                 // A run is made of cells only: a compacted column is not a cell, and its points stay a column.
                 _ if !is_single(qualifier) && run => return None,
                 _ if !is_single(qualifier) => {
-                    let span = compacted_run(qualifier, value)?;
+                    let span = in_order_span(qualifier, value)?;
                     if last_offset.is_some_and(|last| span.first <= last) {
                         return None;
                     }
                     last_offset = Some(span.last);
-                    column.push_run(qualifier, &value[..value.len() - 1], &span);
+                    column.push_span(qualifier, &value[..value.len() - 1], &span);
                 }
                 _ => each_point(qualifier, value, |q, v| {
                     // A run holds its cells as written: one that reading fixes (length bits that do not match
@@ -1015,8 +1015,8 @@ fn merge_in_time_order(inputs: &[Cow<'_, [u8]>], run: bool) -> Option<Vec<u8>> {
     Some(row)
 }
 
-/// What [`compacted_run`] found in a compacted column whose points are in strictly increasing time.
-struct Run {
+/// What [`in_order_span`] found in a compacted column whose points are in strictly increasing time.
+struct Span {
     first: u32,
     last: u32,
     points: usize,
@@ -1026,30 +1026,27 @@ struct Run {
 
 /// The time span of a compacted column's points when a walk of it ([`walk_compacted`]) gives every point and
 /// they are in strictly increasing time; `None` otherwise (the walk's errors included).
-fn compacted_run(quals: &[u8], value: &[u8]) -> Option<Run> {
-    let expected = value.len().checked_sub(1)?;
-    let mut run = Run { first: 0, last: 0, points: 0, seconds: false, millis: false };
-    let (mut qi, mut vi) = (0, 0);
-    while qi < quals.len() {
-        let q = extract_qualifier(quals, qi).ok()?;
+fn in_order_span(quals: &[u8], value: &[u8]) -> Option<Span> {
+    let mut span = Span { first: 0, last: 0, points: 0, seconds: false, millis: false };
+    walk_compacted(quals, value, |q, _| {
         let offset = point_offset_ms(q);
-        if run.points > 0 && offset <= run.last {
-            return None;
+        if span.points > 0 && offset <= span.last {
+            return Err(illegal("not in time order"));
         }
-        if run.points == 0 {
-            run.first = offset;
+        if span.points == 0 {
+            span.first = offset;
         }
-        run.last = offset;
-        run.points += 1;
+        span.last = offset;
+        span.points += 1;
         if q.len() == 4 {
-            run.millis = true;
+            span.millis = true;
         } else {
-            run.seconds = true;
+            span.seconds = true;
         }
-        qi += q.len();
-        vi += value_len_from_flags(q[q.len() - 1]);
-    }
-    (vi == expected && run.points > 0).then_some(run)
+        Ok(())
+    })
+    .ok()?;
+    (span.points > 0).then_some(span)
 }
 
 /// One compacted column built from points in time order (spec: ingest §4.6): the qualifiers concatenated, the
@@ -1087,13 +1084,14 @@ impl CompactedColumn {
         self.points += 1;
     }
 
-    /// The points of a [`compacted_run`] (its qualifiers and values without the meta byte), after the others.
-    fn push_run(&mut self, qualifiers: &[u8], values: &[u8], run: &Run) {
+    /// The points of a compacted column in time order (its qualifiers and values without the meta byte, and its
+    /// [`in_order_span`]), after the others.
+    fn push_span(&mut self, qualifiers: &[u8], values: &[u8], span: &Span) {
         self.qualifiers.extend_from_slice(qualifiers);
         self.values.extend_from_slice(values);
-        self.points += run.points;
-        self.seconds |= run.seconds;
-        self.millis |= run.millis;
+        self.points += span.points;
+        self.seconds |= span.seconds;
+        self.millis |= span.millis;
     }
 
     /// (qualifier, value) of the column: one point's own cell when it holds one.

@@ -254,9 +254,10 @@ impl Store {
     }
 
     /// Waits (at most [`STEP_ASIDE_MAX`]) while grid reads take buckets from rows not folded yet: what the
-    /// daemon's folds of passed hours (the folds that run during and right after a burst) do between chunks. Such a read computes the buckets a fold would, for a query someone waits
-    /// for, and the fold got ~17% of the two cores while q1 read B's burst raw (perf, bench/RESULTS.md
-    /// 2026-11-29 19:30); the fold takes the rows up again after it. A query's own fold does not wait.
+    /// daemon's folds of passed hours (the folds that run during and right after a burst) do between chunks.
+    /// Such a read computes the buckets a fold would, for a query someone waits for, and the fold got ~17% of the
+    /// two cores while q1 read B's burst raw (perf, bench/RESULTS.md 2026-11-29 19:30); the fold takes the rows
+    /// up again after it. A query's own fold does not wait.
     pub(super) fn step_aside_for_grid_reads(&self) {
         let started = std::time::Instant::now();
         // Not while another fold waits for the lock this one holds (a cell read's fold of its metric).
