@@ -73,6 +73,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("rtsd.data_dir", "./rtsd-data"),
     ("rtsd.memtable_mb", "32"),
     ("rtsd.storage.engine", "rocksdb"),
+    ("rtsd.storage.hbase.flush_ms", "1000"),
+    ("rtsd.storage.hbase.log_lease_ms", "30000"),
     ("rtsd.storage.hbase.namespace", ""),
     ("rtsd.storage.hbase.rtsd_table", "rtsd"),
     ("rtsd.storage.min_free_mb", "128"),
@@ -422,6 +424,15 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
                 appends: p.boolean("tsd.storage.enable_appends"),
                 operation_timeout,
                 rpc_timeout,
+                log: crate::store::shared_log::LogOptions {
+                    flush_interval: millis("rtsd.storage.hbase.flush_ms")?,
+                    lease: match millis("rtsd.storage.hbase.log_lease_ms")? {
+                        t if t < std::time::Duration::from_secs(1) => {
+                            return Err(p.invalid("rtsd.storage.hbase.log_lease_ms", "at least 1000 ms"))
+                        }
+                        t => t,
+                    },
+                },
             })))
         }
         _ => Err(p.invalid("rtsd.storage.engine", "the storage engine is rocksdb or hbase")),

@@ -103,6 +103,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
     let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
     tokio::spawn(flush_series_table(tsd.clone()));
+    if let Some(options) = tsd.store.shared_log_options() {
+        tokio::spawn(tend_shared_log(tsd.clone(), options.lease));
+    }
     tokio::spawn(write_counters(tsd.clone()));
     tokio::spawn(compact_after_bursts(tsd.clone()));
     tokio::spawn(server::reap_idle_connections(tsd.clone()));
@@ -229,6 +232,11 @@ const FOLD_CHUNK_ROWS: usize = 512;
 /// the threshold bounds what a query during a burst waits for; shutdown flushes what is left (`Store::flush`).
 async fn flush_series_table(tsd: Arc<Tsd>) {
     let poll = std::time::Duration::from_millis(FLUSH_POLL_MS);
+    // On a shared engine other nodes read the points only once they are flushed: its own, shorter interval.
+    let interval = tsd
+        .store
+        .shared_log_options()
+        .map_or(std::time::Duration::from_millis(FLUSH_INTERVAL_MS), |o| o.flush_interval);
     let mut last = std::time::Instant::now();
     loop {
         tokio::select! {
@@ -240,7 +248,7 @@ async fn flush_series_table(tsd: Arc<Tsd>) {
             last = std::time::Instant::now();
             continue;
         }
-        if points < FLUSH_POINTS && last.elapsed().as_millis() < u128::from(FLUSH_INTERVAL_MS) {
+        if points < FLUSH_POINTS && last.elapsed() < interval {
             continue;
         }
         last = std::time::Instant::now();
@@ -250,6 +258,29 @@ async fn flush_series_table(tsd: Arc<Tsd>) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "writing the series table into its rows failed; will retry"),
             Err(e) => tracing::error!(error = %e, "series table flush task failed"),
+        }
+    }
+}
+
+/// Renews this node's lease on its records in the shared series log and takes over the records of nodes whose
+/// lease expired (see `store::shared_log`), a few times per lease.
+async fn tend_shared_log(tsd: Arc<Tsd>, lease: std::time::Duration) {
+    let every = (lease / 6).max(std::time::Duration::from_millis(100));
+    loop {
+        let worker = tsd.clone();
+        match tokio::task::spawn_blocking(move || worker.store.tend_shared_log()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                static FAILED: crate::logs::Throttle = crate::logs::Throttle::new(std::time::Duration::from_secs(60));
+                if let Some(earlier) = FAILED.allow() {
+                    tracing::warn!(error = %e, earlier, "tending the shared series log failed; will retry");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "shared series log task failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = tsd.shutdown.cancelled() => return,
         }
     }
 }

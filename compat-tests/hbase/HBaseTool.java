@@ -107,9 +107,10 @@ public class HBaseTool {
       // `a`: the count/sum/min/max rtsd computes on ingest (rtsd.rollups.auto); OpenTSDB reads family `t` only.
       create(admin, p + t, null, family("t", false), family("a", true));
     }
-    // rtsd's own table (README "rtsd on HBase"): settings, the series index, rollup marks, Chukwa stream state.
+    // rtsd's own table (README "rtsd on HBase"): settings, the series index, rollup marks, Chukwa stream state,
+    // the nodes' series logs.
     create(admin, p + "rtsd", null, family("meta", true), family("series", true), family("rollup_dirty", true),
-        family("chukwa_streams", true));
+        family("chukwa_streams", true), family("log", true));
     // Chukwa's own tables (its core/conf/hbase.schema), which rtsd's Chukwa collector port writes.
     create(admin, p + "chukwa", null, family("t", true), family("a", true));
     create(admin, p + "chukwa_meta", null, family("k", true), family("c", true));

@@ -71,7 +71,7 @@ const SET_TABLES: &[(&str, &[&str])] = &[
     ("tsdb-rollup-agg-1m", &["t", "a"]),
     ("tsdb-rollup-agg-10m", &["t", "a"]),
     ("tsdb-rollup-agg-1h", &["t", "a"]),
-    ("rtsd", &["meta", "series", "rollup_dirty", "chukwa_streams"]),
+    ("rtsd", &["meta", "series", "rollup_dirty", "chukwa_streams", "log"]),
     ("chukwa", &["t", "a"]),
     ("chukwa_meta", &["k", "c"]),
 ];

@@ -140,6 +140,10 @@ impl Store {
     /// Makes everything written so far durable on disk (graceful shutdown).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.settle()?;
+        if let Some(log) = self.pending.shared() {
+            // Every record is deleted once its points are in their rows: the lease has nothing left to guard.
+            log.retire()?;
+        }
         self.flush_counters()?;
         self.engine.sync()?;
         if let Some(m) = self.engine.maintenance() {

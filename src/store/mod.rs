@@ -28,6 +28,7 @@ pub mod retention;
 pub mod rollup;
 pub mod rollup_rows;
 pub mod series;
+pub mod shared_log;
 mod tables;
 pub mod uid;
 mod write;
@@ -331,6 +332,9 @@ impl Store {
         let mut names: Vec<String> = COLUMN_FAMILIES.iter().map(|n| n.to_string()).collect();
         names.extend(rollups.families.iter().cloned());
         names.push(rollup::CF_ROLLUP_DIRTY.to_string());
+        if !node_local {
+            names.push(shared_log::CF_LOG.to_string());
+        }
         for name in &existing {
             if !names.contains(name) {
                 names.push(name.clone());
@@ -376,12 +380,16 @@ impl Store {
         let uids = Uids::open(engine.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
         let series = series::SeriesIndex::new(cache_capacity);
         rollups.resume(engine.as_ref(), read_only)?;
-        let (log, replay) = if read_only || !node_local {
-            (None, Vec::new())
-        } else {
-            let (log, old) = pending::SeriesLog::open(path)
-                .map_err(|e| StoreError::Corrupt(format!("opening the series log: {e}")))?;
-            (Some(log), old)
+        let (log, replay) = match choice {
+            _ if read_only => (None, Vec::new()),
+            EngineChoice::RocksDb => {
+                let (log, old) = pending::SeriesLog::open(path)
+                    .map_err(|e| StoreError::Corrupt(format!("opening the series log: {e}")))?;
+                (Some(pending::Log::Files(log)), old)
+            }
+            EngineChoice::HBase(options) => {
+                (shared_log::SharedLog::open(engine.clone(), options.log)?.map(pending::Log::Shared), Vec::new())
+            }
         };
         // The free-space guard watches the data directory's disk, which only a node-local engine fills.
         let min_free_bytes = if read_only || !node_local { 0 } else { min_free_bytes };

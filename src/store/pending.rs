@@ -24,6 +24,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
+use super::engine::Durability;
+use super::shared_log::SharedLog;
+use super::{log_error, StoreError};
+
 /// The series log's directory inside the data directory.
 pub const LOG_DIR: &str = "series-log";
 
@@ -40,7 +44,7 @@ pub struct PointLog {
 }
 
 /// A series log record's header: `u32 length ‖ u32 CRC-32` of its payload (little-endian).
-const RECORD_HEADER: usize = 8;
+pub(super) const RECORD_HEADER: usize = 8;
 
 impl PointLog {
     pub(super) fn push(&mut self, key: &[u8], qualifier: &[u8], value: &[u8]) {
@@ -305,11 +309,20 @@ impl Shard {
     }
 }
 
+/// Where a commit's points are logged before they join the table.
+pub(super) enum Log {
+    /// The embedded engine's: segment files in the data directory.
+    Files(SeriesLog),
+    /// A shared engine's (HBase): records in a table of the engine (see [`super::shared_log`]).
+    Shared(SharedLog),
+}
+
 pub(super) struct PendingTable {
     shards: Box<[Mutex<Shard>]>,
     hasher: foldhash::fast::FixedState,
-    /// None for a read-only open (and in unit tests of the table alone).
-    log: Option<SeriesLog>,
+    /// None for a read-only open, a shared engine without its log table (points go into their rows at once),
+    /// and in unit tests of the table alone.
+    log: Option<Log>,
     /// Held shared by a commit from its log append until its points are in the table; taken exclusively by a
     /// flush to start a new segment, so that every older segment's points are in the table.
     gate: RwLock<()>,
@@ -324,7 +337,7 @@ pub(super) struct PendingTable {
 }
 
 impl PendingTable {
-    pub(super) fn new(log: Option<SeriesLog>) -> PendingTable {
+    pub(super) fn new(log: Option<Log>) -> PendingTable {
         PendingTable {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
             hasher: foldhash::fast::FixedState::default(),
@@ -340,6 +353,19 @@ impl PendingTable {
         self.points.load(Ordering::Acquire)
     }
 
+    /// Whether commits go through the table (a log is kept): false for a shared engine without its log table.
+    pub(super) fn logged(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// The shared engine's log, when the points are logged there.
+    pub(super) fn shared(&self) -> Option<&SharedLog> {
+        match &self.log {
+            Some(Log::Shared(log)) => Some(log),
+            _ => None,
+        }
+    }
+
     /// The heap bytes the table's rows hold (see `bytes`).
     pub(super) fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
@@ -348,17 +374,21 @@ impl PendingTable {
     /// Logs a batch's points (fsynced with `sync`), then runs `write_rest` (the batch's other writes, which
     /// must come after the points they go with: Chukwa's de-duplication state says "stored"); once both are done
     /// the points join the table. `order` is scratch space (reused across commits).
-    pub(super) fn commit<E: From<std::io::Error>>(
+    pub(super) fn commit(
         &self,
         log: &mut PointLog,
         points: u64,
         order: &mut InsertOrder,
         sync: bool,
-        write_rest: impl FnOnce() -> Result<(), E>,
-    ) -> Result<(), E> {
+        write_rest: impl FnOnce() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let _gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = &self.log {
-            l.append_record(&mut log.bytes, sync)?;
+        match &self.log {
+            Some(Log::Files(l)) => l.append_record(&mut log.bytes, sync).map_err(log_error)?,
+            Some(Log::Shared(l)) => {
+                l.append_record(&log.bytes, if sync { Durability::Synced } else { Durability::Logged })?
+            }
+            None => {}
         }
         write_rest()?;
         self.insert(log.payload(), points, order);
@@ -418,12 +448,13 @@ impl PendingTable {
     /// Takes every row out of the table. Returns the log segment below which every segment's points were taken,
     /// the rows, and their point count. The caller holds `flush_lock` and, once its write is done, calls
     /// [`PendingTable::flushed`] or [`PendingTable::restore`].
-    pub(super) fn take(&self) -> std::io::Result<Taken> {
+    pub(super) fn take(&self) -> Result<Taken, StoreError> {
         // Through the gate, every commit that appended to an older segment has its points in the table.
         let cut = {
             let _gate = self.gate.write().unwrap_or_else(|e| e.into_inner());
             match &self.log {
-                Some(l) => l.rotate()?,
+                Some(Log::Files(l)) => l.rotate().map_err(log_error)?,
+                Some(Log::Shared(l)) => l.rotate(),
                 None => 0,
             }
         };
@@ -445,10 +476,11 @@ impl PendingTable {
         rows.iter().map(|row| row_bytes(row) as u64).sum()
     }
 
-    /// Deletes the log segments older than `cut` (a flush wrote their points to RocksDB).
-    pub(super) fn release(&self, cut: u64) -> std::io::Result<()> {
+    /// Deletes the log segments older than `cut` (a flush wrote their points into their rows).
+    pub(super) fn release(&self, cut: u64) -> Result<(), StoreError> {
         match &self.log {
-            Some(l) => l.delete_before(cut),
+            Some(Log::Files(l)) => l.delete_before(cut).map_err(log_error),
+            Some(Log::Shared(l)) => l.delete_before(cut),
             None => Ok(()),
         }
     }
@@ -534,7 +566,7 @@ mod tests {
         for i in 0..100u8 {
             log.push(&[i % 7], &[0, i << 4], &[i]);
         }
-        table.commit::<std::io::Error>(&mut log, 100, &mut order, false, || Ok(())).unwrap();
+        table.commit(&mut log, 100, &mut order, false, || Ok(())).unwrap();
         assert_eq!(table.points(), 100);
         let held = table.bytes();
         let (_, rows, points) = table.take().unwrap();
@@ -578,7 +610,7 @@ mod tests {
                 log.push(&key(i), &[0, (round as u8) << 4], &[i as u8]);
                 want.entry(key(i)).or_default().push(round as u8);
             }
-            table.commit::<std::io::Error>(&mut log, series.len() as u64, &mut order, false, || Ok(())).unwrap();
+            table.commit(&mut log, series.len() as u64, &mut order, false, || Ok(())).unwrap();
         }
         let (_, rows, points) = table.take().unwrap();
         assert_eq!(points, 50 + 50 + 30 + 60);
@@ -598,7 +630,7 @@ mod tests {
         let table = PendingTable::new(None);
         let mut log = PointLog::default();
         log.push(b"k", &[0, 0], &[1]);
-        let full = || Err(std::io::Error::other("disk full"));
+        let full = || Err(StoreError::from(std::io::Error::other("disk full")));
         assert!(table.commit(&mut log, 1, &mut Vec::new(), false, full).is_err());
         assert_eq!(table.points(), 0);
         assert!(table.take().unwrap().1.is_empty());
@@ -645,9 +677,9 @@ mod tests {
             log.push(b"k", &[0, 0], &[v]);
             log
         };
-        table.commit::<std::io::Error>(&mut one(1), 1, &mut order, false, || Ok(())).unwrap();
+        table.commit(&mut one(1), 1, &mut order, false, || Ok(())).unwrap();
         let (_, taken, _) = table.take().unwrap();
-        table.commit::<std::io::Error>(&mut one(2), 1, &mut order, false, || Ok(())).unwrap();
+        table.commit(&mut one(2), 1, &mut order, false, || Ok(())).unwrap();
         table.restore(taken);
         let (_, rows, points) = table.take().unwrap();
         assert_eq!(points, 2);

@@ -39,6 +39,7 @@ pub(super) fn table_spec(name: &str, layout: &Layout, fix_duplicates: bool, metr
         }
         CF_UID_ID | CF_UID_NAME | CF_TSDB_META => TableSpec::new(name, CellMap::QualifierRow, Tuning::Small),
         n if COLUMN_FAMILIES.contains(&n) => TableSpec::new(name, CellMap::Plain, Tuning::Small),
+        shared_log::CF_LOG => TableSpec::new(name, CellMap::Plain, Tuning::Log),
         // On HBase a mark is a blind Put of its count in a cell of its own (an Increment reads the cell under the
         // row lock first); the sum part is still read, as marks stored before.
         rollup::CF_ROLLUP_DIRTY => rollup::marks_spec().with_parts(MARK_PARTS).with_blind_operands(),

@@ -73,7 +73,7 @@ impl Store {
         for record in records {
             self.pending.replay(record, &mut order);
         }
-        let (_, rows, _) = self.pending.take().map_err(log_error)?;
+        let (_, rows, _) = self.pending.take()?;
         let overlay = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
         *self.overlay.get_mut().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
         Ok(())
@@ -110,9 +110,9 @@ impl Store {
 
     pub(super) fn flush_pending_always(&self) -> Result<u64, StoreError> {
         let _one_at_a_time = self.pending.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let (cut, rows, points) = self.pending.take().map_err(log_error)?;
+        let (cut, rows, points) = self.pending.take()?;
         if rows.is_empty() {
-            self.pending.release(cut).map_err(log_error)?;
+            self.pending.release(cut)?;
             return Ok(0);
         }
         // In key order: RocksDB's memtable skip list reuses the previous insert's position for the next key, so
@@ -144,7 +144,7 @@ impl Store {
         let synced = self.engine.sync();
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         synced?;
-        self.pending.release(cut).map_err(log_error)?;
+        self.pending.release(cut)?;
         Ok(points)
     }
 
@@ -191,6 +191,12 @@ impl Store {
     /// Points acknowledged but not yet written into their rows (the series table's size).
     pub fn pending_points(&self) -> u64 {
         self.pending.points()
+    }
+
+    /// How a node of a shared engine holds the points it acknowledged (see [`super::shared_log`]); `None` on the
+    /// embedded engine, whose series log is on the node.
+    pub fn shared_log_options(&self) -> Option<super::shared_log::LogOptions> {
+        self.pending.shared().map(|log| log.options())
     }
 
     /// Makes every acknowledged point readable in RocksDB: what each read of data rows or of the series index
@@ -328,9 +334,10 @@ impl Store {
         let write = std::mem::take(&mut batch.batch);
         let result = if batch.log.is_empty() {
             self.write_marked(write, &mut batch.marks, durability)
-        } else if !self.node_local {
-            // The engine is the log (HBase's WAL): the points go into their rows now, then the batch's other
-            // writes, which come after the points they go with (Chukwa's "stored" state).
+        } else if !self.pending.logged() {
+            // A shared engine without its log table (an `rtsd` table created before it): the points go into their
+            // rows now, then the batch's other writes, which come after the points they go with (Chukwa's
+            // "stored" state).
             let rows = pending::rows_of(batch.log.payload());
             self.write_rows(&rows).and_then(|()| {
                 if write.is_empty() {
@@ -342,12 +349,20 @@ impl Store {
             // One series-log record for all the batch's points; they join the series table once it and the rest of
             // the batch are written (see [`pending`]).
             let (log, order, marks) = (&mut batch.log, &mut batch.order, &mut batch.marks);
-            self.pending.commit(log, points, order, sync, || {
+            let logged = self.pending.commit(log, points, order, sync, || {
                 if write.is_empty() {
                     return Ok(());
                 }
                 self.write_marked(write, marks, durability)
-            })
+            });
+            if logged.is_ok() && sync && self.pending.shared().is_some() {
+                // On a shared engine `sync` also means "readable through every node": the batch's rows are
+                // written before it is answered. Should that fail, the points stay logged and are written later;
+                // the client hears of the failure and may send them again (the same cells).
+                self.flush_pending().map(|_| ())
+            } else {
+                logged
+            }
         };
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         batch.points = 0;

@@ -163,6 +163,8 @@ pub enum Tuning {
     RollupSlots,
     /// Short-lived bookkeeping (rollup marks).
     Marks,
+    /// An ingest log: large values written once, read back only to recover them, deleted soon after.
+    Log,
 }
 
 /// A table as the store declares it.

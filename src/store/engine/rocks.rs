@@ -175,7 +175,7 @@ fn tuned(tuning: Tuning, block_cache: &rocksdb::Cache) -> Options {
             }
             opts.set_block_based_table_factory(&table);
         }
-        Tuning::Marks => opts.set_block_based_table_factory(&block_options(block_cache, false)),
+        Tuning::Marks | Tuning::Log => opts.set_block_based_table_factory(&block_options(block_cache, false)),
     }
     opts
 }

@@ -32,7 +32,7 @@ impl HBaseCursor {
     pub(super) fn start(&mut self, key: &[u8], end: &[u8]) {
         // An async channel: the scan task never blocks a runtime thread when the reader is slow (two blocked
         // tasks would stall every other call of the engine).
-        let (tx, rx) = tokio::sync::mpsc::channel(SCAN_CACHING as usize);
+        let (tx, rx) = tokio::sync::mpsc::channel(self.table.scan_caching as usize);
         let (client, table) = (self.engine_client.clone(), self.table.clone());
         let (qualifier, start) = table.cell_of(key);
         let (qualifier, start) = (qualifier.map(<[u8]>::to_vec), start.to_vec());
@@ -50,7 +50,7 @@ impl HBaseCursor {
                 start,
                 stop,
                 families: vec![(table.family.clone(), qualifiers)],
-                caching: SCAN_CACHING,
+                caching: table.scan_caching,
                 ..Default::default()
             });
             loop {

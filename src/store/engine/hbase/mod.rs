@@ -84,6 +84,9 @@ pub struct HBaseOptions {
     pub operation_timeout: std::time::Duration,
     /// `hbase.rpc.timeout`: the longest wait for one RPC's answer within that.
     pub rpc_timeout: std::time::Duration,
+    /// How the node holds what it acknowledged until its rows are written (`rtsd.storage.hbase.flush_ms`,
+    /// `log_lease_ms`; see `store::shared_log`).
+    pub log: crate::store::shared_log::LogOptions,
 }
 
 impl HBaseOptions {
@@ -97,6 +100,7 @@ impl HBaseOptions {
             appends: false,
             operation_timeout: defaults.operation_timeout,
             rpc_timeout: defaults.rpc_timeout,
+            log: Default::default(),
         }
     }
 }
@@ -115,6 +119,8 @@ struct Table {
     /// Each merge is a cell of its own (see [`TableSpec::blind_operands`] and [`operand_qualifier`]); a plain
     /// table with a merge only, and no parts but sums.
     operands: bool,
+    /// Rows a cursor asks for per RPC (and holds ahead of its reader).
+    scan_caching: u32,
 }
 
 pub struct HBaseEngine {
@@ -135,6 +141,9 @@ const MERGE_ROUNDS: usize = 64;
 
 /// Rows a cursor asks for per RPC.
 const SCAN_CACHING: u32 = 512;
+/// The same for a table of large values ([`super::Tuning::Log`]: records of up to a few MB), so a scan holds a
+/// few of them at a time, not hundreds.
+const SCAN_CACHING_LARGE: u32 = 4;
 
 impl HBaseEngine {
     /// Connects to the cluster whose ZooKeeper quorum and base znode are given (`tsd.storage.hbase.zk_quorum`,
@@ -408,6 +417,7 @@ fn table_of(spec: &TableSpec, options: &HBaseOptions) -> Table {
         appends,
         parts,
         operands,
+        scan_caching: if spec.tuning == super::Tuning::Log { SCAN_CACHING_LARGE } else { SCAN_CACHING },
     }
 }
 
