@@ -129,7 +129,10 @@ fn an_agent_failing_over_to_another_node_stores_every_record_once() {
         return;
     }
     let (port_a, port_b) = (free_port(), free_port());
-    let mut a = start(port_a, &[]);
+    // The points node A acknowledged and had not written into their rows when it died are in its series log in
+    // HBase; node B writes them once A's lease (3 s here) has expired.
+    let lease = ("rtsd.storage.hbase.log_lease_ms", "3000");
+    let mut a = start(port_a, &[lease]);
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("app.log");
     let mut agent =
@@ -145,6 +148,7 @@ fn an_agent_failing_over_to_another_node_stores_every_record_once() {
         ("rtsd.chukwa.hicc.timezone", "UTC"),
         ("rtsd.chukwa.rule.AppLog.regex", LINE_RULE),
         ("rtsd.chukwa.rule.AppLog.timezone", "UTC"),
+        lease,
     ]);
     // The agent moves on to node B and sends the unanswered post again, then the rest.
     agent.fail_over(addr(port_b));
@@ -155,8 +159,13 @@ fn an_agent_failing_over_to_another_node_stores_every_record_once() {
     // Exactly once: node B counts what both nodes stored, each record once.
     assert_eq!(ingested(&b, "records", "AppLog"), 30.0);
     let (start, end) = (T0 / 1000 - 10, T0 / 1000 + 1000);
-    let latency = query(&b, "sum:AppLog.latency%7Bhost=agent1%7D", start, end);
     let expected: BTreeMap<i64, f64> = (0..30).map(|i| (T0 + i * 1000, (i % 50 + 1) as f64)).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut latency = query(&b, "sum:AppLog.latency%7Bhost=agent1%7D", start, end);
+    while latency.first().map(|l| &l.1) != Some(&expected) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        latency = query(&b, "sum:AppLog.latency%7Bhost=agent1%7D", start, end);
+    }
     assert_eq!(latency.len(), 1);
     assert_eq!(latency[0].1, expected);
     drop(b);

@@ -20,6 +20,9 @@
 //! 5. **A region server killed under writes.** Node A takes `/api/put?sync` batches while one of the three region
 //!    servers is SIGKILLed; then node A is SIGKILLed too, and every batch it acknowledged is read back through a
 //!    node started after it.
+//!    Then a node is SIGKILLed holding telnet puts it acknowledged but had not written into their rows (its
+//!    records in the shared series log): a node started after it takes its records over once its lease expires,
+//!    and every point reads back.
 //! 6. **Appends.** A node with `tsd.storage.enable_appends` writes points as OpenTSDB's append column; OpenTSDB
 //!    and the node answer them alike, late and duplicate points included.
 //! 7. **rtsd's own rollups.** A node with `rtsd.rollups.auto` folds what it wrote into the rollup tables' `a`
@@ -29,6 +32,7 @@
 //! 9. **The README's fleet example** ("rtsd on HBase"), run as it stands but for the quorum and two free ports:
 //!    two nodes on the cluster, a put through one, read back through the other.
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -228,6 +232,43 @@ fn writes_through_a_killed_region_server(tb: &Testbed, addr: SocketAddr) -> BTre
     eprintln!("rtsd_on_hbase: {} of {BATCHES} batches acknowledged, {refused} refused", BATCHES - refused);
     assert!(refused < BATCHES / 2, "most batches were refused: the client did not ride out the reassignment");
     acked
+}
+
+/// Telnet puts a node acknowledged and still held (its series table and its records in the shared series log, its
+/// flush far off) when it is SIGKILLed: another node reads none of them before, and all of them once a node
+/// started after the kill has taken over the dead node's records (its lease, shortened here to 3 s, expired).
+fn a_killed_nodes_log_is_taken_over(tb: &Testbed, reader: SocketAddr) {
+    let lease = ("rtsd.storage.hbase.log_lease_ms", "3000");
+    let mut holder = tb.start_rtsd(&[("rtsd.storage.hbase.flush_ms", "3600000"), lease]);
+    let mut sent = BTreeMap::new();
+    let mut lines = String::new();
+    for i in 0..600i64 {
+        let (host, t, v) = (format!("h{}", i % 6), 1_690_200_000 + i * 5, i as f64 * 0.25);
+        lines.push_str(&format!("put logged.m {t} {v} host={host}\n"));
+        sent.insert((host, t), v);
+    }
+    let mut tn = rtsd_compat_tests::connect(holder.addr());
+    tn.write_all(lines.as_bytes()).expect("send puts");
+    let answered = rtsd_compat_tests::barrier(&mut tn);
+    assert!(answered.is_empty(), "every put acknowledged: {answered:?}");
+    let query = "/api/query?start=1690200000&end=1690204000&m=sum:logged.m%7Bhost=*%7D";
+    let read = || points_by_host(reader, query).unwrap_or_else(|(status, body)| panic!("{status} {body}"));
+    assert_eq!(read(), BTreeMap::new(), "acknowledged points not yet in their rows are the holder's alone");
+    holder.kill9();
+    let started = Instant::now();
+    let _rescuer = tb.start_rtsd(&[lease]);
+    let mut stored = read();
+    while stored != sent && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        stored = read();
+    }
+    assert_eq!(stored.len(), sent.len(), "points read back after the holder was killed");
+    assert_eq!(stored, sent);
+    eprintln!(
+        "rtsd_on_hbase: {} telnet points a killed node held in the shared series log read back {:.1}s after its kill",
+        sent.len(),
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// The README's fleet example (issue 21: "the README's fleet example is run by a test"): the shell block after
@@ -457,6 +498,9 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
         acked.len(),
         started.elapsed().as_secs_f64()
     );
+
+    // 5b. A node killed with acknowledged points still in its series log: another node takes them over.
+    a_killed_nodes_log_is_taken_over(&tb, b.addr());
 
     // 6. Appends: written by a node with enable_appends, read by OpenTSDB and by the node.
     let c = tb.start_rtsd(&[("tsd.storage.enable_appends", "true")]);

@@ -388,7 +388,7 @@ impl Store {
                 (Some(pending::Log::Files(log)), old)
             }
             EngineChoice::HBase(options) => {
-                (shared_log::SharedLog::open(engine.clone(), options.log)?.map(pending::Log::Shared), Vec::new())
+                (shared_log::SharedLog::open(engine.clone(), options.log, path)?.map(pending::Log::Shared), Vec::new())
             }
         };
         // The free-space guard watches the data directory's disk, which only a node-local engine fills.
@@ -419,6 +419,7 @@ impl Store {
             store.load_overlay(&unflushed)?;
         } else {
             store.replay_pending(path, &replay)?;
+            store.resume_shared_log()?;
         }
         Ok(store)
     }

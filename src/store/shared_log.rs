@@ -13,12 +13,14 @@
 //! OpenTSDB's own TSDs buffer puts for a second before HBase sees them. A `sync` put is flushed before it is
 //! answered, so what it acknowledged reads through every node.
 //!
-//! **No node-local state.** Each node writes its records under a node id of its own (random per process) and
-//! keeps a lease row beside them, renewed every few seconds. A node that dies leaves records and a lease that
-//! stops being renewed; once it is older than `rtsd.storage.hbase.log_lease_ms`, any other node claims it (a
-//! compare-and-set of the lease), writes the records' points into their rows and deletes them. A claim that
-//! turns out wrong (a node alive but unable to renew for that long) costs nothing: rows written twice are the
-//! same cells, and the node's own flush deletes only its records.
+//! **No node-local state.** Each node writes its records under a node id of its own and keeps a lease row beside
+//! them, renewed every few seconds. A node that dies leaves records and a lease that stops being renewed; once it
+//! is older than `rtsd.storage.hbase.log_lease_ms`, any other node claims it (a compare-and-set of the lease),
+//! writes the records' points into their rows and deletes them. A claim that turns out wrong (a node alive but
+//! unable to renew for that long) costs nothing: rows written twice are the same cells, and the node's own flush
+//! deletes only its records. The id is kept in the data directory ([`NODE_FILE`], locked while the node runs),
+//! so a node restarted there takes its own records over at once, as the embedded engine replays its log at open;
+//! a node whose directory is gone is a new node, and its old records wait for their lease like any dead node's.
 //!
 //! Rows of the log table: `R ‖ node ‖ segment ‖ sequence` (big-endian u64s) for a record, whose value is a
 //! format byte then the batch's points as [`super::pending::PointLog`] lays them out; `L ‖ node` for a lease,
@@ -57,6 +59,9 @@ const RECORD_BYTES: usize = 2 << 20;
 const RESCUE_RECORDS: usize = 32;
 /// A lease whose node's records were all rescued is deleted once it is this many leases old.
 const RETIRED_LEASES: u32 = 10;
+
+/// The file in the data directory that keeps the node's id (see the module's comment).
+pub const NODE_FILE: &str = "shared-log-node";
 
 const NODE_BYTES: usize = 16;
 type NodeId = [u8; NODE_BYTES];
@@ -171,10 +176,43 @@ fn pieces(mut payload: &[u8]) -> Vec<&[u8]> {
     out
 }
 
+/// The node id kept in `data_dir` (written there when absent or unreadable), with the file locked for as long as
+/// it is held; a fresh id, with nothing kept, when another process holds the file (two nodes must never share an
+/// id: their records' keys would collide).
+fn node_id_in(data_dir: &std::path::Path) -> std::io::Result<(NodeId, Option<std::fs::File>)> {
+    use std::io::{Read, Seek, Write};
+    std::fs::create_dir_all(data_dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(data_dir.join(NODE_FILE))?;
+    if file.try_lock().is_err() {
+        return Ok((new_node_id(), None));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    if let Ok(id) = NodeId::try_from(text.trim().as_bytes()) {
+        if id.iter().all(u8::is_ascii_hexdigit) {
+            return Ok((id, Some(file)));
+        }
+    }
+    let id = new_node_id();
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(&id)?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    Ok((id, Some(file)))
+}
+
 /// The log of one node (see the module's comment).
 pub(super) struct SharedLog {
     engine: Arc<dyn Engine>,
     node: NodeId,
+    /// [`NODE_FILE`], locked while the node runs (`None`: another process holds it; the id is this process's).
+    _node_file: Option<std::fs::File>,
     about: String,
     options: LogOptions,
     state: Mutex<State>,
@@ -193,9 +231,21 @@ struct State {
 impl SharedLog {
     /// The node's log, or `None` when the engine has no log table (an `rtsd` table created before it, without
     /// the `log` family): the node then writes each batch's points into their rows before acknowledging them.
-    pub(super) fn open(engine: Arc<dyn Engine>, options: LogOptions) -> Result<Option<SharedLog>, StoreError> {
+    pub(super) fn open(
+        engine: Arc<dyn Engine>,
+        options: LogOptions,
+        data_dir: &std::path::Path,
+    ) -> Result<Option<SharedLog>, StoreError> {
         match engine.get(CF_LOG, b"L", ReadHints { fill_cache: false }) {
-            Ok(_) => Ok(Some(SharedLog::new(engine, options))),
+            Ok(_) => {
+                let (node, file) = node_id_in(data_dir).map_err(|e| StoreError::Io {
+                    context: "keeping the node's id in the data directory",
+                    source: e,
+                })?;
+                let mut log = SharedLog::new(engine, options);
+                (log.node, log._node_file) = (node, file);
+                Ok(Some(log))
+            }
             Err(e) if e.to_string().contains("NoSuchColumnFamily") => {
                 tracing::warn!(
                     "the rtsd table has no family `log` (alter 'rtsd', {{NAME => 'log', VERSIONS => 1}}): each batch's \
@@ -211,8 +261,10 @@ impl SharedLog {
     pub(super) fn new(engine: Arc<dyn Engine>, options: LogOptions) -> SharedLog {
         let node = new_node_id();
         let about = format!("{}:{}", crate::metrics::hostname(), std::process::id());
-        let state = Mutex::new(State { segment: 1, ..Default::default() });
-        SharedLog { engine, node, about, options, state }
+        // Segments are numbered from the clock, so a node restarted under its id never writes a key its earlier
+        // life wrote.
+        let state = Mutex::new(State { segment: now_ms(), ..Default::default() });
+        SharedLog { engine, node, _node_file: None, about, options, state }
     }
 
     pub(super) fn options(&self) -> LogOptions {
@@ -379,6 +431,16 @@ impl SharedLog {
 }
 
 impl super::Store {
+    /// At open: writes the points this node's earlier life left in the log (killed under the same id) into their
+    /// rows, before anything new is logged.
+    pub(super) fn resume_shared_log(&self) -> Result<(), StoreError> {
+        let Some(log) = self.pending.shared() else { return Ok(()) };
+        if let Some(seen) = self.engine.get(CF_LOG, &lease_key(&log.node), ReadHints { fill_cache: false })? {
+            self.rescue(log, &log.node.clone(), seen)?;
+        }
+        Ok(())
+    }
+
     /// A node's housekeeping of the shared series log (the daemon calls it every few seconds): renews its lease,
     /// and takes over the records of every node whose lease expired, writing their points into their rows.
     /// Returns the points rescued.
@@ -522,7 +584,7 @@ mod tests {
         let records = rows(engine.as_ref(), b'R');
         assert_eq!(
             records.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-            [record_key(&a.node, 1, 1), record_key(&a.node, 2, 2)]
+            [record_key(&a.node, cut - 1, 1), record_key(&a.node, cut, 2)]
         );
         assert_eq!(records[0].1[0], RECORD_FORMAT);
         assert_eq!(
@@ -557,7 +619,7 @@ mod tests {
         a.delete_before(cut).unwrap();
         assert_eq!(
             rows(engine.as_ref(), b'R').iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-            [record_key(&a.node, 2, 2)]
+            [record_key(&a.node, cut, 2)]
         );
         a.delete_before(a.rotate()).unwrap();
         assert!(rows(engine.as_ref(), b'R').is_empty());
