@@ -188,7 +188,9 @@ fn node_id_in(data_dir: &std::path::Path) -> std::io::Result<(NodeId, Option<std
         .create(true)
         .truncate(false)
         .open(data_dir.join(NODE_FILE))?;
-    if file.try_lock().is_err() {
+    // flock(2) (std's File::try_lock is newer than the crate's minimum Rust): released when the process dies.
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Ok((new_node_id(), None));
     }
     let mut text = String::new();
