@@ -73,7 +73,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("rtsd.data_dir", "./rtsd-data"),
     ("rtsd.memtable_mb", "32"),
     ("rtsd.storage.engine", "rocksdb"),
-    ("rtsd.storage.hbase.flush_ms", "1000"),
+    ("rtsd.storage.hbase.flush_ms", "5000"),
     ("rtsd.storage.hbase.log_lease_ms", "30000"),
     ("rtsd.storage.hbase.namespace", ""),
     ("rtsd.storage.hbase.rtsd_table", "rtsd"),
