@@ -109,7 +109,7 @@ pub enum EngineChoice {
     #[default]
     RocksDb,
     /// OpenTSDB's own tables on an HBase cluster, shared by any number of rtsd nodes and OpenTSDB TSDs: nothing
-    /// is kept on the node (a write is acknowledged once HBase has it in its write-ahead log).
+    /// is kept on the node (a write is acknowledged once HBase has it, in the node's series log there).
     /// Boxed: the options are far larger than the RocksDB variant's nothing.
     HBase(Box<engine::hbase::HBaseOptions>),
 }
@@ -273,11 +273,11 @@ pub struct Store {
     generation: std::sync::atomic::AtomicU64,
     rollups: rollup::Rollups,
     retention: retention::Retention,
-    /// Acknowledged points not yet in their rows (see [`pending`]); only with a node-local engine.
+    /// Acknowledged points not yet in their rows (see [`pending`]), logged in the series log: files in the data
+    /// directory on the embedded engine, a table of the engine on HBase (see [`shared_log`]).
     pending: pending::PendingTable,
-    /// Whether the engine keeps its data on this node (RocksDB): points then go through the series log and the
-    /// series table. Otherwise (HBase) each commit writes its points into their rows at once, and nothing that
-    /// matters lives on the node.
+    /// Whether the engine keeps its data on this node (RocksDB). Otherwise (HBase) nothing that matters lives on
+    /// the node: its series log is in HBase, and other nodes take it over when the node dies.
     node_local: bool,
     read_only: bool,
     /// Acknowledged points not in their rows that readers of data rows merge in: row key -> columns. A

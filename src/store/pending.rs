@@ -1,5 +1,7 @@
 //! The in-memory series table: points that are acknowledged (in the series log, a write-ahead log of their own)
-//! but not yet merged into their rows (spec: performance, "the machine's limits").
+//! but not yet merged into their rows (spec: performance, "the machine's limits"). What follows is the embedded
+//! engine's log, files in the data directory; on HBase the log is a table there ([`super::shared_log`]) and the
+//! table works the same.
 //!
 //! Writing every point as its own RocksDB merge operand costs one memtable skip-list insert per point, which
 //! capped ingest near 0.6 M points/s on two cores (perf: ~40% of the daemon's time in `InlineSkipList::Insert`

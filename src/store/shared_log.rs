@@ -653,6 +653,31 @@ mod tests {
     }
 
     #[test]
+    fn a_data_directory_keeps_its_node_id_for_one_process_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (id, held) = node_id_in(dir.path()).unwrap();
+        assert!(held.is_some());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(NODE_FILE)).unwrap(),
+            format!("{}\n", std::str::from_utf8(&id).unwrap())
+        );
+        // A second process on the same directory (a second open file here) must not share the id.
+        let (other, none) = node_id_in(dir.path()).unwrap();
+        assert!(none.is_none());
+        assert_ne!(other, id);
+        drop(held);
+        // Restarted there, the node is the same node.
+        let (again, _held) = node_id_in(dir.path()).unwrap();
+        assert_eq!(again, id);
+        // A file that does not hold an id is given a new one.
+        drop(_held);
+        std::fs::write(dir.path().join(NODE_FILE), "not an id").unwrap();
+        let (fresh, _held) = node_id_in(dir.path()).unwrap();
+        assert_ne!(fresh, id);
+        assert_eq!(std::fs::read(dir.path().join(NODE_FILE)).unwrap()[..NODE_BYTES], fresh);
+    }
+
+    #[test]
     fn node_ids_are_hex_and_differ() {
         let (a, b) = (new_node_id(), new_node_id());
         assert_ne!(a, b);
