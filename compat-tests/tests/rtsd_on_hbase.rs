@@ -22,7 +22,8 @@
 //!    node started after it.
 //!    Then a node is SIGKILLed holding telnet puts it acknowledged but had not written into their rows (its
 //!    records in the shared series log): a node started after it takes its records over once its lease expires,
-//!    and every point reads back.
+//!    and every point reads back. A node on an `rtsd` table without the `log` family writes points into their
+//!    rows before acknowledging them, and says so.
 //! 6. **Appends.** A node with `tsd.storage.enable_appends` writes points as OpenTSDB's append column; OpenTSDB
 //!    and the node answer them alike, late and duplicate points included.
 //! 7. **rtsd's own rollups.** A node with `rtsd.rollups.auto` folds what it wrote into the rollup tables' `a`
@@ -271,6 +272,30 @@ fn a_killed_nodes_log_is_taken_over(tb: &Testbed, reader: SocketAddr) {
     );
 }
 
+/// A node whose `rtsd` table predates the series log (no family `log`) says so once and writes each batch's
+/// points into their rows before acknowledging them: telnet puts it took read through another node at once.
+fn a_table_without_the_log_family_writes_through(tb: &Testbed, reader: SocketAddr) {
+    tb.hbase_tool(&["create", "rtsd_nolog", "meta,series,rollup_dirty,chukwa_streams"]);
+    let old = tb.start_rtsd(&[("rtsd.storage.hbase.rtsd_table", "rtsd_nolog")]);
+    let mut sent = BTreeMap::new();
+    let mut lines = String::new();
+    for i in 0..60i64 {
+        let (host, t, v) = (format!("h{}", i % 3), 1_690_300_000 + i * 7, i as f64 + 0.125);
+        lines.push_str(&format!("put nolog.m {t} {v} host={host}\n"));
+        sent.insert((host, t), v);
+    }
+    let mut tn = rtsd_compat_tests::connect(old.addr());
+    tn.write_all(lines.as_bytes()).expect("send puts");
+    let answered = rtsd_compat_tests::barrier(&mut tn);
+    assert!(answered.is_empty(), "every put acknowledged: {answered:?}");
+    let query = "/api/query?start=1690300000&end=1690301000&m=sum:nolog.m%7Bhost=*%7D";
+    let stored = points_by_host(reader, query).unwrap_or_else(|(status, body)| panic!("{status} {body}"));
+    assert_eq!(stored, sent, "acknowledged = in their rows, read by another node at once");
+    let log = old.log_text();
+    assert_eq!(log.matches("the rtsd table has no family `log`").count(), 1, "{log}");
+    eprintln!("rtsd_on_hbase: a node on an rtsd table without the log family writes through, and says so");
+}
+
 /// The README's fleet example (issue 21: "the README's fleet example is run by a test"): the shell block after
 /// the marker that names this file, with the test bed's quorum for `ZK=` and free ports for 4242 and 4243, the
 /// binary under test as `rtsd` on `PATH`, in a temporary directory. Its output is the read through node 2.
@@ -501,6 +526,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
 
     // 5b. A node killed with acknowledged points still in its series log: another node takes them over.
     a_killed_nodes_log_is_taken_over(&tb, b.addr());
+    a_table_without_the_log_family_writes_through(&tb, b.addr());
 
     // 6. Appends: written by a node with enable_appends, read by OpenTSDB and by the node.
     let c = tb.start_rtsd(&[("tsd.storage.enable_appends", "true")]);

@@ -13,7 +13,11 @@
 //!    get a 503 with OpenTSDB's error JSON and `Retry-After`, telnet puts get one `put: HBase error: ...` line per
 //!    point, queries get a 424 error (also through a node that never resolved the metric's name), each within a
 //!    bound set by `hbase.client.operation.timeout`; once HBase is back, ingest resumes by itself and every point
-//!    acknowledged before and after the outage is read back.
+//!    acknowledged before and after the outage is read back, through the writer and through the other node.
+//!
+//! Telnet puts are held by their node (logged in HBase) until its next flush, `rtsd.storage.hbase.flush_ms`; a
+//! read through the writer writes them into their rows first, so each scenario reads through the writer before
+//! another node reads what it took over telnet (`sync` puts are in their rows when answered).
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -302,6 +306,10 @@ fn split_and_move(tb: &Testbed, a: SocketAddr, b: SocketAddr) {
     let loaded = load_query_data(a);
     let expected = q_expected();
     assert_eq!(loaded, (Q_HOSTS * Q_HOURS * 3600 / Q_STEP) as usize);
+    // Telnet puts are held by their node (logged in HBase) until its next flush; a read through that node writes
+    // them into their rows first, after which every node reads them.
+    let mut errors = Vec::new();
+    assert!(long_query(a, &expected, &mut errors), "the writer's own read: {errors:?}");
     let uid = metric_uid(a, "fq.m");
     // The split point: the metric's rows of hour 12 on; the upper daughter (which the writer's rows, hours 24 and
     // later, are in too) is then moved to another server.
@@ -572,7 +580,9 @@ fn hbase_down(tb: &Testbed, a: SocketAddr, b: SocketAddr) {
     assert_eq!((http.refused.len(), telnet.refused.len()), (80 + 40 * probes_refused, 50), "points refused");
     let mut all = http;
     all.absorb(telnet);
-    // Through node B, which failed its query during the outage and now answers it.
+    // Through the writer (whose read writes the telnet points it holds into their rows), then through node B,
+    // which failed its query during the outage and now answers it.
+    all.check_stored("HBase down (HTTP and telnet), node A", a, metric, t0, t0 + 100_000);
     let stored = all.check_stored("HBase down (HTTP and telnet)", b, metric, t0, t0 + 100_000);
     assert!(stored >= all.acked.len());
     eprintln!("rtsd_on_hbase_faults: HBase down scenario done ({:.0}s)", started.elapsed().as_secs_f64());
