@@ -22,7 +22,8 @@
 //!    node started after it.
 //!    Then a node is SIGKILLed holding telnet puts it acknowledged but had not written into their rows (its
 //!    records in the shared series log): a node started after it takes its records over once its lease expires,
-//!    and every point reads back. A node on an `rtsd` table without the `log` family writes points into their
+//!    and every point reads back; one SIGKILLed and started again in its data directory writes them as it
+//!    opens. A node on an `rtsd` table without the `log` family writes points into their
 //!    rows before acknowledging them, and says so.
 //! 6. **Appends.** A node with `tsd.storage.enable_appends` writes points as OpenTSDB's append column; OpenTSDB
 //!    and the node answer them alike, late and duplicate points included.
@@ -270,6 +271,31 @@ fn a_killed_nodes_log_is_taken_over(tb: &Testbed, reader: SocketAddr) {
         sent.len(),
         started.elapsed().as_secs_f64()
     );
+
+    // A node SIGKILLed and started again in its data directory (the default lease: 30 s) is the same node: it
+    // writes what it held into their rows as it opens, before it answers anything.
+    let mut holder = tb.start_rtsd(&[("rtsd.storage.hbase.flush_ms", "3600000")]);
+    let mut again = BTreeMap::new();
+    let mut lines = String::new();
+    for i in 0..300i64 {
+        let (host, t, v) = (format!("r{}", i % 3), 1_690_200_000 + i * 5, i as f64 + 0.5);
+        lines.push_str(&format!("put logged.m {t} {v} host={host}\n"));
+        again.insert((host, t), v);
+    }
+    let mut tn = rtsd_compat_tests::connect(holder.addr());
+    tn.write_all(lines.as_bytes()).expect("send puts");
+    assert!(rtsd_compat_tests::barrier(&mut tn).is_empty());
+    holder.kill9();
+    let restarted = Instant::now();
+    let holder = holder.restart();
+    let mut want = sent.clone();
+    want.extend(again);
+    assert_eq!(read(), want, "read through another node once the restarted node answers");
+    eprintln!(
+        "rtsd_on_hbase: a node killed and started again in its directory wrote the 300 points it held as it opened ({:.1}s)",
+        restarted.elapsed().as_secs_f64()
+    );
+    drop(holder);
 }
 
 /// A node whose `rtsd` table predates the series log (no family `log`) says so once and writes each batch's

@@ -183,7 +183,7 @@ fn pieces(mut payload: &[u8]) -> Vec<&[u8]> {
 /// it is held; a fresh id, with nothing kept, when another process holds the file (two nodes must never share an
 /// id: their records' keys would collide).
 fn node_id_in(data_dir: &std::path::Path) -> std::io::Result<(NodeId, Option<std::fs::File>)> {
-    use std::io::{Read, Seek, Write};
+    use std::io::Read;
     std::fs::create_dir_all(data_dir)?;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -204,12 +204,18 @@ fn node_id_in(data_dir: &std::path::Path) -> std::io::Result<(NodeId, Option<std
         }
     }
     let id = new_node_id();
+    write_node_file(&mut file, &id)?;
+    Ok((id, Some(file)))
+}
+
+/// Replaces the id in the (locked) node file.
+fn write_node_file(file: &mut std::fs::File, id: &NodeId) -> std::io::Result<()> {
+    use std::io::{Seek, Write};
     file.set_len(0)?;
     file.rewind()?;
-    file.write_all(&id)?;
+    file.write_all(id)?;
     file.write_all(b"\n")?;
-    file.sync_all()?;
-    Ok((id, Some(file)))
+    file.sync_all()
 }
 
 /// The log of one node (see the module's comment).
@@ -218,6 +224,9 @@ pub(super) struct SharedLog {
     node: NodeId,
     /// [`NODE_FILE`], locked while the node runs (`None`: another process holds it; the id is this process's).
     _node_file: Option<std::fs::File>,
+    /// The claim on this node's own lease taken at open, when its earlier life left one: the records under the
+    /// id are taken over before anything new is logged ([`super::Store::resume_shared_log`]).
+    resume: Mutex<Option<Vec<u8>>>,
     about: String,
     options: LogOptions,
     state: Mutex<State>,
@@ -249,6 +258,7 @@ impl SharedLog {
                 })?;
                 let mut log = SharedLog::new(engine, options);
                 (log.node, log._node_file) = (node, file);
+                log.claim_own()?;
                 Ok(Some(log))
             }
             Err(e) if e.to_string().contains("NoSuchColumnFamily") => {
@@ -263,13 +273,45 @@ impl SharedLog {
         }
     }
 
+    /// At open, under an id an earlier life used: claims its lease, so this node takes its records over
+    /// ([`SharedLog::resume`]). Should another node's claim win the race (it is rescuing them since the earlier
+    /// life's lease expired), the records are left to it and this node takes a new id, whose lease it can never
+    /// overwrite while the other node works.
+    fn claim_own(&mut self) -> Result<(), StoreError> {
+        let hints = ReadHints { fill_cache: false };
+        match self.engine.get(CF_LOG, &lease_key(&self.node), hints)? {
+            Some(seen) => self.claim_own_from(&seen),
+            None => Ok(()),
+        }
+    }
+
+    /// [`SharedLog::claim_own`] of the lease last seen as `seen`.
+    fn claim_own_from(&mut self, seen: &[u8]) -> Result<(), StoreError> {
+        let node = self.node;
+        if let Some(claim) = self.claim(&node, seen, LeaseState::Claimed)? {
+            *self.resume.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(claim);
+            return Ok(());
+        }
+        self.node = new_node_id();
+        if let Some(file) = self._node_file.as_mut() {
+            write_node_file(file, &self.node)
+                .map_err(|e| StoreError::Io { context: "keeping the node's id in the data directory", source: e })?;
+        }
+        tracing::info!(
+            node = %String::from_utf8_lossy(&node),
+            new = %String::from_utf8_lossy(&self.node),
+            "another node is taking over this node's earlier series log records; this node goes on under a new id"
+        );
+        Ok(())
+    }
+
     pub(super) fn new(engine: Arc<dyn Engine>, options: LogOptions) -> SharedLog {
         let node = new_node_id();
         let about = format!("{}:{}", crate::metrics::hostname(), std::process::id());
         // Segments are numbered from the clock, so a node restarted under its id never writes a key its earlier
         // life wrote.
         let state = Mutex::new(State { segment: now_ms(), ..Default::default() });
-        SharedLog { engine, node, _node_file: None, about, options, state }
+        SharedLog { engine, node, _node_file: None, resume: Mutex::new(None), about, options, state }
     }
 
     pub(super) fn options(&self) -> LogOptions {
@@ -440,8 +482,9 @@ impl super::Store {
     /// rows, before anything new is logged.
     pub(super) fn resume_shared_log(&self) -> Result<(), StoreError> {
         let Some(log) = self.pending.shared() else { return Ok(()) };
-        if let Some(seen) = self.engine.get(CF_LOG, &lease_key(&log.node), ReadHints { fill_cache: false })? {
-            self.rescue(log, &log.node.clone(), seen)?;
+        let claim = log.resume.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(claim) = claim {
+            self.take_over(log, &log.node, claim)?;
         }
         Ok(())
     }
@@ -462,8 +505,15 @@ impl super::Store {
     /// Writes the points of a dead node's records into their rows and deletes the records (see the module's
     /// comment); stops when another node claims them meanwhile.
     fn rescue(&self, log: &SharedLog, node: &NodeId, seen: Vec<u8>) -> Result<u64, StoreError> {
-        let Some(mut claim) = log.claim(node, &seen, LeaseState::Claimed)? else { return Ok(0) };
-        let who = Lease::decode(&seen).map(|l| l.about).unwrap_or_default();
+        match log.claim(node, &seen, LeaseState::Claimed)? {
+            Some(claim) => self.take_over(log, node, claim),
+            None => Ok(0),
+        }
+    }
+
+    /// [`Store::rescue`] once the lease is claimed (`claim`: its value).
+    fn take_over(&self, log: &SharedLog, node: &NodeId, mut claim: Vec<u8>) -> Result<u64, StoreError> {
+        let who = Lease::decode(&claim).map(|l| l.about).unwrap_or_default();
         let (mut from, _) = records_of(node);
         let (mut points, mut records) = (0u64, 0usize);
         loop {
@@ -675,6 +725,43 @@ mod tests {
         let (fresh, _held) = node_id_in(dir.path()).unwrap();
         assert_ne!(fresh, id);
         assert_eq!(std::fs::read(dir.path().join(NODE_FILE)).unwrap()[..NODE_BYTES], fresh);
+    }
+
+    #[test]
+    fn a_restarted_node_claims_its_records_unless_another_node_took_them_over_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let node_dir = dir.path().join("node");
+        let options = LogOptions { flush_interval: Duration::from_secs(1), lease: Duration::from_secs(30) };
+        let first = SharedLog::open(engine.clone(), options, &node_dir).unwrap().unwrap();
+        assert!(first.resume.lock().unwrap().is_none(), "nothing left by an earlier life");
+        first.append_record(&record(&[(b"row-1", 1)]), Durability::Logged).unwrap();
+        let id = first.node;
+        drop(first);
+        // Restarted in its directory: the same id, and its lease claimed for the takeover.
+        let second = SharedLog::open(engine.clone(), options, &node_dir).unwrap().unwrap();
+        assert_eq!(second.node, id);
+        let claim = second.resume.lock().unwrap().clone().expect("claimed");
+        let lease = Lease::decode(&claim).unwrap();
+        assert_eq!((lease.holder, lease.state), (id, LeaseState::Claimed));
+        drop(second);
+        // Another node claims the lease first; a later claim from a value it no longer holds fails, and the
+        // restarted node goes on under a new id (kept in its directory), leaving the records to the other node.
+        let other = SharedLog::new(engine.clone(), options);
+        let taken = other.claim(&id, &claim, LeaseState::Claimed).unwrap().expect("claimed by the other node");
+        let mut third = SharedLog::new(engine.clone(), options);
+        (third.node, third._node_file) = (id, None);
+        third.claim_own_from(&claim).unwrap();
+        assert_ne!(third.node, id, "a new id");
+        assert!(third.resume.lock().unwrap().is_none());
+        assert!(other.claim(&id, &taken, LeaseState::Claimed).unwrap().is_some(), "the other node goes on");
+        let taken = rows(engine.as_ref(), b'L').into_iter().find(|(k, _)| k[1..] == id).unwrap().1;
+        // Through open (which reads the current value), the restarted node claims it back: a takeover may change
+        // hands, the records are written the same by whoever finishes.
+        let fourth = SharedLog::open(engine.clone(), options, &node_dir).unwrap().unwrap();
+        assert_eq!(fourth.node, id);
+        assert!(fourth.resume.lock().unwrap().is_some());
+        assert_eq!(other.claim(&id, &taken, LeaseState::Claimed).unwrap(), None, "the other node stops");
     }
 
     #[test]
