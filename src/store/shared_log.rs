@@ -240,6 +240,8 @@ struct State {
     written: Vec<(u64, Vec<u8>)>,
     /// Whether the lease row is written (before the first record).
     leased: bool,
+    /// Leases deleted by [`SharedLog::retire`] so far: a lease written while one was deleted must be written again.
+    retires: u64,
 }
 
 impl SharedLog {
@@ -329,15 +331,21 @@ impl SharedLog {
     /// Writes one record (split if large) whose payload follows the series log's record header in `record`.
     pub(super) fn append_record(&self, record: &[u8], durability: Durability) -> Result<(), StoreError> {
         let payload = record.get(pending::RECORD_HEADER..).unwrap_or_default();
-        if !self.lock().leased {
-            // The lease comes before the first record, so a record is never without one to take it over.
-            self.engine.write(self.lease_batch(), Durability::Logged)?;
-            self.lock().leased = true;
-        }
         let mut batch = WriteBatch::default();
         let mut value = Vec::new();
         {
             let mut state = self.lock();
+            // The lease comes before the first record, so a record is never without one to take it over; checked
+            // again under the lock that records the keys, so a `retire` in between is seen.
+            while !state.leased {
+                let retires = state.retires;
+                drop(state);
+                self.engine.write(self.lease_batch(), Durability::Logged)?;
+                state = self.lock();
+                if state.retires == retires {
+                    state.leased = true;
+                }
+            }
             let segment = state.segment;
             for piece in pieces(payload) {
                 state.seq += 1;
@@ -404,9 +412,9 @@ impl SharedLog {
         }
         let mut batch = WriteBatch::default();
         batch.delete(CF_LOG, &lease_key(&self.node));
-        self.engine.write(batch, Durability::Logged)?;
+        state.retires += 1;
         state.leased = false;
-        Ok(())
+        self.engine.write(batch, Durability::Logged)
     }
 
     /// Leases of other nodes that are older than [`LogOptions::lease`]: `(node, the lease's value)`. Retired
@@ -414,33 +422,51 @@ impl SharedLog {
     fn expired(&self) -> Result<Vec<(NodeId, Vec<u8>)>, StoreError> {
         let now = now_ms();
         let lease_ms = self.options.lease.as_millis() as u64;
-        let mut out = Vec::new();
-        let mut gone = WriteBatch::default();
+        let mut leases = Vec::new();
         {
             let Some(mut cursor) = self.engine.cursor(CF_LOG, ReadHints { fill_cache: false }) else {
-                return Ok(out);
+                return Ok(Vec::new());
             };
             cursor.seek_until(b"L", b"M");
             while cursor.valid() && cursor.key().first() == Some(&b'L') {
                 let (key, value) = (cursor.key(), cursor.value());
                 if let (Ok(node), Some(lease)) = (NodeId::try_from(&key[1..]), Lease::decode(value)) {
-                    let age = now.saturating_sub(lease.at_ms);
-                    match lease.state {
-                        _ if node == self.node => {}
-                        LeaseState::Retired if age > lease_ms * u64::from(RETIRED_LEASES) => gone.delete(CF_LOG, key),
-                        LeaseState::Retired => {}
-                        LeaseState::Live | LeaseState::Claimed if age > lease_ms => out.push((node, value.to_vec())),
-                        _ => {}
+                    if node != self.node && now.saturating_sub(lease.at_ms) > lease_ms {
+                        leases.push((node, lease.state, now.saturating_sub(lease.at_ms), value.to_vec()));
                     }
                 }
                 cursor.next();
             }
             cursor.status()?;
         }
+        let mut out = Vec::new();
+        let mut gone = WriteBatch::default();
+        for (node, state, age, value) in leases {
+            match state {
+                LeaseState::Live | LeaseState::Claimed => out.push((node, value)),
+                // A node claimed by mistake (alive, but it could not renew in time) goes on logging under its id
+                // until its next renewal rewrites the lease: records under a retired lease are taken over too.
+                LeaseState::Retired if self.has_records(&node)? => out.push((node, value)),
+                LeaseState::Retired if age > lease_ms * u64::from(RETIRED_LEASES) => {
+                    gone.delete(CF_LOG, &lease_key(&node))
+                }
+                LeaseState::Retired => {}
+            }
+        }
         if !gone.is_empty() {
             self.engine.write(gone, Durability::Logged)?;
         }
         Ok(out)
+    }
+
+    /// Whether any record of `node` is stored.
+    fn has_records(&self, node: &NodeId) -> Result<bool, StoreError> {
+        let (start, end) = records_of(node);
+        let Some(mut cursor) = self.engine.cursor(CF_LOG, ReadHints { fill_cache: false }) else { return Ok(false) };
+        cursor.seek_until(&start, &end);
+        let found = cursor.valid() && cursor.key() < end.as_slice();
+        cursor.status()?;
+        Ok(found)
     }
 
     /// Claims `node`'s lease, whose value was `seen`: returns the claim's value, or `None` when another node
@@ -482,11 +508,25 @@ impl super::Store {
     /// rows, before anything new is logged.
     pub(super) fn resume_shared_log(&self) -> Result<(), StoreError> {
         let Some(log) = self.pending.shared() else { return Ok(()) };
-        let claim = log.resume.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(claim) = claim {
-            self.take_over(log, &log.node, claim)?;
+        let Some(mut claim) = log.resume.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
+        // This node goes on under the id, so it must finish: should another node claim the lease half-way (a
+        // chunk slower than the lease), the node claims it back and goes on (the other stops at its next
+        // renewal); whatever either wrote is the same cells.
+        loop {
+            if self.take_over(log, &log.node, claim)?.1 {
+                return Ok(());
+            }
+            let hints = ReadHints { fill_cache: false };
+            let Some(seen) = self.engine.get(CF_LOG, &lease_key(&log.node), hints)? else { return Ok(()) };
+            match log.claim(&log.node, &seen, LeaseState::Claimed)? {
+                Some(again) => claim = again,
+                None => {
+                    return Err(StoreError::Corrupt(
+                        "another node keeps claiming this node's series log records; start the node again".into(),
+                    ))
+                }
+            }
         }
-        Ok(())
     }
 
     /// A node's housekeeping of the shared series log (the daemon calls it every few seconds): renews its lease,
@@ -506,13 +546,15 @@ impl super::Store {
     /// comment); stops when another node claims them meanwhile.
     fn rescue(&self, log: &SharedLog, node: &NodeId, seen: Vec<u8>) -> Result<u64, StoreError> {
         match log.claim(node, &seen, LeaseState::Claimed)? {
-            Some(claim) => self.take_over(log, node, claim),
+            Some(claim) => Ok(self.take_over(log, node, claim)?.0),
             None => Ok(0),
         }
     }
 
     /// [`Store::rescue`] once the lease is claimed (`claim`: its value).
-    fn take_over(&self, log: &SharedLog, node: &NodeId, mut claim: Vec<u8>) -> Result<u64, StoreError> {
+    /// Returns the points written and whether every record was (false: another node claimed the lease meanwhile
+    /// and goes on with the rest).
+    fn take_over(&self, log: &SharedLog, node: &NodeId, mut claim: Vec<u8>) -> Result<(u64, bool), StoreError> {
         let who = Lease::decode(&claim).map(|l| l.about).unwrap_or_default();
         let (mut from, _) = records_of(node);
         let (mut points, mut records) = (0u64, 0usize);
@@ -533,12 +575,14 @@ impl super::Store {
             self.engine.write(batch, Durability::Logged)?;
             from = last.clone();
             from.push(0);
-            // Renewed between chunks, so that a long rescue is not taken for a dead one.
+            // Both leases renewed between chunks, so that a long rescue is not taken for a dead node, nor makes
+            // this node look dead.
+            log.renew()?;
             match log.claim(node, &claim, LeaseState::Claimed)? {
                 Some(renewed) => claim = renewed,
                 None => {
                     tracing::info!(node = %String::from_utf8_lossy(node), %who, records, "another node took over a series log's rescue");
-                    return Ok(points);
+                    return Ok((points, false));
                 }
             }
         }
@@ -552,7 +596,7 @@ impl super::Store {
                 "wrote the acknowledged points a node left in the series log into their rows (its lease expired)"
             );
         }
-        Ok(points)
+        Ok((points, true))
     }
 }
 
@@ -694,8 +738,14 @@ mod tests {
         a.append_record(&record(&[(b"row-1", 1)]), Durability::Logged).unwrap();
         std::thread::sleep(Duration::from_millis(40));
         let (node, seen) = b.expired().unwrap().remove(0);
-        b.claim(&node, &seen, LeaseState::Retired).unwrap().expect("retired");
-        assert!(b.expired().unwrap().is_empty(), "a retired lease has nothing to take over");
+        let retired = b.claim(&node, &seen, LeaseState::Retired).unwrap().expect("retired");
+        assert!(b.expired().unwrap().is_empty(), "a retired lease is not old yet");
+        // Claimed by mistake: the node logged on under its id (its next renewal would rewrite the lease), so the
+        // retired lease, once old, is taken over again while records remain under it.
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(b.expired().unwrap(), [(a.node, retired)]);
+        a.delete_before(a.rotate()).unwrap();
+        assert!(b.expired().unwrap().is_empty(), "a retired lease with no records has nothing to take over");
         assert_eq!(rows(engine.as_ref(), b'L').len(), 1);
         std::thread::sleep(Duration::from_millis(20 * u64::from(RETIRED_LEASES) + 20));
         assert!(b.expired().unwrap().is_empty());
