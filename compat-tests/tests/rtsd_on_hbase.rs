@@ -236,23 +236,37 @@ fn writes_through_a_killed_region_server(tb: &Testbed, addr: SocketAddr) -> BTre
     acked
 }
 
+/// Sends `n` telnet puts of `metric` to `addr` (host `<prefix><i % hosts>`, time `t0 + i * step`, value
+/// `value(i)`), asserts every one is acknowledged, and returns them by (host, timestamp).
+fn put_over_telnet(
+    addr: SocketAddr,
+    metric: &str,
+    (prefix, hosts): (&str, i64),
+    (t0, step): (i64, i64),
+    n: i64,
+    value: impl Fn(i64) -> f64,
+) -> BTreeMap<(String, i64), f64> {
+    let mut sent = BTreeMap::new();
+    let mut lines = String::new();
+    for i in 0..n {
+        let (host, t, v) = (format!("{prefix}{}", i % hosts), t0 + i * step, value(i));
+        lines.push_str(&format!("put {metric} {t} {v} host={host}\n"));
+        sent.insert((host, t), v);
+    }
+    let mut tn = rtsd_compat_tests::connect(addr);
+    tn.write_all(lines.as_bytes()).expect("send puts");
+    let answered = rtsd_compat_tests::barrier(&mut tn);
+    assert!(answered.is_empty(), "every put acknowledged: {answered:?}");
+    sent
+}
+
 /// Telnet puts a node acknowledged and still held (its series table and its records in the shared series log, its
 /// flush far off) when it is SIGKILLed: another node reads none of them before, and all of them once a node
 /// started after the kill has taken over the dead node's records (its lease, shortened here to 3 s, expired).
 fn a_killed_nodes_log_is_taken_over(tb: &Testbed, reader: SocketAddr) {
     let lease = ("rtsd.storage.hbase.log_lease_ms", "3000");
     let mut holder = tb.start_rtsd(&[("rtsd.storage.hbase.flush_ms", "3600000"), lease]);
-    let mut sent = BTreeMap::new();
-    let mut lines = String::new();
-    for i in 0..600i64 {
-        let (host, t, v) = (format!("h{}", i % 6), 1_690_200_000 + i * 5, i as f64 * 0.25);
-        lines.push_str(&format!("put logged.m {t} {v} host={host}\n"));
-        sent.insert((host, t), v);
-    }
-    let mut tn = rtsd_compat_tests::connect(holder.addr());
-    tn.write_all(lines.as_bytes()).expect("send puts");
-    let answered = rtsd_compat_tests::barrier(&mut tn);
-    assert!(answered.is_empty(), "every put acknowledged: {answered:?}");
+    let sent = put_over_telnet(holder.addr(), "logged.m", ("h", 6), (1_690_200_000, 5), 600, |i| i as f64 * 0.25);
     let query = "/api/query?start=1690200000&end=1690204000&m=sum:logged.m%7Bhost=*%7D";
     let read = || points_by_host(reader, query).unwrap_or_else(|(status, body)| panic!("{status} {body}"));
     assert_eq!(read(), BTreeMap::new(), "acknowledged points not yet in their rows are the holder's alone");
@@ -275,16 +289,7 @@ fn a_killed_nodes_log_is_taken_over(tb: &Testbed, reader: SocketAddr) {
     // A node SIGKILLed and started again in its data directory (the default lease: 30 s) is the same node: it
     // writes what it held into their rows as it opens, before it answers anything.
     let mut holder = tb.start_rtsd(&[("rtsd.storage.hbase.flush_ms", "3600000")]);
-    let mut again = BTreeMap::new();
-    let mut lines = String::new();
-    for i in 0..300i64 {
-        let (host, t, v) = (format!("r{}", i % 3), 1_690_200_000 + i * 5, i as f64 + 0.5);
-        lines.push_str(&format!("put logged.m {t} {v} host={host}\n"));
-        again.insert((host, t), v);
-    }
-    let mut tn = rtsd_compat_tests::connect(holder.addr());
-    tn.write_all(lines.as_bytes()).expect("send puts");
-    assert!(rtsd_compat_tests::barrier(&mut tn).is_empty());
+    let again = put_over_telnet(holder.addr(), "logged.m", ("r", 3), (1_690_200_000, 5), 300, |i| i as f64 + 0.5);
     holder.kill9();
     let restarted = Instant::now();
     let holder = holder.restart();
@@ -303,17 +308,7 @@ fn a_killed_nodes_log_is_taken_over(tb: &Testbed, reader: SocketAddr) {
 fn a_table_without_the_log_family_writes_through(tb: &Testbed, reader: SocketAddr) {
     tb.hbase_tool(&["create", "rtsd_nolog", "meta,series,rollup_dirty,chukwa_streams"]);
     let old = tb.start_rtsd(&[("rtsd.storage.hbase.rtsd_table", "rtsd_nolog")]);
-    let mut sent = BTreeMap::new();
-    let mut lines = String::new();
-    for i in 0..60i64 {
-        let (host, t, v) = (format!("h{}", i % 3), 1_690_300_000 + i * 7, i as f64 + 0.125);
-        lines.push_str(&format!("put nolog.m {t} {v} host={host}\n"));
-        sent.insert((host, t), v);
-    }
-    let mut tn = rtsd_compat_tests::connect(old.addr());
-    tn.write_all(lines.as_bytes()).expect("send puts");
-    let answered = rtsd_compat_tests::barrier(&mut tn);
-    assert!(answered.is_empty(), "every put acknowledged: {answered:?}");
+    let sent = put_over_telnet(old.addr(), "nolog.m", ("h", 3), (1_690_300_000, 7), 60, |i| i as f64 + 0.125);
     let query = "/api/query?start=1690300000&end=1690301000&m=sum:nolog.m%7Bhost=*%7D";
     let stored = points_by_host(reader, query).unwrap_or_else(|(status, body)| panic!("{status} {body}"));
     assert_eq!(stored, sent, "acknowledged = in their rows, read by another node at once");
