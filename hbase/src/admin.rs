@@ -109,7 +109,8 @@ impl Master<'_> {
                     Some(c) => c.clone(),
                     None => {
                         let addr = self.address(timeout).await?;
-                        let c = Arc::new(Conn::connect(&addr, &self.inner.cfg.user, "MasterService", timeout).await?);
+                        let (user, most) = (&self.inner.cfg.user, self.inner.cfg.max_calls_per_server);
+                        let c = Arc::new(Conn::connect(&addr, user, "MasterService", timeout, most).await?);
                         self.conn = Some(c.clone());
                         c
                     }

@@ -31,6 +31,11 @@ pub struct Config {
     /// The first pause between retries; doubled per attempt up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// Calls under way at once on the connection to one server; more wait their turn. Below what a region server
+    /// queues by default (`hbase.ipc.server.max.callqueue.length`, 10 per handler: 300 with HBase's 30 handlers,
+    /// 100 on the test bed's 10), so that one client's burst, e.g. the compare-and-sets of a thousand new UIDs,
+    /// waits here rather than being refused with `CallQueueTooBigException` and retried after a pause.
+    pub max_calls_per_server: usize,
 }
 
 impl Config {
@@ -44,6 +49,7 @@ impl Config {
             rpc_timeout: Duration::from_secs(20),
             initial_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_secs(2),
+            max_calls_per_server: 64,
         }
     }
 }
@@ -359,7 +365,9 @@ impl Inner {
         if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Conn::connect(addr, &self.cfg.user, "ClientService", timeout).await?);
+        let c = Arc::new(
+            Conn::connect(addr, &self.cfg.user, "ClientService", timeout, self.cfg.max_calls_per_server).await?,
+        );
         *slot = Some(c.clone());
         Ok(c)
     }

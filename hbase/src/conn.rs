@@ -8,6 +8,10 @@
 //! - per answer: a 4-byte length, a varint-delimited `ResponseHeader` (call id, maybe an exception), then the
 //!   varint-delimited response. Answers come in any order.
 //!
+//! Calls in flight on one connection are limited ([`Conn::connect`]'s `max_in_flight`): a region server queues at most
+//! `hbase.ipc.server.max.callqueue.length` calls (10 per handler by default) and refuses the rest with
+//! `CallQueueTooBigException`, which costs the caller a retry's pause; a call over the limit waits here instead.
+//!
 //! A writer task owns the write half (batching frames queued while it writes), a reader task owns the read half
 //! and hands each answer to its waiting caller. When either side fails, every call in flight fails with
 //! [`Error::Connection`] and the connection is marked closed, so the pool opens a new one.
@@ -20,7 +24,7 @@ use bytes::{Buf, Bytes};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
@@ -44,12 +48,21 @@ pub struct Conn {
     frames: mpsc::UnboundedSender<Vec<u8>>,
     calls: Arc<Mutex<Calls>>,
     next_id: AtomicU32,
+    /// One permit per call that may be in flight.
+    in_flight: Semaphore,
     tasks: [JoinHandle<()>; 2],
 }
 
 impl Conn {
-    /// Connects and sends the preamble and connection header for `service` ("ClientService").
-    pub async fn connect(addr: &str, user: &str, service: &str, timeout: Duration) -> Result<Conn> {
+    /// Connects and sends the preamble and connection header for `service` ("ClientService"). At most
+    /// `max_in_flight` calls are under way at once; later ones wait for an answer.
+    pub async fn connect(
+        addr: &str,
+        user: &str,
+        service: &str,
+        timeout: Duration,
+        max_in_flight: usize,
+    ) -> Result<Conn> {
         let fail = |detail: String| Error::Connection { addr: addr.to_string(), detail };
         let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
@@ -103,7 +116,14 @@ impl Conn {
             fail_all(&reader_calls, Error::Connection { addr: reader_addr, detail: err });
         });
 
-        Ok(Conn { addr: addr.to_string(), frames, calls, next_id: AtomicU32::new(1), tasks: [writer, reader] })
+        Ok(Conn {
+            addr: addr.to_string(),
+            frames,
+            calls,
+            next_id: AtomicU32::new(1),
+            in_flight: Semaphore::new(max_in_flight.max(1)),
+            tasks: [writer, reader],
+        })
     }
 
     /// Whether the connection failed (a new one is needed).
@@ -112,13 +132,20 @@ impl Conn {
     }
 
     /// One call: `method` of the connection's service with `request`; the decoded response, or the server's
-    /// exception as [`Error::Remote`]. `timeout` bounds the wait (and is passed to the server as the call's own).
+    /// exception as [`Error::Remote`]. `timeout` bounds the wait, for a turn included (and is passed to the server as
+    /// the call's own).
     pub async fn call<Req: Message, Resp: Message + Default>(
         &self,
         method: &str,
         request: &Req,
         timeout: Duration,
     ) -> Result<Resp> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let _turn = match tokio::time::timeout_at(deadline, self.in_flight.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => unreachable!("the semaphore is never closed"),
+            Err(_) => return Err(Error::RpcTimeout { addr: self.addr.clone(), timeout }),
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
         let header = proto::RequestHeader {
             call_id: Some(id),
@@ -144,7 +171,7 @@ impl Conn {
             self.calls.lock().unwrap().waiting.remove(&id);
             return Err(Error::Connection { addr: self.addr.clone(), detail: "writer stopped".into() });
         }
-        let body = match tokio::time::timeout(timeout, rx).await {
+        let body = match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(res)) => res?,
             Ok(Err(_)) => {
                 return Err(Error::Connection { addr: self.addr.clone(), detail: "connection dropped".into() })

@@ -22,7 +22,7 @@ pub async fn meta_server(bootstrap: &[String], user: &str, timeout: Duration) ->
 }
 
 async fn ask(addr: &str, user: &str, timeout: Duration) -> Result<String> {
-    let conn = Conn::connect(addr, user, "ClientMetaService", timeout).await?;
+    let conn = Conn::connect(addr, user, "ClientMetaService", timeout, 1).await?;
     let resp: proto::GetMetaRegionLocationsResponse =
         conn.call("GetMetaRegionLocations", &proto::GetMetaRegionLocationsRequest {}, timeout).await?;
     let primary = resp
@@ -42,7 +42,7 @@ pub async fn master_server(bootstrap: &[String], user: &str, timeout: Duration) 
     let mut last = Error::Invalid("no bootstrap server configured".into());
     for addr in bootstrap {
         let asked = async {
-            let conn = Conn::connect(addr, user, "ClientMetaService", timeout).await?;
+            let conn = Conn::connect(addr, user, "ClientMetaService", timeout, 1).await?;
             let resp: proto::GetActiveMasterResponse =
                 conn.call("GetActiveMaster", &proto::GetActiveMasterRequest {}, timeout).await?;
             match resp.server_name {

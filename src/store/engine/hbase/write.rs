@@ -174,12 +174,30 @@ impl HBaseEngine {
     /// Applies what a batch has pending (see [`Pending`]).
     pub(super) fn flush(&self, pending: &mut Pending) -> Result<(), StoreError> {
         let Pending { resets, row_resets, mutations, merges, .. } = std::mem::take(pending);
+        let started = std::time::Instant::now();
+        // What the batch asks of HBase, by table and kind, for the debug line below (bench/RESULTS.md's
+        // breakdowns of a flush).
+        let kinds = tracing::enabled!(tracing::Level::DEBUG).then(|| {
+            let mut kinds: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+            for m in &mutations {
+                *kinds.entry((m.table.as_str(), m.kind.multi_name())).or_default() += 1;
+            }
+            kinds.into_iter().map(|((t, k), n)| format!("{t}.{k}={n}")).collect::<Vec<_>>().join(" ")
+        });
+        let counts = (resets.len(), row_resets.len(), merges.len());
         self.reset_keys(resets)?;
         let client = &self.client;
         let calls = row_resets.into_iter().map(|(table, row)| reset_row(client.clone(), table, row)).collect();
         self.run_at_most(MERGES_IN_FLIGHT, calls, "reset").into_iter().collect::<Result<(), _>>()?;
+        let reset = started.elapsed();
         self.apply(mutations)?;
-        self.apply_merges(merges)
+        let applied = started.elapsed();
+        self.apply_merges(merges)?;
+        tracing::debug!(
+            resets = counts.0, row_resets = counts.1, mutations = kinds.unwrap_or_default(), merges = counts.2,
+            ?reset, ?applied, took = ?started.elapsed(), "HBase batch written"
+        );
+        Ok(())
     }
 
     /// [`reset_key`] of each key, many at once.
