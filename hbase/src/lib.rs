@@ -26,8 +26,10 @@
 //!
 //! # What it does
 //! - **Connections**: one TCP connection per region server, shared by all calls to it
-//!   (multiplexed by call id), opened on first use and replaced when it breaks. No cell-block codec is announced,
-//!   so the servers answer every row as protobuf cells.
+//!   (multiplexed by call id), opened on first use and replaced when it breaks. At most
+//!   [`Config::max_calls_per_server`] calls are under way on it at once, below what a region server queues, so a
+//!   burst waits in the client instead of being refused (`CallQueueTooBigException`) and retried after a pause.
+//!   No cell-block codec is announced, so the servers answer every row as protobuf cells.
 //! - **Regions**: `hbase:meta`'s location from ZooKeeper (`<zk_basedir>/meta-region-server`, a minimal one-read
 //!   ZooKeeper client), or, with [`Config::bootstrap_servers`], from any HBase >= 2.5 server
 //!   (`ClientMetaService.GetMetaRegionLocations`, no ZooKeeper needed); a region's location by a one-row reversed scan of meta, cached per table and start key.
@@ -38,8 +40,10 @@
 //!   skipped, continuing region after region, reopening at the last row after a split, move, expired lease or
 //!   out-of-order call); [`Client::put`], [`Client::append`], [`Client::increment`], [`Client::delete`] and
 //!   [`Client::mutate`]; [`Client::check_and_put`] (`BinaryComparator`, `EQUAL`; an empty expected value means
-//!   "absent"); [`Client::multi`] and [`Client::get_many`] (one `Multi` RPC per region server per round,
-//!   retried per action).
+//!   "absent"); [`Client::multi`] and [`Client::get_many`] (per region server per round, `Multi` RPCs of at
+//!   most 2,000 actions, 128 with Increments or Appends, several under way at once, a row's actions in one of them
+//!   and in order, a region's Puts and Deletes before its Increments and Appends when no cell has both; retried
+//!   per action).
 //! - **Failures**: every call retries retriable errors with exponential backoff ([`Config::initial_backoff`] to
 //!   [`Config::max_backoff`]) until its deadline ([`Config::operation_timeout`]; each RPC also bounded by
 //!   [`Config::rpc_timeout`]), then fails with [`Error::Deadline`] (the last error inside) or
