@@ -361,8 +361,24 @@ impl UidTable {
             .zip(&forward_keys)
             .map(|((_, _, uid), key)| CheckAndPut { key, expected: None, value: uid.as_bytes() })
             .collect();
+        // The UIDMetas with their `created` time, as OpenTSDB writes with `tsd.core.meta.enable_realtime_uid`: one
+        // write for all the names, under way beside the forward maps' compare-and-sets rather than after them (on
+        // HBase a round trip fewer for each batch of new names, which an HTTP request waits for). It is keyed by
+        // the id, which the reverse map already made this writer's alone; a name whose forward map another writer
+        // wins leaves its orphan id's UIDMeta, as it leaves the id's reverse map.
+        let uid_meta = meta::uid_meta_storage_json(self.kind, meta::now_seconds());
+        let mut batch = WriteBatch::default();
+        for (_, _, uid) in &forward_of {
+            batch.put(CF_UID_NAME, &cell_key(meta::uid_meta_qualifier(self.kind), uid.as_bytes()), uid_meta.as_bytes());
+        }
+        let (forward_done, metas_written) = std::thread::scope(|scope| {
+            let metas = (!forward_of.is_empty()).then(|| scope.spawn(|| db.write(batch, Durability::Logged)));
+            let forward_done = db.check_and_put_many(CF_UID_ID, &forward);
+            let written = metas.map_or(Ok(()), |m| m.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            (forward_done, written)
+        });
         let mut won = Vec::new();
-        for ((i, name, uid), done) in forward_of.iter().zip(db.check_and_put_many(CF_UID_ID, &forward)) {
+        for ((i, name, uid), done) in forward_of.iter().zip(forward_done) {
             outcomes[*i] = match done {
                 Ok(true) => {
                     won.push((*name, *uid));
@@ -385,23 +401,15 @@ impl UidTable {
                 Err(e) => Err(e.into()),
             };
         }
-        if won.is_empty() {
-            return Ok(outcomes);
-        }
-        // The UIDMetas with their `created` time, as OpenTSDB writes with `tsd.core.meta.enable_realtime_uid`:
-        // one write for all the names.
-        let uid_meta = meta::uid_meta_storage_json(self.kind, meta::now_seconds());
-        let mut batch = WriteBatch::default();
-        for (_, uid) in &won {
-            batch.put(CF_UID_NAME, &cell_key(meta::uid_meta_qualifier(self.kind), uid.as_bytes()), uid_meta.as_bytes());
-        }
-        if let Err(e) = db.write(batch, Durability::Logged) {
-            // The mappings stand (they are the assignment); only the UIDMetas are missing, as after a crash
-            // between the steps. The callers hear the error and will find the names assigned when they retry.
-            for (name, uid) in &won {
-                self.remember(name, *uid);
+        if let Err(e) = metas_written {
+            if !won.is_empty() {
+                // The mappings stand (they are the assignment); only the UIDMetas are missing, as after a crash
+                // between the steps. The callers hear the error and will find the names assigned when they retry.
+                for (name, uid) in &won {
+                    self.remember(name, *uid);
+                }
+                return Err(e.into());
             }
-            return Err(e.into());
         }
         for (name, uid) in won {
             metrics.uid_assigned(self.kind);
@@ -837,8 +845,8 @@ mod tests {
     }
 
     /// A batch's new names cost the same few calls whatever their number (each a round trip on HBase): one read
-    /// of them all, one increment, the reverse and forward compare-and-sets (all in flight at once on HBase), one
-    /// write of their UIDMetas. Ids follow the names' order.
+    /// of them all, one increment, the reverse compare-and-sets, then the forward ones (all in flight at once on
+    /// HBase) beside one write of their UIDMetas. Ids follow the names' order.
     #[test]
     fn a_batch_of_new_names_is_resolved_in_a_few_calls() {
         let dir = tempfile::tempdir().unwrap();
