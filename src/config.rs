@@ -21,6 +21,7 @@ pub const SHIPPED_CONFIG: &str = include_str!("../rtsd.conf");
 const DEFAULTS: &[(&str, &str)] = &[
     ("hbase.client.operation.timeout", "60000"),
     ("hbase.rpc.timeout", "20000"),
+    ("hbase.region_client.inflight_limit", "64"),
     ("tsd.core.auto_create_metrics", "false"),
     ("tsd.core.auto_create_tagks", "true"),
     ("tsd.core.auto_create_tagvs", "true"),
@@ -424,6 +425,11 @@ fn engine_choice(p: &Props<'_>) -> Result<crate::store::EngineChoice, ConfigErro
                 appends: p.boolean("tsd.storage.enable_appends"),
                 operation_timeout,
                 rpc_timeout,
+                // asynchbase's 0: no limit.
+                calls_per_server: match p.number::<usize>("hbase.region_client.inflight_limit")? {
+                    0 => usize::MAX,
+                    n => n,
+                },
                 log: crate::store::shared_log::LogOptions {
                     flush_interval: millis("rtsd.storage.hbase.flush_ms")?,
                     lease: match millis("rtsd.storage.hbase.log_lease_ms")? {
@@ -543,23 +549,29 @@ mod tests {
             let mut all = vec![("rtsd.storage.engine", "hbase")];
             all.extend_from_slice(set);
             match Config::for_data_dir(dir, &all).map(|c| c.engine) {
-                Ok(crate::store::EngineChoice::HBase(o)) => Ok((o.operation_timeout, o.rpc_timeout)),
+                Ok(crate::store::EngineChoice::HBase(o)) => {
+                    Ok((o.operation_timeout, o.rpc_timeout, o.calls_per_server))
+                }
                 Ok(_) => panic!("not the HBase engine"),
                 Err(e) => Err(e.to_string()),
             }
         };
         let ms = std::time::Duration::from_millis;
-        assert_eq!(timeouts(&[]), Ok((ms(60_000), ms(20_000))));
+        assert_eq!(timeouts(&[]), Ok((ms(60_000), ms(20_000), 64)));
         assert_eq!(
             timeouts(&[("hbase.client.operation.timeout", "5000"), ("hbase.rpc.timeout", "2000")]),
-            Ok((ms(5000), ms(2000)))
+            Ok((ms(5000), ms(2000), 64))
         );
         // asynchbase's 0 (no RPC limit) and an RPC limit past the call's: the call's deadline bounds the RPC.
-        assert_eq!(timeouts(&[("hbase.rpc.timeout", "0")]), Ok((ms(60_000), ms(60_000))));
+        assert_eq!(timeouts(&[("hbase.rpc.timeout", "0")]), Ok((ms(60_000), ms(60_000), 64)));
         assert_eq!(
             timeouts(&[("hbase.client.operation.timeout", "3000"), ("hbase.rpc.timeout", "9000")]),
-            Ok((ms(3000), ms(3000)))
+            Ok((ms(3000), ms(3000), 64))
         );
+        // Calls in flight per region server: asynchbase's property, its 0 no limit.
+        assert_eq!(timeouts(&[("hbase.region_client.inflight_limit", "300")]), Ok((ms(60_000), ms(20_000), 300)));
+        assert_eq!(timeouts(&[("hbase.region_client.inflight_limit", "0")]), Ok((ms(60_000), ms(20_000), usize::MAX)));
+        assert!(timeouts(&[("hbase.region_client.inflight_limit", "-1")]).is_err());
         assert!(timeouts(&[("hbase.client.operation.timeout", "0")]).unwrap_err().contains("deadline"));
         assert!(timeouts(&[("hbase.rpc.timeout", "soon")]).is_err());
     }

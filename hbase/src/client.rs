@@ -35,6 +35,7 @@ pub struct Config {
     /// queues by default (`hbase.ipc.server.max.callqueue.length`, 10 per handler: 300 with HBase's 30 handlers,
     /// 100 on the test bed's 10), so that one client's burst, e.g. the compare-and-sets of a thousand new UIDs,
     /// waits here rather than being refused with `CallQueueTooBigException` and retried after a pause.
+    /// `usize::MAX`: no limit.
     pub max_calls_per_server: usize,
 }
 

@@ -121,7 +121,7 @@ impl Conn {
             frames,
             calls,
             next_id: AtomicU32::new(1),
-            in_flight: Semaphore::new(max_in_flight.max(1)),
+            in_flight: Semaphore::new(max_in_flight.clamp(1, Semaphore::MAX_PERMITS)),
             tasks: [writer, reader],
         })
     }

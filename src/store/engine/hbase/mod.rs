@@ -84,6 +84,9 @@ pub struct HBaseOptions {
     pub operation_timeout: std::time::Duration,
     /// `hbase.rpc.timeout`: the longest wait for one RPC's answer within that.
     pub rpc_timeout: std::time::Duration,
+    /// `hbase.region_client.inflight_limit` (asynchbase's name): calls under way at once to one region server;
+    /// the others wait their turn (`rtsd_hbase::Config::max_calls_per_server`).
+    pub calls_per_server: usize,
     /// How the node holds what it acknowledged until its rows are written (`rtsd.storage.hbase.flush_ms`,
     /// `log_lease_ms`; see `store::shared_log`).
     pub log: crate::store::shared_log::LogOptions,
@@ -100,6 +103,7 @@ impl HBaseOptions {
             appends: false,
             operation_timeout: defaults.operation_timeout,
             rpc_timeout: defaults.rpc_timeout,
+            calls_per_server: defaults.max_calls_per_server,
             log: Default::default(),
         }
     }
@@ -158,6 +162,7 @@ impl HBaseEngine {
         let mut config = rtsd_hbase::Config::new(&options.zk_quorum, &options.zk_basedir);
         config.operation_timeout = options.operation_timeout;
         config.rpc_timeout = options.rpc_timeout.min(options.operation_timeout);
+        config.max_calls_per_server = options.calls_per_server;
         let client = block(&runtime, async move { Client::with_config(config).await }).map_err(hbase_error)?;
         let tables = tables.iter().map(|spec| (spec.name.clone(), table_of(spec, options))).collect();
         Ok(HBaseEngine { runtime: Some(runtime), client: Arc::new(client), tables, names: options.tables.clone() })
