@@ -195,24 +195,21 @@ fn split_batches<'k>(
         idx.sort_by(|&a, &b| row_of(a).cmp(row_of(b)));
         let mut rest = idx.as_slice();
         while let Some(&first) = rest.first() {
+            // The row's actions, whole, into the current part when they fit (or it is empty), else a new one.
             let run = rest.iter().take_while(|&&i| row_of(i) == row_of(first)).count();
             if room < run.min(max) {
                 parts.push(HashMap::new());
                 room = max;
             }
-            // As many whole rows as fit.
-            let mut take = run;
-            while take < rest.len() && take < room {
-                let next = rest[take..].iter().take_while(|&&i| row_of(i) == row_of(rest[take])).count();
-                if take + next > room {
-                    break;
-                }
-                take += next;
-            }
-            let (now, later) = rest.split_at(take);
+            let (now, later) = rest.split_at(run);
             let part = parts.last_mut().expect("a part was pushed");
-            part.entry(name.clone()).or_insert_with(|| (loc.clone(), Vec::new())).1.extend_from_slice(now);
-            room = room.saturating_sub(take);
+            match part.get_mut(&name) {
+                Some((_, taken)) => taken.extend_from_slice(now),
+                None => {
+                    part.insert(name.clone(), (loc.clone(), now.to_vec()));
+                }
+            }
+            room = room.saturating_sub(run);
             rest = later;
         }
     }
