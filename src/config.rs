@@ -28,6 +28,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.core.connections.limit", "0"),
     ("tsd.core.enable_api", "true"),
     ("tsd.core.enable_ui", "true"),
+    ("tsd.core.meta.enable_tsuid_incrementing", "false"),
     ("tsd.core.socket.timeout", "0"),
     ("tsd.core.stats_with_port", "false"),
     ("tsd.core.tag.allow_specialchars", ""),
@@ -139,6 +140,9 @@ pub struct Config {
     pub uid_widths: [usize; 3],
     pub salt: SaltConfig,
     pub fix_duplicates: bool,
+    /// `tsd.core.meta.enable_tsuid_incrementing`: on HBase, whether the series' point counters are kept (see
+    /// [`StoreOptions::count_received`]).
+    pub tsuid_incrementing: bool,
     pub connections_limit: usize,
     /// Idle limits (see `server::conn`): before a connection's first byte, between telnet lines, between HTTP
     /// requests. `tsd.core.socket.timeout`, when set, replaces all three.
@@ -305,6 +309,7 @@ impl Config {
             ],
             salt: SaltConfig { width: salt_width, buckets: salt_buckets },
             fix_duplicates: p.boolean("tsd.storage.fix_duplicates"),
+            tsuid_incrementing: p.boolean("tsd.core.meta.enable_tsuid_incrementing"),
             connections_limit: p.number("tsd.core.connections.limit")?,
             first_byte_timeout: p.idle_secs("rtsd.network.first_byte_timeout_secs")?,
             telnet_idle_timeout: p.idle_secs("rtsd.telnet.idle_timeout_secs")?,
@@ -353,6 +358,9 @@ impl Config {
             layout: Layout { uid_widths: self.uid_widths, salt: self.salt },
             auto_create: self.auto_create,
             fix_duplicates: self.fix_duplicates,
+            // Cheap merges on the node's own RocksDB, so always kept there; on HBase an Increment per active
+            // series every 30 s on one region server, so only when asked for, as OpenTSDB keeps `ts_ctr`.
+            count_received: matches!(self.engine, crate::store::EngineChoice::RocksDb) || self.tsuid_incrementing,
             cache_capacity: self.uid_cache_capacity,
             block_cache_bytes: self.block_cache_bytes,
             memtable_bytes: self.memtable_bytes,
@@ -574,6 +582,16 @@ mod tests {
         assert!(timeouts(&[("hbase.region_client.inflight_limit", "-1")]).is_err());
         assert!(timeouts(&[("hbase.client.operation.timeout", "0")]).unwrap_err().contains("deadline"));
         assert!(timeouts(&[("hbase.rpc.timeout", "soon")]).is_err());
+    }
+
+    #[test]
+    fn series_counters_are_kept_on_rocksdb_and_on_hbase_only_with_tsuid_incrementing() {
+        let dir = Path::new("/nonexistent");
+        let counts = |set: &[(&str, &str)]| Config::for_data_dir(dir, set).unwrap().store_options().count_received;
+        assert!(counts(&[]));
+        assert!(counts(&[("tsd.core.meta.enable_tsuid_incrementing", "false")]));
+        assert!(!counts(&[("rtsd.storage.engine", "hbase")]));
+        assert!(counts(&[("rtsd.storage.engine", "hbase"), ("tsd.core.meta.enable_tsuid_incrementing", "true")]));
     }
 
     #[test]

@@ -260,6 +260,22 @@ fn put_over_telnet(
     sent
 }
 
+/// Without `tsd.core.meta.enable_tsuid_incrementing` a node keeps no point counters on HBase (an Increment per
+/// active series every 30 s on one region server; OpenTSDB keeps no `ts_ctr` then either): a TSMeta shows the
+/// points stored and the newest one's time, so an overwrite counts once.
+fn tsmeta_without_counters_shows_stored_points(addr: SocketAddr) {
+    let mut tn = rtsd_compat_tests::connect(addr);
+    tn.write_all(b"put ctr.m 1690200000 1 host=a\nput ctr.m 1690200060 2 host=a\nput ctr.m 1690200000 3 host=a\n")
+        .expect("send puts");
+    assert!(rtsd_compat_tests::barrier(&mut tn).is_empty(), "every put acknowledged");
+    let (status, _, body) = http_answer(addr, "GET", "/api/uid/tsmeta?m=ctr.m", "");
+    assert_eq!(status, 200, "{body}");
+    let all: Value = serde_json::from_str(&body).unwrap();
+    let counted: Vec<(Value, Value)> =
+        all.as_array().unwrap().iter().map(|m| (m["totalDatapoints"].clone(), m["lastReceived"].clone())).collect();
+    assert_eq!(counted, [(2.into(), 1_690_200_060i64.into())], "{body}");
+}
+
 /// Telnet puts a node acknowledged and still held (its series table and its records in the shared series log, its
 /// flush far off) when it is SIGKILLed: another node reads none of them before, and all of them once a node
 /// started after the kill has taken over the dead node's records (its lease, shortened here to 3 s, expired).
@@ -548,6 +564,7 @@ fn rtsd_on_hbase_shares_opentsdb_tables() {
     // 5b. A node killed with acknowledged points still in its series log: another node takes them over.
     a_killed_nodes_log_is_taken_over(&tb, b.addr());
     a_table_without_the_log_family_writes_through(&tb, b.addr());
+    tsmeta_without_counters_shows_stored_points(b.addr());
 
     // 6. Appends: written by a node with enable_appends, read by OpenTSDB and by the node.
     let c = tb.start_rtsd(&[("tsd.storage.enable_appends", "true")]);

@@ -88,6 +88,9 @@ pub struct StoreOptions {
     /// Assign UIDs to new metrics, tag keys, tag values.
     pub auto_create: [bool; 3],
     pub fix_duplicates: bool,
+    /// Keep each series' point counter (TSMeta `totalDatapoints`, `lastReceived`; see [`series`]). Without it a
+    /// TSMeta shows the points stored and the newest one's time, counted when asked for.
+    pub count_received: bool,
     /// Names cached per UID kind and direction; also bounds the series-index write cache.
     pub cache_capacity: usize,
     pub block_cache_bytes: usize,
@@ -314,6 +317,7 @@ impl Store {
             ref layout,
             auto_create,
             fix_duplicates,
+            count_received,
             cache_capacity,
             block_cache_bytes,
             memtable_bytes,
@@ -378,7 +382,7 @@ impl Store {
         };
         check_layout(engine.as_ref(), &layout, read_only)?;
         let uids = Uids::open(engine.clone(), layout.uid_widths, cache_capacity, metrics.clone())?;
-        let series = series::SeriesIndex::new(cache_capacity);
+        let series = series::SeriesIndex::new(cache_capacity, count_received);
         rollups.resume(engine.as_ref(), read_only)?;
         let (log, replay) = match choice {
             _ if read_only => (None, Vec::new()),

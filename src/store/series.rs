@@ -101,11 +101,19 @@ pub struct SeriesIndex {
     /// The second the current batch started: the receive time of the points counted (set once per batch, so
     /// the put path does not read the clock per point).
     clock: AtomicU32,
+    /// Whether points are counted at all (`StoreOptions::count_received`): without, counters stay at zero and
+    /// nothing is written for them.
+    counting: bool,
 }
 
 impl SeriesIndex {
-    pub fn new(capacity: usize) -> SeriesIndex {
-        SeriesIndex { known: Cache::new(capacity), counters: Mutex::default(), clock: AtomicU32::new(now_seconds()) }
+    pub fn new(capacity: usize, counting: bool) -> SeriesIndex {
+        SeriesIndex {
+            known: Cache::new(capacity),
+            counters: Mutex::default(),
+            clock: AtomicU32::new(now_seconds()),
+            counting,
+        }
     }
 
     /// Sets the receive time of the points counted from now on (each batch calls it as it starts).
@@ -115,6 +123,9 @@ impl SeriesIndex {
 
     fn new_counter(&self, tsuid: &[u8], points: u64) -> Arc<Counter> {
         let counter = Arc::new(Counter::default());
+        if !self.counting {
+            return counter;
+        }
         counter.add(points, self.clock.load(Ordering::Relaxed));
         self.counters.lock().unwrap_or_else(|e| e.into_inner()).push((tsuid.to_vec(), counter.clone()));
         counter
@@ -219,12 +230,16 @@ impl SeriesIndex {
         noted.new_series.clear();
         let now = self.clock.load(Ordering::Relaxed);
         for (counter, points) in noted.counts.drain(..) {
-            counter.add(points, now);
+            if self.counting {
+                counter.add(points, now);
+            }
         }
         for NotedEntry { tsuid, hour, counter, points } in noted.entries.drain(..) {
             let counter = match counter {
                 Some(counter) => {
-                    counter.add(points, now);
+                    if self.counting {
+                        counter.add(points, now);
+                    }
                     counter
                 }
                 None => self.new_counter(&tsuid, points),
@@ -497,7 +512,7 @@ mod tests {
 
     #[test]
     fn counters_count_in_memory_whether_the_series_is_cached_or_not() {
-        let index = SeriesIndex::new(100);
+        let index = SeriesIndex::new(100, true);
         let (a, b) = (vec![0, 0, 1, 0, 0, 1, 0, 0, 1], vec![0, 0, 1, 0, 0, 1, 0, 0, 2]);
         let pending = |index: &SeriesIndex| -> u64 {
             let counters = index.counters.lock().unwrap();
@@ -516,9 +531,41 @@ mod tests {
         assert_eq!((after, pending(&index)), (before, 7));
     }
 
+    // On HBase without `tsd.core.meta.enable_tsuid_incrementing`: nothing counted, nothing to write.
+    #[test]
+    fn an_index_that_does_not_count_writes_no_counters() {
+        let index = SeriesIndex::new(100, false);
+        let (a, b) = (vec![0, 0, 1, 0, 0, 1, 0, 0, 1], vec![0, 0, 1, 0, 0, 1, 0, 0, 2]);
+        let mut batch = WriteBatch::default();
+        let mut noted = Noted::default();
+        let layout = Layout { uid_widths: [3, 3, 3], salt: rtsd_protocol::codec::SaltConfig::NONE };
+        for (tsuid, points) in [(&a, 5), (&b, 7)] {
+            let mut writes = IndexWrites { batch: &mut batch, noted: &mut noted };
+            index.note(&mut writes, &layout, tsuid, 100, points);
+        }
+        index.remember(&mut noted);
+        // Known now: a later batch's points go to the cached entry.
+        let mut writes = IndexWrites { batch: &mut batch, noted: &mut noted };
+        index.note(&mut writes, &layout, &a, 100, 3);
+        index.remember(&mut noted);
+        assert!(!index.has_counts());
+        assert_eq!(index.drain_counts(4).len(), 0);
+        assert_eq!(index.counters.lock().unwrap().len(), 0, "no counter is kept for writing");
+        // The same notes on a counting index leave 15 points to write.
+        let counting = SeriesIndex::new(100, true);
+        for (tsuid, points) in [(&a, 5), (&b, 7), (&a, 3)] {
+            let mut writes = IndexWrites { batch: &mut batch, noted: &mut noted };
+            counting.note(&mut writes, &layout, tsuid, 100, points);
+            counting.remember(&mut noted);
+        }
+        let batches = counting.drain_counts(4);
+        let written: u64 = batches.iter().flat_map(|b| b.iter()).map(|(_, _, _, v)| parse_counter(v).unwrap().0).sum();
+        assert_eq!(written, 15);
+    }
+
     #[test]
     fn a_drain_writes_counters_in_bounded_batches() {
-        let index = SeriesIndex::new(100);
+        let index = SeriesIndex::new(100, true);
         let tsuids: Vec<Vec<u8>> = (0..10u8).map(|i| vec![0, 0, 1, 0, 0, 1, 0, 0, i]).collect();
         let held: Vec<Arc<Counter>> = tsuids.iter().enumerate().map(|(i, t)| index.new_counter(t, i as u64)).collect();
         // Series 0 counted nothing: no merge for it.
@@ -556,7 +603,7 @@ mod tests {
         };
         let db = super::super::engine::rocks::RocksEngine::open(dir.path(), &[spec], &options).unwrap();
         let layout = Layout { uid_widths: [3, 3, 3], salt: rtsd_protocol::codec::SaltConfig::NONE };
-        let index = SeriesIndex::new(100);
+        let index = SeriesIndex::new(100, true);
         let tsuid = [0, 0, 1, 0, 0, 1, 0, 0, 1];
         let counted = |index: &SeriesIndex| -> u64 {
             let counters = index.counters.lock().unwrap();
