@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 /// 1000 points of data set A: 100 metrics x 10 hosts, one round.
 fn sample() -> DataSet {
-    DataSet { name: "A", metrics: 100, hosts: 10, rounds: 1, last_ts: 1_795_302_470 }
+    DataSet { name: "A", metrics: 100, hosts: 10, rounds: 1, last_ts: 1_795_302_470, names: "" }
 }
 
 fn put_line_parse(c: &mut Criterion) {

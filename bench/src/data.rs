@@ -22,6 +22,9 @@ pub struct DataSet {
     pub rounds: u32,
     /// Timestamp (seconds) of the last round.
     pub last_ts: i64,
+    /// Put before every metric name, tag key and tag value: "" for the spec's names; another prefix gives a set
+    /// of the same shape whose names are all new to a server that stored the first ([`DataSet::renamed`]).
+    pub names: &'static str,
 }
 
 /// Seconds between rounds.
@@ -234,14 +237,47 @@ impl DataSet {
     /// Data set A (100 metrics x 1000 hosts x 100 rounds); `scale` multiplies the rounds (at least 2).
     pub fn a(scale: f64, hosts: Option<u32>, last_ts: i64) -> DataSet {
         let rounds = ((100.0 * scale).round() as u32).max(2);
-        DataSet { name: "A", metrics: 100, hosts: hosts.unwrap_or(1000), rounds, last_ts }
+        DataSet { name: "A", metrics: 100, hosts: hosts.unwrap_or(1000), rounds, last_ts, names: "" }
     }
 
     /// Data set B (4 metrics x 1000 hosts x 8640 rounds, one day); `scale` multiplies the rounds, rounded up to
     /// whole minutes.
     pub fn b(scale: f64, hosts: Option<u32>, last_ts: i64) -> DataSet {
         let rounds = ((8640.0 * scale).round() as u32).max(6).div_ceil(6) * 6;
-        DataSet { name: "B", metrics: 4, hosts: hosts.unwrap_or(1000), rounds, last_ts }
+        DataSet { name: "B", metrics: 4, hosts: hosts.unwrap_or(1000), rounds, last_ts, names: "" }
+    }
+
+    /// The same set with every metric name, tag key and tag value prefixed by `names`: as many new UIDs and series
+    /// as the set itself, on a server that already stored it.
+    pub fn renamed(&self, names: &'static str) -> DataSet {
+        DataSet { names, ..self.clone() }
+    }
+
+    /// The telnet put line's start up to its timestamp, of metric `m`.
+    fn telnet_metric(&self, m: u32) -> Vec<u8> {
+        format!("put {}{} ", self.names, metric_name(m)).into_bytes()
+    }
+
+    /// The telnet put line's tags (and newline) of host `h`.
+    fn telnet_tags(&self, h: u32) -> Vec<u8> {
+        let n = self.names;
+        format!(" {n}host={n}{} {n}dc={n}{} {n}env={n}{ENV}\n", host_name(h), dc_name(h)).into_bytes()
+    }
+
+    /// A JSON point's start up to its timestamp, of metric `m`.
+    fn json_metric(&self, m: u32) -> Vec<u8> {
+        format!("{{\"metric\":\"{}{}\",\"timestamp\":", self.names, metric_name(m)).into_bytes()
+    }
+
+    /// A JSON point's tags (and closing brace) of host `h`.
+    fn json_tags(&self, h: u32) -> Vec<u8> {
+        let n = self.names;
+        format!(
+            ",\"tags\":{{\"{n}host\":\"{n}{}\",\"{n}dc\":\"{n}{}\",\"{n}env\":\"{n}{ENV}\"}}}}",
+            host_name(h),
+            dc_name(h)
+        )
+        .into_bytes()
     }
 
     /// `data set A = 100 metrics x 1000 hosts x 100 rounds = 10000000 points (100000 series)`.
@@ -298,11 +334,8 @@ impl DataSet {
 
     /// The telnet bytes of each of `conns` connections: `put` lines, each ending in `\n`.
     pub fn render_telnet(&self, conns: usize) -> Vec<Vec<u8>> {
-        let metric_prefix: Vec<Vec<u8>> =
-            (0..self.metrics).map(|m| format!("put {} ", metric_name(m)).into_bytes()).collect();
-        let tag_suffix: Vec<Vec<u8>> = (0..self.hosts)
-            .map(|h| format!(" host={} dc={} env={ENV}\n", host_name(h), dc_name(h)).into_bytes())
-            .collect();
+        let metric_prefix: Vec<Vec<u8>> = (0..self.metrics).map(|m| self.telnet_metric(m)).collect();
+        let tag_suffix: Vec<Vec<u8>> = (0..self.hosts).map(|h| self.telnet_tags(h)).collect();
         let per_conn = (self.points() / conns as u64 + 1) as usize * 64;
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..conns)
@@ -335,15 +368,8 @@ impl DataSet {
     /// The `/api/put` requests of each of `conns` connections: complete HTTP/1.1 requests (keep-alive) whose bodies
     /// are JSON arrays of `per_request` points (the last one of a connection may hold fewer).
     pub fn render_http(&self, conns: usize, per_request: usize) -> Vec<Vec<Vec<u8>>> {
-        let metric_prefix: Vec<Vec<u8>> = (0..self.metrics)
-            .map(|m| format!("{{\"metric\":\"{}\",\"timestamp\":", metric_name(m)).into_bytes())
-            .collect();
-        let tag_suffix: Vec<Vec<u8>> = (0..self.hosts)
-            .map(|h| {
-                format!(",\"tags\":{{\"host\":\"{}\",\"dc\":\"{}\",\"env\":\"{ENV}\"}}}}", host_name(h), dc_name(h))
-                    .into_bytes()
-            })
-            .collect();
+        let metric_prefix: Vec<Vec<u8>> = (0..self.metrics).map(|m| self.json_metric(m)).collect();
+        let tag_suffix: Vec<Vec<u8>> = (0..self.hosts).map(|h| self.json_tags(h)).collect();
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..conns)
                 .map(|c| {
@@ -421,7 +447,7 @@ mod tests {
     use super::*;
 
     fn small() -> DataSet {
-        DataSet { name: "A", metrics: 5, hosts: 7, rounds: 3, last_ts: 1_795_302_480 }
+        DataSet { name: "A", metrics: 5, hosts: 7, rounds: 3, last_ts: 1_795_302_480, names: "" }
     }
 
     #[test]
@@ -432,6 +458,31 @@ mod tests {
         let all: std::collections::HashSet<String> = (0..100).map(metric_name).collect();
         assert_eq!(all.len(), 100);
         assert_eq!(host_name(42), "host00042");
+    }
+
+    #[test]
+    fn a_renamed_set_has_every_name_prefixed_and_the_same_points() {
+        let (set, warm) = (small(), small().renamed("w"));
+        let first = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap().lines().next().unwrap().to_string();
+        let (t, tw) = (set.render_telnet(1), warm.render_telnet(1));
+        let (line, value) = (first(&t[0]), first(&t[0]).split(' ').nth(3).unwrap().to_string());
+        assert_eq!(line, format!("put sys.cpu.user 1795302460 {value} host=host00000 dc=dc0 env=prod"));
+        assert_eq!(first(&tw[0]), format!("put wsys.cpu.user 1795302460 {value} whost=whost00000 wdc=wdc0 wenv=wprod"));
+        assert_eq!(tw[0].len(), t[0].len() + 7 * set.points() as usize, "7 prefixes a line");
+        let body = |r: &[u8]| {
+            let s = String::from_utf8(r.to_vec()).unwrap();
+            s[s.find("\r\n\r\n").unwrap() + 4..].to_string()
+        };
+        let (h, hw) = (set.render_http(1, 1000), warm.render_http(1, 1000));
+        let (p, pw): (serde_json::Value, serde_json::Value) =
+            (serde_json::from_str(&body(&h[0][0])).unwrap(), serde_json::from_str(&body(&hw[0][0])).unwrap());
+        assert_eq!(pw[0]["metric"], format!("w{}", p[0]["metric"].as_str().unwrap()));
+        assert_eq!(pw[0]["tags"], serde_json::json!({"whost": "whost00000", "wdc": "wdc0", "wenv": "wprod"}));
+        assert_eq!(
+            (pw[0]["timestamp"].clone(), pw[0]["value"].clone()),
+            (p[0]["timestamp"].clone(), p[0]["value"].clone())
+        );
+        assert_eq!(pw.as_array().unwrap().len() as u64, set.points());
     }
 
     #[test]
@@ -565,7 +616,7 @@ mod tests {
 
     #[test]
     fn expected_query_matches_the_rendered_values() {
-        let d = DataSet { name: "B", metrics: 4, hosts: 3, rounds: 12, last_ts: 1_795_302_470 };
+        let d = DataSet { name: "B", metrics: 4, hosts: 3, rounds: 12, last_ts: 1_795_302_470, names: "" };
         let text = String::from_utf8(d.render_telnet(1).concat()).unwrap();
         let mut by_bucket: std::collections::BTreeMap<i64, Vec<(String, f64)>> = Default::default();
         for l in text.lines().filter(|l| l.starts_with("put sys.cpu.user ")) {

@@ -411,7 +411,7 @@ mod tests {
 
     #[test]
     fn telnet_and_http_reach_the_sink_whole() {
-        let d = DataSet { name: "A", metrics: 3, hosts: 5, rounds: 4, last_ts: 1_795_302_470 };
+        let d = DataSet { name: "A", metrics: 3, hosts: 5, rounds: 4, last_ts: 1_795_302_470, names: "" };
         let (rate, _) = sink_check_telnet(Arc::new(d.render_telnet(2)), d.points()).unwrap();
         assert!(rate > 0.0);
         let (rate, _) = sink_check_http(Arc::new(d.render_http(2, 7)), d.points()).unwrap();

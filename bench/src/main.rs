@@ -32,8 +32,10 @@ OPTIONS:
   --servers LIST     rtsd,vm,opentsdb,rtsd-hbase (default rtsd,vm); opentsdb is OpenTSDB 2.4.1 on a fresh HBase
                      test bed (scripts/hbase-cluster + scripts/opentsdb-ref: Java 17 and Maven) per measurement;
                      rtsd-hbase is the rtsd binary with rtsd.storage.engine=hbase on a fresh test bed of its own
-                     per measurement. With both on HBase the table has issue 21's bar (>= 5x OpenTSDB's ingest,
-                     <= 0.5x its q1); with rtsd and rtsd-hbase, what the move to HBase costs on one box
+                     per measurement. On a test bed a first burst of A's shape under other names warms the JVMs
+                     (its rate: the 'first burst' rows), then the measurement starts once the cluster is idle.
+                     With both on HBase the table has issue 21's bar (>= 5x OpenTSDB's ingest, <= 0.5x its q1);
+                     with rtsd and rtsd-hbase, what the move to HBase costs on one box
   --rtsd PATH        the rtsd binary (default <workspace>/target/release/rtsd)
   --vm PATH          the victoria-metrics binary (default: from PATH)
   --scratch DIR      scratch directory (default $TMPDIR/rtsd-bench-<pid>; removed at the end)

@@ -108,6 +108,17 @@ const FIGURES: &[Figure] = &[
     Figure { key: "a_telnet.rate", label: "telnet put ingest, A (points/s)", bar: Bar::RatioAtLeast(1.5) },
     Figure { key: "a_http.rate", label: "HTTP /api/put ingest, A (points/s)", bar: Bar::RatioAtLeast(1.5) },
     Figure { key: "b.rate", label: "telnet put ingest, B (points/s)", bar: Bar::None },
+    // On a test bed only: the burst before the measured one, on the cluster's cold JVMs (see runner::measure).
+    Figure {
+        key: "a_telnet.rate_first",
+        label: "telnet put ingest, A's shape, first burst on a fresh test bed (points/s)",
+        bar: Bar::None,
+    },
+    Figure {
+        key: "a_http.rate_first",
+        label: "HTTP /api/put ingest, A's shape, first burst on a fresh test bed (points/s)",
+        bar: Bar::None,
+    },
     Figure { key: "a_telnet.per_cpu", label: "points per server CPU-second, A telnet", bar: Bar::None },
     Figure { key: "a_http.per_cpu", label: "points per server CPU-second, A HTTP", bar: Bar::None },
     Figure { key: "b.per_cpu", label: "points per server CPU-second, B telnet", bar: Bar::None },

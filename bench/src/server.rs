@@ -189,6 +189,13 @@ impl Testbed {
     }
 }
 
+/// CPU-seconds per second below which a server (with its cluster) counts as idle (see [`Server::wait_quiet`]).
+const QUIET_CORES: f64 = 0.3;
+/// Seconds in a row a server must be idle to count as quiet.
+const QUIET_SECS: u32 = 3;
+/// The least a wait for quiet takes.
+const QUIET_AFTER: Duration = Duration::from_secs(8);
+
 /// The `zk_quorum=HOST:PORT` line `scripts/hbase-cluster up` prints.
 pub fn parse_zk_quorum(out: &str) -> Option<String> {
     out.lines().find_map(|l| l.strip_prefix("zk_quorum=")).map(|q| q.trim().to_string()).filter(|q| !q.is_empty())
@@ -525,6 +532,29 @@ impl Server {
                 return Err(format!("force merge still running after {limit:?}"));
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the server and, on a test bed, its cluster have used less than [`QUIET_CORES`] of CPU for
+    /// [`QUIET_SECS`] seconds in a row, and at least [`QUIET_AFTER`] has passed (rtsd-on-HBase writes what it
+    /// acknowledged into rows 5 s later): what follows a warm-up burst before the measured one, so the measured
+    /// burst shares the cluster with nothing left over. Returns how long it waited.
+    pub fn wait_quiet(&self, limit: Duration) -> Result<Duration, String> {
+        let t0 = Instant::now();
+        let cpu = || self.cpu_seconds().ok_or_else(|| "the server's CPU time is unreadable".to_string());
+        let mut last = cpu()?;
+        let mut quiet = 0;
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let now = cpu()?;
+            quiet = if now - last < QUIET_CORES { quiet + 1 } else { 0 };
+            last = now;
+            if quiet >= QUIET_SECS && t0.elapsed() >= QUIET_AFTER {
+                return Ok(t0.elapsed());
+            }
+            if t0.elapsed() > limit {
+                return Err(format!("{} still busy after {limit:?}", self.kind.label()));
+            }
         }
     }
 
