@@ -574,14 +574,16 @@ fn measure(
     }
     server.stop(Duration::from_secs(300))?;
     let (disk, apparent) = server::du(&server.disk_dir())?;
+    // Per point stored: the first burst's points are on the test bed's disk too.
+    let points = set.points() + warm.map_or(0, |(w, _)| w.points());
     eprintln!(
-        "{tag}: after flush{} and stop: du {} bytes ({} apparent) = {:.2} bytes/point",
+        "{tag}: after flush{} and stop: du {} bytes ({} apparent) = {:.2} bytes/point ({points} points)",
         if kind == Kind::Vm { " + merge" } else { "" },
         disk,
         apparent,
-        disk as f64 / set.points() as f64
+        disk as f64 / points as f64
     );
-    s.samples.add(&format!("{key}.disk"), kind, disk as f64 / set.points() as f64);
+    s.samples.add(&format!("{key}.disk"), kind, disk as f64 / points as f64);
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&dir);
     }
