@@ -92,6 +92,29 @@ fn stored_series(d: &Daemon) -> Vec<(String, i64)> {
     out
 }
 
+/// [`stored_series`] through a downsampled query (`1m-sum`), which reads the automatic rollups where they are
+/// complete and rows not folded yet raw: each point alone in its minute, so each series' value is its point's
+/// (an integer, answered as a double).
+fn stored_series_1m(d: &Daemon) -> Vec<(String, i64)> {
+    let path = format!("/api/query?start={}&end={}&m=sum:1m-sum:fault.m%7Bs=*%7D", T0 - 60, T0 + 60);
+    let r = d.http("GET", &path, &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let minute = (T0 - T0.rem_euclid(60)).to_string();
+    let mut out: Vec<(String, i64)> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            // Downsampled values are doubles (`5.0`), as in OpenTSDB 2.4.
+            let v = s["dps"][&minute].as_f64().unwrap_or_else(|| panic!("{s}: {path}"));
+            (s["tags"]["s"].as_str().unwrap().to_string(), v as i64)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The series the series index lists for `fault.m` (`/api/search/lookup`).
 fn indexed_series(d: &Daemon) -> usize {
     let r = d.http("GET", "/api/search/lookup?m=fault.m&limit=1000000", &[], b"");
@@ -259,8 +282,11 @@ fn a_full_disk_loses_nothing_acknowledged_and_heals_by_itself() {
     acked.extend(more);
     assert!(matches!(refused.status, 503 | 500), "{} {}", refused.status, refused.text());
     let refused_first = next;
-    // Reads while the disk is full are answered, with every acknowledged point.
+    // Reads while the disk is full are answered, with every acknowledged point, downsampled ones too.
     assert_eq!(stored_series(&d), expected(&acked));
+    let (downsampled, want) = (stored_series_1m(&d), expected(&acked));
+    assert_eq!(downsampled.len(), want.len(), "series of acknowledged points a downsampled query answers");
+    assert_eq!(downsampled, want);
     assert!(metric_value(&d, "rtsd_storage_errors_total{kind=\"no_space\"}") >= 1, "counted as no_space");
 
     // Free the space: within seconds puts are taken again and every acknowledged point is indexed and readable.

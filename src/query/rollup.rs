@@ -106,9 +106,12 @@ pub fn read(
             let table = if pre_aggregate { &interval.preagg_table } else { &interval.table };
             // Rollups rtsd computes are complete only from when it started computing them (never, read-only).
             // (They are of intervals that divide an hour, so their buckets tile the hour-aligned scan window.)
-            if store.auto_rollups_complete_since(table).is_some_and(|since| scan_start < since) {
-                last_tried = None;
-                break;
+            // Nor do they have points a failing flush holds back (the raw read merges those in).
+            if let Some(since) = store.auto_rollups_complete_since(table) {
+                if scan_start < since || store.holds_unflushed()? {
+                    last_tried = None;
+                    break;
+                }
             }
             let family = RollupInterval::family(table);
             let t = std::time::Instant::now();
@@ -598,6 +601,45 @@ mod tests {
         assert_eq!(store.fold_backlog(), 0);
         for (m, answer) in GRID_QUERIES.iter().zip(&unfolded) {
             assert_eq!(&run(&store, m, ""), answer, "{m}");
+        }
+    }
+
+    // Issue 23 and 22: while the series table cannot be flushed (a full disk) its points are read from it. A
+    // downsampled query must see them whether it would read the rollups (which lack them), rows not folded yet
+    // (listed as they are flushed) or the index's series (a new series has no entry yet): it answers during the
+    // failure what it answers once the flush succeeds and the rows are folded.
+    #[test]
+    fn downsampled_queries_see_points_a_failing_flush_holds_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        for i in 0..240i64 {
+            put(&store, ["a", "b"][(i % 2) as usize], i * 30, Stored::Int(i));
+        }
+        put(&store, "d", 3 * 3600 + 100, Stored::Int(2));
+        store.fold_rollups(None).unwrap();
+        assert_eq!(store.fold_backlog(), 0);
+        let before: Vec<Answer> = GRID_QUERIES.iter().map(|m| run(&store, m, "")).collect();
+        store.fail_flushes.store(true, std::sync::atomic::Ordering::Release);
+        // Into a folded hour of a, after b's last point, new rows of d (in every query's filter), and a series
+        // new to the index, e (in those without a host filter).
+        put(&store, "a", 45, Stored::Int(1000));
+        put(&store, "b", 2 * 3600 + 15, Stored::Double(0.5));
+        put(&store, "d", 600, Stored::Int(7));
+        put(&store, "d", 3600 + 20, Stored::Int(-3));
+        put(&store, "e", 1200, Stored::Int(40));
+        let during: Vec<Answer> = GRID_QUERIES.iter().map(|m| run(&store, m, "")).collect();
+        assert!(store.pending_points() > 0 && store.holds_unflushed().unwrap(), "the points were not flushed");
+        for ((m, before), during) in GRID_QUERIES.iter().zip(&before).zip(&during) {
+            assert_ne!(before, during, "{m}: the held points are in the answer");
+        }
+        store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
+        // A second after the failure the next read flushes again.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        store.settle().unwrap();
+        assert_eq!(store.pending_points(), 0);
+        store.fold_rollups(None).unwrap();
+        for (m, during) in GRID_QUERIES.iter().zip(&during) {
+            assert_eq!(&run(&store, m, ""), during, "{m}");
         }
     }
 

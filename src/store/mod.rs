@@ -292,6 +292,9 @@ pub struct Store {
     health: health::Health,
     /// When a flush last failed: readers then retry it at most once a second (see [`Store::settle`]).
     flush_failed_at: std::sync::Mutex<Option<Instant>>,
+    /// Tests: every flush of the series table fails, as on a full disk, while set.
+    #[cfg(test)]
+    pub(crate) fail_flushes: std::sync::atomic::AtomicBool,
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
@@ -415,6 +418,8 @@ impl Store {
             overlay: Default::default(),
             health,
             flush_failed_at: Default::default(),
+            #[cfg(test)]
+            fail_flushes: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
             folds_abandoned: Default::default(),

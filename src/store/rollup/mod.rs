@@ -472,8 +472,6 @@ impl Store {
     }
 }
 
-impl Store {}
-
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
