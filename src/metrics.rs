@@ -179,8 +179,8 @@ impl Metrics {
         registry.register("disk_bytes", "Bytes of the files in the data directory", self.disk_bytes.clone());
         registry.register(
             "rocksdb_background_work",
-            "RocksDB compactions and flushes running, column families with one pending, and 1 while the compaction \
-             after a burst of writes is owed",
+            "RocksDB compactions and flushes running, column families with one pending, 1 while the compaction \
+             after a burst of writes is owed, and 1 while acknowledged points wait in the series table",
             self.rocksdb_background_work.clone(),
         );
         registry.register(

@@ -1092,7 +1092,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path(), &[]);
         assert!(!store.compaction_owed(), "nothing written");
+        assert_eq!(store.background_work(), 0);
         write(&store, &gauge_hour(1356998400, "a"));
+        assert!(store.pending_points() > 0 && !store.compaction_owed());
+        assert_eq!(store.background_work(), 1, "points waiting in the series table are owed work");
         store.settle().unwrap();
         // A memtable flushed by RocksDB: the row's fragments sit in a level-0 file as merge operands.
         let m = store.engine.maintenance().unwrap();
