@@ -287,6 +287,7 @@ fn a_full_disk_loses_nothing_acknowledged_and_heals_by_itself() {
     let (downsampled, want) = (stored_series_1m(&d), expected(&acked));
     assert_eq!(downsampled.len(), want.len(), "series of acknowledged points a downsampled query answers");
     assert_eq!(downsampled, want);
+    assert_eq!(indexed_series(&d), acked.len(), "lookup lists the series the failing flush holds back");
     assert!(metric_value(&d, "rtsd_storage_errors_total{kind=\"no_space\"}") >= 1, "counted as no_space");
 
     // Free the space: within seconds puts are taken again and every acknowledged point is indexed and readable.

@@ -45,10 +45,8 @@ pub(super) fn read(
     let selection = &plan.selection;
     let mut select = |tags: &[(&[u8], &[u8])]| selection.keeps(names, tags);
     // The index names every series only when every write went through this store; on a shared HBase cluster
-    // OpenTSDB's TSDs write too, so the metric's rows are scanned, as OpenTSDB scans them. Nor while a failing
-    // flush (a full disk) holds points back: series first written meanwhile are in no index entry yet, and the
-    // scan merges their points in.
-    let indexed = store.series_index_is_complete() && !store.holds_unflushed()?;
+    // OpenTSDB's TSDs write too, so the metric's rows are scanned, as OpenTSDB scans them.
+    let indexed = store.series_index_is_complete();
     let mut targeted = if indexed { targeted(store, plan, &mut select)? } else { None };
     // A downsample a rollup interval divides may be answered from a rollup table (spec: query §6.13).
     if !delete {

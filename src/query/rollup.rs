@@ -632,6 +632,25 @@ mod tests {
         for ((m, before), during) in GRID_QUERIES.iter().zip(&before).zip(&during) {
             assert_ne!(before, during, "{m}: the held points are in the answer");
         }
+        // The index's readers (lookup, query/last, literal filters) take the held series from the table too.
+        use rtsd_protocol::point::UidKind;
+        let uid = |kind, name: &str| store.uids().get(kind, name).unwrap().unwrap().as_bytes().to_vec();
+        let (m, host) = (uid(UidKind::Metric, "m"), uid(UidKind::TagKey, "host"));
+        let tsuid = |h: &str| [m.clone(), host.clone(), uid(UidKind::TagValue, h)].concat();
+        let listed: Vec<(Vec<u8>, u32)> = store.series_of_metric(&m).unwrap();
+        let hour = |h: i64| (BASE + h * 3600) as u32;
+        let want = vec![(tsuid("a"), hour(1)), (tsuid("b"), hour(2)), (tsuid("d"), hour(3)), (tsuid("e"), hour(0))];
+        let mut listed_sorted = listed.clone();
+        listed_sorted.sort();
+        assert_eq!(listed, listed_sorted, "in TSUID order");
+        assert_eq!(listed_sorted, {
+            let mut w = want.clone();
+            w.sort();
+            w
+        });
+        assert_eq!(store.last_hour(&tsuid("b")).unwrap(), Some(hour(2)), "b's newest hour is held back");
+        let e: crate::store::Tsuid = tsuid("e").as_slice().into();
+        assert_eq!(store.series_with_tag(&m, &host, &uid(UidKind::TagValue, "e")).unwrap(), vec![e]);
         store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
         // A second after the failure the next read flushes again.
         std::thread::sleep(std::time::Duration::from_millis(1100));

@@ -118,23 +118,77 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.settle()?;
         let cut = self.retention.index_cut_ms();
-        let f = move |tsuid: &[u8], hour: u32| (i64::from(hour) + 3600) * 1000 <= cut || f(tsuid, hour);
+        let mut f = move |tsuid: &[u8], hour: u32| (i64::from(hour) + 3600) * 1000 <= cut || f(tsuid, hour);
+        // The series of points a failing flush holds back, merged in TSUID order (see `held_series`).
+        let mut held = self.held_series(metric).into_iter().peekable();
+        let mut go = true;
+        let mut indexed = |tsuid: &[u8], hour: u32| {
+            while let Some((t, h)) = held.next_if(|(t, _)| t.as_slice() < tsuid) {
+                if !f(&t, h) {
+                    go = false;
+                    return false;
+                }
+            }
+            let hour = match held.next_if(|(t, _)| t.as_slice() == tsuid) {
+                Some((_, h)) => hour.max(h),
+                None => hour,
+            };
+            go = f(tsuid, hour);
+            go
+        };
         match metric {
-            Some(m) => series::for_each_series_of_metric(self.engine.as_ref(), m, f),
-            None => series::for_each_series(self.engine.as_ref(), f),
+            Some(m) => series::for_each_series_of_metric(self.engine.as_ref(), m, &mut indexed)?,
+            None => series::for_each_series(self.engine.as_ref(), &mut indexed)?,
         }
+        if go {
+            for (t, h) in held {
+                if !f(&t, h) {
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The series of a metric that carry one tag pair (from the postings).
     pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Tsuid>, StoreError> {
         self.settle()?;
-        series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)
+        let mut out = series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)?;
+        let held = self.held_series(Some(metric));
+        if !held.is_empty() {
+            let carries = |tsuid: &[u8]| self.layout.tsuid_pairs(tsuid).any(|(k, v)| k == tagk && v == tagv);
+            out.extend(held.into_keys().filter(|t| carries(t)).map(Tsuid::from));
+            out.sort_unstable();
+            out.dedup();
+        }
+        Ok(out)
     }
 
-    /// The newest hour with data of a series, if indexed.
+    /// The newest hour with data of a series, if indexed (or held back by a failing flush).
     pub fn last_hour(&self, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
         self.settle()?;
-        series::last_hour(self.engine.as_ref(), tsuid)
+        let indexed = series::last_hour(self.engine.as_ref(), tsuid)?;
+        let metric = self.layout.tsuid_metric(tsuid);
+        let held = self.held_series(Some(metric)).get(tsuid).copied();
+        Ok(indexed.max(held))
+    }
+
+    /// The series (TSUID, newest hour) of the points a failing flush holds back (see [`Store::overlay`]), of
+    /// `metric` or every metric: the index gets their entries only with the flush, so until it succeeds its
+    /// readers take them from here. Empty (and free) when no flush is failing.
+    fn held_series(&self, metric: Option<&[u8]>) -> std::collections::BTreeMap<Vec<u8>, u32> {
+        let overlay = self.overlay();
+        let mut out = std::collections::BTreeMap::new();
+        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
+        for key in overlay.keys() {
+            if metric.is_some_and(|m| self.layout.metric_of(key) != Some(m)) {
+                continue;
+            }
+            let hour = codec::row_base_time(key, sw, mw);
+            let newest = out.entry(self.layout.tsuid_of_row(key).as_bytes().to_vec()).or_insert(hour);
+            *newest = (*newest).max(hour);
+        }
+        out
     }
 
     /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in

@@ -209,8 +209,8 @@ impl Store {
     ///
     /// When the flush fails (a full disk, no file descriptors), the points stay where they are (the series log
     /// and the table) and readers see them through [`Store::overlay`], so reads are served while writes cannot
-    /// be; the flush is retried at most once a second meanwhile. Index readers do not see series first written
-    /// during the failure until a flush succeeds.
+    /// be; the flush is retried at most once a second meanwhile. Index readers take the series of those points
+    /// from the overlay too (see `Store::held_series`).
     pub fn settle(&self) -> Result<(), StoreError> {
         if !self.read_only {
             self.flush_or_overlay();
