@@ -288,6 +288,8 @@ pub struct Store {
     /// scan` beside a daemon sees every acknowledged point; for the daemon, empty while it settles, and the series
     /// table's points while a flush cannot be written (a full disk), so reads are still served, whole.
     overlay: std::sync::RwLock<Arc<Overlay>>,
+    /// The series table's points when the overlay was copied from it (see `Store::snapshot_overlay`).
+    overlay_points: std::sync::atomic::AtomicU64,
     /// The free-space guard and the storage-failure accounting (see [`health`]).
     health: health::Health,
     /// When a flush last failed: readers then retry it at most once a second (see [`Store::settle`]).
@@ -416,6 +418,7 @@ impl Store {
             node_local,
             read_only,
             overlay: Default::default(),
+            overlay_points: Default::default(),
             health,
             flush_failed_at: Default::default(),
             #[cfg(test)]

@@ -209,8 +209,9 @@ impl Store {
     ///
     /// When the flush fails (a full disk, no file descriptors), the points stay where they are (the series log
     /// and the table) and readers see them through [`Store::overlay`], so reads are served while writes cannot
-    /// be; the flush is retried at most once a second meanwhile. Index readers take the series of those points
-    /// from the overlay too (see `Store::held_series`).
+    /// be; the flush is retried at most once a second meanwhile (between tries, a read copies the table again when
+    /// points arrived). Index readers take the series of those points from the overlay too (see
+    /// `Store::held_series`).
     pub fn settle(&self) -> Result<(), StoreError> {
         if !self.read_only {
             self.flush_or_overlay();
@@ -223,6 +224,10 @@ impl Store {
     pub(super) fn flush_or_overlay(&self) {
         let mut failed_at = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner());
         if failed_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            // Points acknowledged since the last snapshot reach readers now, not with the next retry.
+            if self.pending.points() != self.overlay_points.load(std::sync::atomic::Ordering::Acquire) {
+                self.snapshot_overlay();
+            }
             return;
         }
         match self.flush_pending() {
@@ -233,10 +238,17 @@ impl Store {
             }
             Err(e) => {
                 self.health.failed("flush", &e);
-                *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.pending.snapshot());
+                self.snapshot_overlay();
                 *failed_at = Some(Instant::now());
             }
         }
+    }
+
+    /// Copies the series table's points into the overlay readers merge in (see [`Store::settle`]), noting how many
+    /// it held (counted first: a point added meanwhile makes the next read copy again, never go unseen).
+    fn snapshot_overlay(&self) {
+        self.overlay_points.store(self.pending.points(), std::sync::atomic::Ordering::Release);
+        *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.pending.snapshot());
     }
 
     /// Whether acknowledged points wait in the series table because its flush is failing (a full disk): raw reads
