@@ -270,6 +270,7 @@ impl UidTable {
         let keys: Vec<Vec<u8>> = wanted.iter().map(|n| cell_key(kind, n.as_bytes())).collect();
         let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let mut missing = Vec::new();
+        let started = std::time::Instant::now();
         db.get_many(CF_UID_ID, &key_refs, false, ReadHints::default(), &mut |i, value| {
             metrics.uid_cache_miss(self.kind);
             match value.and_then(|v| Uid::from_slice(v).filter(|_| v.len() == self.width)) {
@@ -280,6 +281,7 @@ impl UidTable {
             }
             Ok(())
         })?;
+        let looked_up = started.elapsed();
         if !create || missing.is_empty() {
             return Ok(());
         }
@@ -294,6 +296,15 @@ impl UidTable {
                 tracing::debug!(kind = %self.kind, error = %e, "UID not assigned ahead of its point");
             }
         }
+        // Where a batch of new names waits (on HBase each step is a round trip to a region server).
+        tracing::debug!(
+            kind = %self.kind,
+            looked_up = wanted.len(),
+            assigned = claimed.len(),
+            lookup_ms = looked_up.as_secs_f64() * 1e3,
+            total_ms = started.elapsed().as_secs_f64() * 1e3,
+            "new names resolved"
+        );
         Ok(())
     }
 
@@ -315,7 +326,9 @@ impl UidTable {
             return Err(exhausted());
         }
         let kind = self.kind.as_str().as_bytes();
+        let started = std::time::Instant::now();
         let top = db.increment(CF_UID_ID, &cell_key(kind, &[0]), names.len() as i64)? as u64;
+        let incremented = started.elapsed();
         self.max_id.fetch_max(top.min(max), Ordering::AcqRel);
         let first = top + 1 - names.len() as u64;
         let mut outcomes: Vec<Result<Uid, UidError>> = Vec::with_capacity(names.len());
@@ -340,7 +353,9 @@ impl UidTable {
             .map(|((_, name, _), key)| CheckAndPut { key, expected: None, value: name.as_bytes() })
             .collect();
         let mut forward_of = Vec::new();
-        for ((i, name, uid), done) in placed.iter().zip(db.check_and_put_many(CF_UID_NAME, &reverse)) {
+        let reversed = db.check_and_put_many(CF_UID_NAME, &reverse);
+        let reverse_done = started.elapsed();
+        for ((i, name, uid), done) in placed.iter().zip(reversed) {
             match done {
                 Ok(true) => forward_of.push((*i, *name, *uid)),
                 Ok(false) => {
@@ -377,6 +392,14 @@ impl UidTable {
             let written = metas.map_or(Ok(()), |m| m.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
             (forward_done, written)
         });
+        tracing::debug!(
+            kind = %self.kind,
+            names = names.len(),
+            increment_ms = incremented.as_secs_f64() * 1e3,
+            reverse_ms = (reverse_done - incremented).as_secs_f64() * 1e3,
+            forward_ms = (started.elapsed() - reverse_done).as_secs_f64() * 1e3,
+            "UIDs assigned: increment, reverse and forward compare-and-sets"
+        );
         let mut won = Vec::new();
         for ((i, name, uid), done) in forward_of.iter().zip(forward_done) {
             outcomes[*i] = match done {
