@@ -254,10 +254,8 @@ async fn flush_series_table(tsd: Arc<Tsd>) {
         last = std::time::Instant::now();
         let worker = tsd.clone();
         // A failed flush is counted and logged (once in a while) by the store, and retried.
-        match tokio::task::spawn_blocking(move || worker.store.settle()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "writing the series table into its rows failed; will retry"),
-            Err(e) => tracing::error!(error = %e, "series table flush task failed"),
+        if let Err(e) = tokio::task::spawn_blocking(move || worker.store.flush_in_background()).await {
+            tracing::error!(error = %e, "series table flush task failed");
         }
     }
 }

@@ -214,18 +214,28 @@ impl Store {
     /// `Store::held_series`).
     pub fn settle(&self) -> Result<(), StoreError> {
         if !self.read_only {
-            self.flush_or_overlay();
+            self.flush_or_overlay(true);
         }
         Ok(())
     }
 
+    /// The daemon's periodic flush of the series table: [`Store::settle`] without a reader waiting, so between
+    /// retries of a failing flush nothing is copied for readers.
+    pub fn flush_in_background(&self) {
+        if !self.read_only {
+            self.flush_or_overlay(false);
+        }
+    }
+
     /// Flushes the series table, unless a flush failed less than a second ago; when it fails, readers get its
-    /// points through the overlay (see [`Store::settle`]).
-    pub(super) fn flush_or_overlay(&self) {
+    /// points through the overlay (see [`Store::settle`]). Between tries, `for_reader` copies the table again
+    /// when points arrived since the last copy (only a reader needs them: the daemon's and the writers' own
+    /// flushes would copy a full table for nothing).
+    pub(super) fn flush_or_overlay(&self, for_reader: bool) {
         let mut failed_at = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner());
         if failed_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
             // Points acknowledged since the last snapshot reach readers now, not with the next retry.
-            if self.pending.points() != self.overlay_points.load(std::sync::atomic::Ordering::Acquire) {
+            if for_reader && self.pending.points() != self.overlay_points.load(std::sync::atomic::Ordering::Acquire) {
                 self.snapshot_overlay();
             }
             return;
@@ -417,7 +427,7 @@ impl Store {
             // Writers outrun the background flush: the writer that finds the table full flushes it (back-pressure
             // that bounds the table's memory). The batch is acknowledged whatever the flush does: its points are
             // in the series log.
-            self.flush_or_overlay();
+            self.flush_or_overlay(false);
         }
         Ok(points)
     }
