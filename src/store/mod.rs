@@ -76,8 +76,35 @@ const COLUMN_FAMILIES: [&str; 10] = [
     CF_CHUKWA_STREAMS,
 ];
 
-/// Unflushed points by row key: their columns (see [`Store::overlay`]).
-type Overlay = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+/// Unflushed points by row key: their columns (see [`Store::overlay`]); it reads as that map.
+#[derive(Default)]
+struct Overlay {
+    rows: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The series of `rows` (TSUID) with the newest hour each has there: what the series index lacks until the
+    /// points are flushed (see `Store::held_series`).
+    series: std::collections::BTreeMap<Vec<u8>, u32>,
+}
+
+impl Overlay {
+    fn new(rows: std::collections::BTreeMap<Vec<u8>, Vec<u8>>, layout: &Layout) -> Overlay {
+        let mut series = std::collections::BTreeMap::new();
+        let (sw, mw) = (layout.salt.width, layout.uid_widths[0]);
+        for key in rows.keys() {
+            let hour = codec::row_base_time(key, sw, mw);
+            let newest = series.entry(layout.tsuid_of_row(key).as_bytes().to_vec()).or_insert(hour);
+            *newest = (*newest).max(hour);
+        }
+        Overlay { rows, series }
+    }
+}
+
+impl std::ops::Deref for Overlay {
+    type Target = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.rows
+    }
+}
 
 /// What a store is opened with: the data directory and the settings that shape it (the configuration makes them,
 /// `Config::store_options`: the store reads no configuration).

@@ -157,7 +157,7 @@ impl Store {
         let held = self.held_series(Some(metric));
         if !held.is_empty() {
             let carries = |tsuid: &[u8]| self.layout.tsuid_pairs(tsuid).any(|(k, v)| k == tagk && v == tagv);
-            out.extend(held.into_keys().filter(|t| carries(t)).map(Tsuid::from));
+            out.extend(held.into_iter().map(|(t, _)| t).filter(|t| carries(t)).map(Tsuid::from));
             out.sort_unstable();
             out.dedup();
         }
@@ -168,27 +168,19 @@ impl Store {
     pub fn last_hour(&self, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
         self.settle()?;
         let indexed = series::last_hour(self.engine.as_ref(), tsuid)?;
-        let metric = self.layout.tsuid_metric(tsuid);
-        let held = self.held_series(Some(metric)).get(tsuid).copied();
+        let held = self.overlay().series.get(tsuid).copied();
         Ok(indexed.max(held))
     }
 
     /// The series (TSUID, newest hour) of the points a failing flush holds back (see [`Store::overlay`]), of
     /// `metric` or every metric: the index gets their entries only with the flush, so until it succeeds its
     /// readers take them from here. Empty (and free) when no flush is failing.
-    fn held_series(&self, metric: Option<&[u8]>) -> std::collections::BTreeMap<Vec<u8>, u32> {
+    fn held_series(&self, metric: Option<&[u8]>) -> Vec<(Vec<u8>, u32)> {
         let overlay = self.overlay();
-        let mut out = std::collections::BTreeMap::new();
-        let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        for key in overlay.keys() {
-            if metric.is_some_and(|m| self.layout.metric_of(key) != Some(m)) {
-                continue;
-            }
-            let hour = codec::row_base_time(key, sw, mw);
-            let newest = out.entry(self.layout.tsuid_of_row(key).as_bytes().to_vec()).or_insert(hour);
-            *newest = (*newest).max(hour);
-        }
-        out
+        let prefix = metric.unwrap_or_default();
+        // TSUIDs start with their metric's UID: a metric's series are a range.
+        let of_metric = overlay.series.range(prefix.to_vec()..).take_while(|(tsuid, _)| tsuid.starts_with(prefix));
+        of_metric.map(|(tsuid, hour)| (tsuid.clone(), *hour)).collect()
     }
 
     /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in

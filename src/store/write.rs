@@ -74,7 +74,8 @@ impl Store {
             self.pending.replay(record, &mut order);
         }
         let (_, rows, _) = self.pending.take()?;
-        let overlay = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
+        let rows = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
+        let overlay = Overlay::new(rows, &self.layout);
         *self.overlay.get_mut().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
         Ok(())
     }
@@ -258,7 +259,8 @@ impl Store {
     /// it held (counted first: a point added meanwhile makes the next read copy again, never go unseen).
     fn snapshot_overlay(&self) {
         self.overlay_points.store(self.pending.points(), std::sync::atomic::Ordering::Release);
-        *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.pending.snapshot());
+        let overlay = Overlay::new(self.pending.snapshot(), &self.layout);
+        *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
     }
 
     /// Whether acknowledged points wait in the series table because its flush is failing (a full disk): raw reads
