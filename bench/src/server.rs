@@ -492,14 +492,19 @@ impl Server {
     }
 
     /// VictoriaMetrics: `/internal/force_flush`, then `/internal/force_merge` of each month prefix, then waits
-    /// (at most `limit`) until no forced merge is active; rtsd: waits until RocksDB has settled ([`Server::settle`]).
+    /// (at most `limit`) until no forced merge is active; rtsd: waits until RocksDB has settled ([`Server::settle`]);
+    /// on a test bed, until the server and its cluster are idle ([`Server::wait_quiet`]).
     pub fn flush_and_merge(&self, months: &[String], limit: Duration) -> Result<(), String> {
         match self.kind {
-            // On HBase the gauge counts what rtsd itself owes (its compaction of closed hours); HBase's own
-            // flushes and compactions are the cluster's, as for OpenTSDB.
-            Kind::Rtsd | Kind::RtsdHbase => return self.settle(limit),
-            // The data sets end in the current hour, which OpenTSDB's compaction leaves alone until it closes.
-            Kind::OpenTsdb => return Ok(()),
+            Kind::Rtsd => return self.settle(limit),
+            // What the burst left the cluster to do (rtsd-on-HBase writing its rows, asynchbase's buffered puts,
+            // HBase's own flushes) counts for either server alike. OpenTSDB's compaction leaves the data sets'
+            // current hour alone until it closes.
+            Kind::RtsdHbase => {
+                self.settle(limit)?;
+                return self.wait_quiet(limit).map(|_| ());
+            }
+            Kind::OpenTsdb => return self.wait_quiet(limit).map(|_| ()),
             Kind::Vm => {}
         }
         let t = Duration::from_secs(120);
