@@ -126,9 +126,16 @@ impl SeriesIndex {
         if !self.counting {
             return counter;
         }
-        counter.add(points, self.clock.load(Ordering::Relaxed));
+        self.count(&counter, points, self.clock.load(Ordering::Relaxed));
         self.counters.lock().unwrap_or_else(|e| e.into_inner()).push((tsuid.to_vec(), counter.clone()));
         counter
+    }
+
+    /// Counts `points` received at `now` into a series' counter, when this index counts at all.
+    fn count(&self, counter: &Counter, points: u64, now: u32) {
+        if self.counting {
+            counter.add(points, now);
+        }
     }
 
     /// Whether points were counted since the counters were last written.
@@ -230,16 +237,12 @@ impl SeriesIndex {
         noted.new_series.clear();
         let now = self.clock.load(Ordering::Relaxed);
         for (counter, points) in noted.counts.drain(..) {
-            if self.counting {
-                counter.add(points, now);
-            }
+            self.count(&counter, points, now);
         }
         for NotedEntry { tsuid, hour, counter, points } in noted.entries.drain(..) {
             let counter = match counter {
                 Some(counter) => {
-                    if self.counting {
-                        counter.add(points, now);
-                    }
+                    self.count(&counter, points, now);
                     counter
                 }
                 None => self.new_counter(&tsuid, points),
