@@ -215,7 +215,14 @@ impl Store {
     /// `Store::held_series`).
     pub fn settle(&self) -> Result<(), StoreError> {
         if !self.read_only {
+            let started = Instant::now();
             self.flush_or_overlay(true);
+            // What a read waited for, when it waited: the table's flush, or one under way (issue 22: the first
+            // query right after a burst).
+            let waited = started.elapsed();
+            if waited > std::time::Duration::from_millis(1) {
+                tracing::debug!(ms = waited.as_secs_f64() * 1e3, "a read waited for the series table's flush");
+            }
         }
         Ok(())
     }
