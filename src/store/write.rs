@@ -125,6 +125,8 @@ impl Store {
         // sorted keys cost a few comparisons each where the shards' hash order cost a walk from the top (perf:
         // ~25% of the daemon's time under A ingest went to `InlineSkipList::FindSpliceForLevel`).
         let mut rows = rows;
+        let row_count = rows.len();
+        let cpu_started = thread_cpu_ms();
         rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         // Written in slices, each row freed once its slice is written: one batch of every row would hold a second
         // copy of the whole table at the flush (peak RSS). A row's merge, its rollup mark and its series-index
@@ -147,8 +149,20 @@ impl Store {
         }
         // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
         // segments (fsynced, for points a client asked to `sync`).
+        let written = started.elapsed();
         let synced = self.engine.sync();
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
+        // A read waits for this (see `settle`): how long it took, and how much of that was this thread's own CPU.
+        // During B's burst on two cores a flush of ~5,000 rows took 107 ms (median) for 44 ms of its own CPU, and
+        // the last ones, up to 1.6 M points behind a burst's end, 280-440 ms (bench/RESULTS.md, 2026-11-30 12:20).
+        tracing::debug!(
+            rows = row_count,
+            points,
+            write_ms = written.as_secs_f64() * 1e3,
+            sync_ms = (started.elapsed() - written).as_secs_f64() * 1e3,
+            cpu_ms = thread_cpu_ms() - cpu_started,
+            "series table flushed"
+        );
         synced?;
         self.pending.release(cut)?;
         Ok(points)
@@ -450,5 +464,36 @@ impl Store {
     /// Adds a delete to `batch` (see [`Store::put_raw`]).
     pub fn delete_raw(&self, batch: &mut PointBatch, cf: &'static str, key: &[u8]) {
         batch.batch.delete(cf, key);
+    }
+}
+
+/// The calling thread's CPU time so far (ms; 0 where the clock cannot be read).
+fn thread_cpu_ms() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only the timespec it is given, which lives on this stack frame.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0.0;
+    }
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    // The flush's debug line reports its own CPU apart from its wall time (waiting for cores is not cost): the
+    // clock counts this thread's work and not its sleep.
+    #[test]
+    fn thread_cpu_time_counts_work_not_sleep() {
+        let start = super::thread_cpu_ms();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let slept = super::thread_cpu_ms() - start;
+        assert!(slept < 20.0, "sleeping took {slept} ms of CPU");
+        // Work until the clock shows 30 ms, or give up after 5 s of wall time (a clock that does not move).
+        let (busy_from, wall) = (super::thread_cpu_ms(), std::time::Instant::now());
+        let mut x = 0u64;
+        while super::thread_cpu_ms() - busy_from < 30.0 && wall.elapsed().as_secs() < 5 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let busy = super::thread_cpu_ms() - busy_from;
+        assert!((30.0..1000.0).contains(&busy), "30 ms of work counted as {busy} ms");
     }
 }
