@@ -1117,6 +1117,20 @@ mod tests {
         assert_eq!(compacted_value(&store, &G_ROW), None);
     }
 
+    // `rtsd_series` counts the index as it stands: a metrics scrape never waits for the series table's flush.
+    #[test]
+    fn counting_series_does_not_wait_for_the_series_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        write(&store, &[gauge_hour(1356998400, "a"), gauge_hour(1356998400, "b")].concat());
+        let pending = store.pending_points();
+        assert_eq!(pending, 720);
+        assert_eq!(store.series_count().unwrap(), 0);
+        assert_eq!(store.pending_points(), pending, "counting flushed the series table");
+        store.settle().unwrap();
+        assert_eq!(store.series_count().unwrap(), 2);
+    }
+
     #[test]
     fn the_compaction_after_a_burst_packs_what_the_burst_left_in_level_0() {
         let dir = tempfile::tempdir().unwrap();

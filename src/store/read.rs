@@ -118,7 +118,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.settle()?;
         let cut = self.retention.index_cut_ms();
-        let mut f = move |tsuid: &[u8], hour: u32| (i64::from(hour) + 3600) * 1000 <= cut || f(tsuid, hour);
+        let mut f =
+            move |tsuid: &[u8], hour: u32| !super::retention::Retention::lists_series(hour, cut) || f(tsuid, hour);
         // The series of points a failing flush holds back, merged in TSUID order (see `held_series`).
         let mut held = self.held_series(metric).into_iter().peekable();
         let mut go = true;

@@ -209,6 +209,12 @@ impl Retention {
         crate::timefmt::now_ms().saturating_sub(longest)
     }
 
+    /// Whether a series whose newest raw hour is `hour` still has data in some table, given the instant
+    /// [`Retention::index_cut_ms`] gave: what lists of series (lookups, `rtsd_series`) leave out.
+    pub fn lists_series(hour: u32, index_cut_ms: i64) -> bool {
+        (i64::from(hour) + 3600) * 1000 > index_cut_ms
+    }
+
     /// Every family of data rows with its retention in whole seconds, rounded up (`None`: forever): the TTLs an
     /// engine with its own expiry (HBase) is given.
     pub fn ttl_seconds(&self) -> Vec<(String, Option<u64>)> {
