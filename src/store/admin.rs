@@ -51,9 +51,9 @@ impl Store {
         iter.status()
     }
 
-    /// The number of series in the index (within retention): walks the index, so callers reuse the answer.
-    /// What `rtsd_series` shows: the series of the index as it stands, without settling the series table first,
-    /// so a metrics scrape never waits for a flush (during data set B's burst a scrape that counted waited up to
+    /// The number of series in the index (within retention), what `rtsd_series` shows: walks the index, so
+    /// callers reuse the answer. The index as it stands, without settling the series table first, so a metrics
+    /// scrape never waits for a flush (during data set B's burst a scrape that counted waited up to
     /// 65 ms behind one, and 300-800 ms where flushes did more, bench/RESULTS.md 2026-11-30 12:00-13:00). A
     /// series whose first points still wait in the series table is counted once they are flushed, a few
     /// seconds later at most; series past every retention are left out, as [`Store::for_each_series`] does.

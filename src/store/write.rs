@@ -154,7 +154,8 @@ impl Store {
         self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
         // A read waits for this (see `settle`): how long it took, and how much of that was this thread's own CPU.
         // During B's burst on two cores a flush of ~5,000 rows took 107 ms (median) for 44 ms of its own CPU, and
-        // the last ones, up to 1.6 M points behind a burst's end, 280-440 ms (bench/RESULTS.md, 2026-11-30 12:00-13:00).
+        // the last ones, up to 1.6 M points behind a burst's end, 280-440 ms (bench/RESULTS.md, 2026-11-30
+        // 12:00-13:00).
         tracing::debug!(
             rows = row_count,
             points,
