@@ -103,6 +103,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let task = tokio::spawn(server::serve(listener, tsd.clone()));
     let rollup_task = tokio::spawn(fold_rollups(tsd.clone()));
     tokio::spawn(flush_series_table(tsd.clone()));
+    tokio::spawn(seal_owned_rows(tsd.clone()));
     if let Some(options) = tsd.store.shared_log_options() {
         tokio::spawn(tend_shared_log(tsd.clone(), options.lease));
     }
@@ -256,6 +257,26 @@ async fn flush_series_table(tsd: Arc<Tsd>) {
         // A failed flush is counted and logged (once in a while) by the store, and retried.
         if let Err(e) = tokio::task::spawn_blocking(move || worker.store.flush_in_background()).await {
             tracing::error!(error = %e, "series table flush task failed");
+        }
+    }
+}
+
+/// Writes the rollups of the rows the series table's flushes fold themselves once their series moved on (see
+/// `store::rollup::owned`), at the daemon's priority and off the flush that readers wait for; writers that find
+/// many queued seal some themselves (see `Store::commit`).
+async fn seal_owned_rows(tsd: Arc<Tsd>) {
+    let poll = std::time::Duration::from_millis(FLUSH_POLL_MS);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(poll) => {}
+            _ = tsd.shutdown.cancelled() => return,
+        }
+        if tsd.store.sealing_backlog() == 0 {
+            continue;
+        }
+        let worker = tsd.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || worker.store.seal_in_background(usize::MAX)).await {
+            tracing::error!(error = %e, "rollup seal task failed");
         }
     }
 }

@@ -38,6 +38,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("tsd.rollups.block_derived", "true"),
     ("rtsd.rollups.auto", "true"),
     ("rtsd.rollups.flush_interval_ms", "60000"),
+    ("rtsd.rollups.fold_on_flush", "true"),
 ];
 
 /// The aggregators rtsd computes itself, in the order their cells are written.
@@ -326,6 +327,9 @@ pub struct RollupSettings {
     pub auto: bool,
     /// How often the background task folds newly written raw rows into the rollup tables.
     pub flush_interval_ms: u64,
+    /// Whether the series table's flushes fold the rows of past hours they see whole (see
+    /// `store::rollup::owned`): a backfill then has its rollups as it goes.
+    pub fold_on_flush: bool,
 }
 
 impl RollupSettings {
@@ -359,6 +363,7 @@ impl RollupSettings {
             block_derived: boolean("tsd.rollups.block_derived"),
             auto: boolean("rtsd.rollups.auto"),
             flush_interval_ms: flush_interval_ms.max(1),
+            fold_on_flush: boolean("rtsd.rollups.fold_on_flush"),
         })
     }
 

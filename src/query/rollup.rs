@@ -488,8 +488,8 @@ mod tests {
     #[test]
     fn a_query_after_a_burst_folds_only_the_newest_hour_and_answers_exactly() {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config::for_data_dir(dir.path(), &[("tsd.rollups.enable", "true")]).unwrap();
-        let store = crate::store::Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap();
+        // The daemon's folds of passed hours, not the flushes' own (see `a_backfill_is_folded_as_it_is_flushed`).
+        let store = open_with(dir.path(), &[("rtsd.rollups.fold_on_flush", "false")]);
         // Four hours of 3 hosts, a point every 20 s (floats and integers), flushed every 40 minutes.
         for chunk in (0..4 * 180i64).collect::<Vec<_>>().chunks(120) {
             let mut batch = store.new_batch();
@@ -524,7 +524,13 @@ mod tests {
     }
 
     fn open(dir: &std::path::Path) -> crate::store::Store {
-        let config = Config::for_data_dir(dir, &[("tsd.rollups.enable", "true")]).unwrap();
+        open_with(dir, &[])
+    }
+
+    fn open_with(dir: &std::path::Path, overrides: &[(&str, &str)]) -> crate::store::Store {
+        let mut all = vec![("tsd.rollups.enable", "true")];
+        all.extend_from_slice(overrides);
+        let config = Config::for_data_dir(dir, &all).unwrap();
         crate::store::Store::open(&config.store_options(), Arc::new(Metrics::new())).unwrap()
     }
 
@@ -546,7 +552,8 @@ mod tests {
     #[test]
     fn a_grid_query_reads_rows_not_folded_yet_from_their_points_and_leaves_them_to_the_fold() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path());
+        // Rows noted for the folds (the flushes' own folds would take d's and the e's hour 3).
+        let store = open_with(dir.path(), &[("rtsd.rollups.fold_on_flush", "false")]);
         // Three hours of hosts a, b, c (integers and floats, a point every 30 s) and a point of d, folded.
         for i in 0..3 * 120i64 {
             for (h, host) in ["a", "b", "c"].iter().enumerate() {
@@ -602,6 +609,142 @@ mod tests {
         for (m, answer) in GRID_QUERIES.iter().zip(&unfolded) {
             assert_eq!(&run(&store, m, ""), answer, "{m}");
         }
+    }
+
+    /// Writes `hours` hours of hosts a, b and c from `BASE` (a point every 20 s, integers and floats) in time
+    /// order, flushing every 40 minutes and writing the seals queued by each flush, as the daemon does.
+    fn backfill(store: &crate::store::Store, hours: i64) {
+        for chunk in (0..hours * 180).collect::<Vec<_>>().chunks(120) {
+            let mut batch = store.new_batch();
+            for &i in chunk {
+                for (h, host) in ["a", "b", "c"].iter().enumerate() {
+                    let tags: Tags = [(Cow::Borrowed("host"), Cow::Borrowed(*host))].into_iter().collect();
+                    let value = if i % 3 == 0 { Stored::Int(i + h as i64) } else { Stored::Double(i as f64 / 7.0) };
+                    let p = DataPoint { metric: Cow::Borrowed("m"), timestamp: BASE + i * 20, value, tags };
+                    store.add_point(&mut batch, &p).unwrap();
+                }
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.flush_pending().unwrap();
+            store.seal_in_background(usize::MAX);
+        }
+    }
+
+    /// The base times (s) of the rows of metric `m` not folded yet.
+    fn unfolded_hours(store: &crate::store::Store) -> Vec<i64> {
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let rows = store.unfolded_rows(metric.as_bytes()).unwrap().expect("the notes tell");
+        let layout = store.layout();
+        let (sw, mw) = (layout.salt.width, layout.uid_widths[0]);
+        rows.iter().map(|row| i64::from(rtsd_protocol::codec::row_base_time(row, sw, mw)) - BASE).collect()
+    }
+
+    /// Downsamples a grid read answers (as [`GRID_QUERIES`], of hosts a, b and c) and some it does not, each
+    /// checked against the raw rows' answer.
+    fn answers_as_raw(store: &crate::store::Store, when: &str) -> Vec<Answer> {
+        const QUERIES: [&str; 10] = [
+            "sum:1m-avg:m",
+            "sum:1m-sum:m{host=*}",
+            "sum:1m-count:m{host=b}",
+            "max:1m-max:m{}{host=literal_or(a|c)}",
+            "min:1m-min:m{}{host=regexp(b|c)}",
+            "sum:1h-avg:m",
+            "zimsum:10m-sum:m{host=*}",
+            "max:10m-min:m",
+            "sum:1h-count:m",
+            "avg:30m-avg:m",
+        ];
+        QUERIES
+            .iter()
+            .map(|m| {
+                let answer = run(store, m, "");
+                assert_eq!(answer, run(store, m, "rollup_raw:"), "{when}: {m}");
+                answer
+            })
+            .collect()
+    }
+
+    // issue 22 item 5: a backfill (hours long past, each series in time order) has its rollups as it goes: a
+    // flush folds each row it saw start, from its own copy, once the series moves on to the next hour. A query
+    // right after the backfill reads only the newest hour's rows raw, answers what the raw rows answer, and
+    // leaves the folds nothing but that hour.
+    #[test]
+    fn a_backfill_is_folded_as_it_is_flushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        backfill(&store, 4);
+        assert_eq!(store.fold_backlog(), 0, "nothing was noted for the folds");
+        assert_eq!(unfolded_hours(&store), vec![3 * 3600; 3], "the newest hour of a, b and c, still written");
+        let right_after = answers_as_raw(&store, "right after");
+        // A full fold takes the newest hour's rows back from the flushes and folds them; the rest is as the
+        // flushes wrote it.
+        store.fold_rollups(None).unwrap();
+        assert!(unfolded_hours(&store).is_empty());
+        assert_eq!(answers_as_raw(&store, "folded"), right_after);
+        // With the flushes' folds off, the same writes give the same rollups (the daemon's folds write them).
+        let dir = tempfile::tempdir().unwrap();
+        let plain = open_with(dir.path(), &[("rtsd.rollups.fold_on_flush", "false")]);
+        backfill(&plain, 4);
+        assert_eq!(unfolded_hours(&plain).len(), 12);
+        plain.fold_rollups(None).unwrap();
+        assert_eq!(answers_as_raw(&plain, "plain"), right_after);
+    }
+
+    // issue 22 item 5: a row a flush folds itself goes back to the folds, whole, as soon as it may not be whole
+    // in the flush's copy: a late point into an hour already sealed, a point out of order in the hour being
+    // written, another writer (a delete) changing an owned row, a full fold, a restart. Every answer stays the
+    // raw rows' answer throughout.
+    #[test]
+    fn rows_the_flushes_fold_go_back_to_the_folds_when_written_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            backfill(&store, 3);
+            assert_eq!(unfolded_hours(&store), vec![2 * 3600; 3]);
+            // A late point into a's sealed hour 0, and one out of order into b's hour 2 (its newest point is at
+            // 2:59:40).
+            put(&store, "a", 15, Stored::Double(1e6));
+            put(&store, "b", 2 * 3600 + 30, Stored::Int(-40));
+            store.flush_pending().unwrap();
+            // And a delete of c's hour 2, owned while it is written.
+            use rtsd_protocol::point::UidKind;
+            let uid = |kind, name| store.uids().get(kind, name).unwrap().unwrap().as_bytes().to_vec();
+            let c: crate::store::Tsuid =
+                [uid(UidKind::Metric, "m"), uid(UidKind::TagKey, "host"), uid(UidKind::TagValue, "c")]
+                    .concat()
+                    .as_slice()
+                    .into();
+            let hour_2 = (BASE + 2 * 3600) * 1000;
+            assert_eq!(store.delete_series_rows(&[c], hour_2, hour_2 + 3_600_000).unwrap(), 1);
+            let mut hours = unfolded_hours(&store);
+            hours.sort_unstable();
+            assert_eq!(hours, vec![0, 2 * 3600, 2 * 3600, 2 * 3600], "a's hour 0, and hour 2 of a, b and c");
+            assert_eq!(store.fold_backlog(), 3, "a's hour 0 noted, b's and c's hour 2 given back (a's still owned)");
+            // Hour 3 of a and b, ten minutes in: a's hour 2 is sealed as the flush moves it on, and hour 2 has
+            // passed, so the daemon's fold of passed hours folds the rows given back (c's from what the delete
+            // left: nothing).
+            for host in ["a", "b"] {
+                put(&store, host, 3 * 3600 + 600, Stored::Int(5));
+            }
+            store.flush_pending().unwrap();
+            store.seal_in_background(usize::MAX);
+            while store.closed_backlog() > 0 {
+                store.fold_closed(512).unwrap();
+            }
+            // Then c moves on too: its hour 2 went back to the folds with the delete, so no flush writes its
+            // rollups from the copy it had (which still held the deleted points).
+            put(&store, "c", 3 * 3600 + 600, Stored::Int(5));
+            store.flush_pending().unwrap();
+            store.seal_in_background(usize::MAX);
+            assert_eq!(unfolded_hours(&store), vec![3 * 3600; 3]);
+            answers_as_raw(&store, "moved on");
+            // Stopped without the last fold (a crash): the copies are gone, the stored marks are not.
+        }
+        let store = open(dir.path());
+        let after_restart = answers_as_raw(&store, "after the restart");
+        store.fold_rollups(None).unwrap();
+        assert!(unfolded_hours(&store).is_empty());
+        assert_eq!(answers_as_raw(&store, "folded"), after_restart);
     }
 
     // Issue 23 and 22: while the series table cannot be flushed (a full disk) its points are read from it. A

@@ -216,6 +216,8 @@ impl Store {
     /// Merges raw columns (`codec` row encoding) into a row, as a point write does but with any qualifier and
     /// value: for tests that need rows the write path would never produce.
     pub fn merge_raw_columns(&self, key: &[u8], columns: &[u8]) -> Result<(), StoreError> {
+        // Unmarked: no flush may go on folding a row from its own copy.
+        self.give_back_owned();
         let mut batch = WriteBatch::default();
         batch.merge(CF_DATA, key, columns);
         self.engine.write(batch, Durability::Logged)

@@ -246,6 +246,8 @@ impl Store {
         if written == 0 {
             return Ok(0);
         }
+        // Rows written past the series table: no flush may go on folding a row from its own copy.
+        self.give_back_owned();
         // The rows refer to UIDs assigned by ordinary (logged) writes: those must survive a crash whenever the
         // rows do.
         let started = std::time::Instant::now();

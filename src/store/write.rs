@@ -177,6 +177,8 @@ impl Store {
         let mut marks = rollup::Marks::default();
         let mut noted = series::Noted::default();
         let mut tsuid = Vec::with_capacity(64);
+        let owning = self.owns_rows();
+        let mut flushed = Vec::with_capacity(if owning { rows.len() } else { 0 });
         for pending::Row { key, fragment, .. } in rows {
             let hour = codec::row_base_time(key, sw, mw);
             // Points in time order (nearly always) go as one cells run: merges of the row copy it whole instead
@@ -193,6 +195,19 @@ impl Store {
                 }
                 if first <= last {
                     marks.add_span(key, fragment.points as i64, first, last);
+                    if owning {
+                        let in_order = run.is_some() || fragment.points == 1;
+                        let points = fragment.points as i64;
+                        let columns = fragment.columns.as_slice();
+                        flushed.push(rollup::Flushed {
+                            key,
+                            columns,
+                            in_order,
+                            first_ms: first,
+                            last_ms: last,
+                            points,
+                        });
+                    }
                 }
             }
             // The TSUID is the row key without salt and base time.
@@ -204,7 +219,7 @@ impl Store {
             self.series.note(&mut writes, &self.layout, &tsuid, hour, fragment.points);
         }
         // The rows' index entries are in the same write as their points: both are stored, or neither.
-        self.write_marked(batch, &mut marks, Durability::Logged)?;
+        self.write_flushed(batch, &mut marks, &flushed)?;
         self.series.remember(&mut noted);
         Ok(())
     }
@@ -452,6 +467,11 @@ impl Store {
             // that bounds the table's memory). The batch is acknowledged whatever the flush does: its points are
             // in the series log.
             self.flush_or_overlay(false);
+        }
+        if self.sealing_backlog() > rollup::SEALING_BOUND {
+            // Likewise for the rollups of rows the flushes folded themselves: a burst of history queues them
+            // faster than the flush task alone writes them.
+            self.seal_in_background(rollup::SEAL_CHUNK);
         }
         Ok(points)
     }

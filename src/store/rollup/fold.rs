@@ -194,6 +194,7 @@ const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The rollup rows one chunk of a fold reads, by family and key: present ones only (see
 /// [`Store::prefetch_rollups`]).
+#[derive(Default)]
 pub(super) struct Prefetched {
     by_family: HashMap<String, HashMap<Vec<u8>, Vec<u8>>>,
 }
@@ -323,7 +324,9 @@ impl Store {
                 return Ok(None);
             }
             let noted = pending.by_metric.get(metric).into_iter().flat_map(|rows| rows.keys());
-            noted.chain(in_flight.get(metric).into_iter().flat_map(|rows| rows.keys())).cloned().collect()
+            // Rows the series table's flushes fold themselves are not folded until they are sealed.
+            let owned = pending.owned.rows_of(metric, self.layout.metric_at());
+            noted.chain(in_flight.get(metric).into_iter().flat_map(|rows| rows.keys())).chain(owned).cloned().collect()
         };
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let cut_ms = self.retention.cut_ms(CF_DATA);
@@ -456,7 +459,16 @@ impl Store {
         let (last, mut notes, read_marks) = {
             let _gate = self.rollups.gate.write().unwrap_or_else(|e| e.into_inner());
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
-            let (notes, read_marks) = match select {
+            // Rows the flushes fold themselves (none is being sealed: that holds the gate) are taken back by a full
+            // fold, whose range tombstone deletes their stored marks, and by a fold of their metric, whose query
+            // reads their rollups next; as whole rows, their earlier fragments were never noted.
+            let owned = match select {
+                Select::All => pending.owned.take_all(),
+                Select::Metric(m) => pending.owned.take_metric(m, self.layout.metric_at()),
+                Select::Closed(_) => Vec::new(),
+            };
+            self.rollups.sealing_len.store(pending.owned.sealing_len(), Ordering::Release);
+            let (mut notes, read_marks) = match select {
                 Select::All => {
                     self.rollups.unnoted.store(false, Ordering::Release);
                     (pending.take(None, self.layout.metric_at()), true)
@@ -479,6 +491,12 @@ impl Store {
                 // Stored marks without a note are left to the full fold.
                 Select::Closed(limit) => (pending.take_closed(self.layout.metric_at(), *limit), false),
             };
+            for (row, points) in owned {
+                notes
+                    .entry(row)
+                    .and_modify(|n| n.merge(Change::whole_row(points)))
+                    .or_insert(Change::whole_row(points));
+            }
             if notes.is_empty() && !read_marks {
                 return Ok(None);
             }
@@ -776,7 +794,7 @@ impl Store {
     }
 
     /// Whether raw hour `hour` lies wholly past the raw retention (see [`Store::fold_row`]).
-    fn fold_expired(&self, hour: u32) -> bool {
+    pub(super) fn fold_expired(&self, hour: u32) -> bool {
         (i64::from(hour) + 3600) * 1000 <= self.retention.cut_ms(CF_DATA)
     }
 

@@ -33,6 +33,8 @@ impl Change {
 /// has moved past while it goes on ([`Store::fold_closed`]) instead of leaving them to the next query.
 pub(super) struct Notes {
     pub(super) by_metric: HashMap<Vec<u8>, HashMap<Vec<u8>, Change>>,
+    /// Rows the series table's flushes fold themselves (see [`owned`](super::owned)).
+    pub(super) owned: super::owned::Owned,
     pub(super) len: usize,
     /// Noted rows per raw hour (base time, seconds).
     by_hour: std::collections::BTreeMap<u32, usize>,
@@ -51,7 +53,13 @@ fn hour_of(row: &[u8], metric: &std::ops::Range<usize>) -> u32 {
 
 impl Default for Notes {
     fn default() -> Notes {
-        Notes { by_metric: HashMap::new(), len: 0, by_hour: Default::default(), newest_ms: i64::MIN }
+        Notes {
+            by_metric: HashMap::new(),
+            owned: Default::default(),
+            len: 0,
+            by_hour: Default::default(),
+            newest_ms: i64::MIN,
+        }
     }
 }
 
@@ -63,6 +71,7 @@ impl Notes {
     /// Notes a change to `row` (its metric UID at `metric`), merged into its note if it has one.
     pub(super) fn note(&mut self, metric: std::ops::Range<usize>, row: Vec<u8>, change: Change) {
         let hour = hour_of(&row, &metric);
+        let last_ms = change.last_ms;
         let m = row.get(metric).unwrap_or_default();
         let rows = match self.by_metric.get_mut(m) {
             Some(rows) => rows,
@@ -76,8 +85,14 @@ impl Notes {
                 *self.by_hour.entry(hour).or_default() += 1;
             }
         }
-        if change.last_ms != i64::MAX {
-            self.newest_ms = self.newest_ms.max(change.last_ms);
+        self.saw(last_ms);
+    }
+
+    /// Notes the newest instant of a write (`i64::MAX`: unknown), also of a row that is not noted (one a flush
+    /// folds itself): hours older than it pass all the same (see [`Notes::closed`]).
+    pub(super) fn saw(&mut self, last_ms: i64) {
+        if last_ms != i64::MAX {
+            self.newest_ms = self.newest_ms.max(last_ms);
         }
     }
 
@@ -218,7 +233,7 @@ impl Store {
     /// comment). Every write of raw points goes through here.
     pub(in crate::store) fn write_marked(
         &self,
-        mut batch: WriteBatch,
+        batch: WriteBatch,
         marks: &mut Marks,
         durability: Durability,
     ) -> Result<(), StoreError> {
@@ -227,12 +242,70 @@ impl Store {
         }
         let entries = marks.drain();
         let _gate = self.rollups.gate.read().unwrap_or_else(|e| e.into_inner());
+        self.write_marked_gated(batch, entries, Vec::new(), durability).map(|_| ())
+    }
+
+    /// [`Store::write_marked`] of a series-table flush slice (`rows`: key and columns), whose flush may fold
+    /// some rows itself (see [`owned`](super::owned)): their fragments get a stored mark but no note, and those
+    /// whose series moved on are queued for their seal.
+    pub(in crate::store) fn write_flushed(
+        &self,
+        batch: WriteBatch,
+        marks: &mut Marks,
+        rows: &[Flushed<'_>],
+    ) -> Result<(), StoreError> {
+        if !self.owns_rows() {
+            return self.write_marked(batch, marks, Durability::Logged);
+        }
+        let entries = marks.drain();
+        // Held from the plan through the write: no fold takes notes or owned rows in between.
+        let _gate = self.rollups.gate.read().unwrap_or_else(|e| e.into_inner());
+        let plan = self.plan_owned(rows);
+        let mut owned = std::collections::HashSet::new();
+        let mut given_back = std::collections::HashSet::new();
+        for (row, planned) in rows.iter().zip(&plan) {
+            match planned {
+                RowPlan::Owned => owned.insert(row.key),
+                RowPlan::GivenBack => given_back.insert(row.key),
+                RowPlan::Noted => false,
+            };
+        }
+        let (stored_only, mut noted): (Vec<_>, Vec<_>) =
+            entries.into_iter().partition(|(row, _)| owned.contains(row.as_slice()));
+        for (row, change) in &mut noted {
+            if given_back.contains(row.as_slice()) {
+                // Its earlier fragments were never noted.
+                *change = Change::whole_row(change.points);
+            }
+        }
+        let written = self.write_marked_gated(batch, noted, stored_only, Durability::Logged);
+        if written.is_err() {
+            self.flush_failed_for_owned();
+        }
+        written.map(|_| ())
+    }
+
+    /// Writes `batch` with stored marks for `entries` (noted once written) and for `stored_only` (never noted),
+    /// stamped with the current generation, which it returns. The caller holds the gate shared.
+    fn write_marked_gated(
+        &self,
+        mut batch: WriteBatch,
+        entries: Vec<(Vec<u8>, Change)>,
+        stored_only: Vec<(Vec<u8>, Change)>,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
         // Rows already marked in this generation only need their note updated; the others get a stored mark,
         // noted once the write succeeded (a batch that skips its mark must come after a mark that is written).
         let mut fresh = Vec::new();
         {
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
-            for (row, change) in entries {
+            for (row, mut change) in entries {
+                if stored_only.is_empty() && pending.owned.owns(&row, &self.layout) {
+                    // Another writer (a delete, a rewrite) changes a row a flush folds itself: the folds take
+                    // it back, whole (its earlier fragments were never noted).
+                    pending.owned.give_back(&row, &self.layout);
+                    change = Change::whole_row(change.points);
+                }
                 match pending.get_mut(self.layout.metric_of(&row).unwrap_or_default(), &row) {
                     Some(c) => c.merge(change),
                     None => fresh.push((row, change)),
@@ -240,8 +313,12 @@ impl Store {
             }
         }
         let generation = self.stamp_marks(&mut batch, &fresh);
+        self.stamp_marks(&mut batch, &stored_only);
         self.engine.write(batch, durability)?;
         let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, change) in &stored_only {
+            pending.saw(change.last_ms);
+        }
         for (row, change) in fresh {
             if pending.len >= PENDING_CAPACITY {
                 self.rollups.unnoted.store(true, Ordering::Release);
@@ -249,7 +326,7 @@ impl Store {
             }
             pending.note(self.layout.metric_at(), row, Change { generation, ..change });
         }
-        Ok(())
+        Ok(generation)
     }
 
     /// Adds stored marks of the current generation for `rows` to `batch`; returns the generation.
