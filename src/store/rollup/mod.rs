@@ -779,6 +779,44 @@ mod tests {
         assert_eq!(after[2][0][1][0], (base * 1000, Value::Int(13)), "count of host a's first hour");
     }
 
+    // issue 22 item 5: rows a flush folds itself wait in a queue for their seal once their series moves on;
+    // a writer that finds more than `SEALING_BOUND` queued seals a chunk before its commit returns, so a burst
+    // that outruns the seal task is held back instead of queueing without bound.
+    #[test]
+    fn a_writer_seals_a_chunk_when_too_many_rows_wait_for_their_seal() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let base = 1356998400i64;
+        let series = SEALING_BOUND + 100;
+        let hosts: Vec<String> = (0..series).map(|h| format!("h{h:05}")).collect();
+        for hour in 0..2i64 {
+            let mut batch = store.new_batch();
+            for host in &hosts {
+                store
+                    .add_point(&mut batch, &point("m", base + hour * 3600, Value::Int(hour), &[("host", host)]))
+                    .unwrap();
+            }
+            store.commit(&mut batch, false).unwrap();
+            store.flush_pending().unwrap();
+        }
+        // Every series moved on to its second hour: its first is queued (the first commit of the second hour
+        // found nothing queued yet).
+        assert_eq!(store.sealing_backlog(), series);
+        assert_eq!(store.fold_backlog(), 0, "owned rows are not noted");
+        let mut batch = store.new_batch();
+        store.add_point(&mut batch, &point("n", base, Value::Int(1), &[("host", "x")])).unwrap();
+        store.commit(&mut batch, false).unwrap();
+        assert_eq!(store.sealing_backlog(), series - SEAL_CHUNK, "the writer sealed one chunk");
+        store.seal_in_background(usize::MAX);
+        assert_eq!(store.sealing_backlog(), 0);
+        // The sealed hour reads as a fold of the raw rows writes it: each series' one point.
+        let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
+        let config = store.rollup_settings().config.clone().unwrap();
+        let got = read_whole(&store, config.interval("1h").unwrap(), &[1], metric.as_bytes());
+        assert_eq!(got.len(), series);
+        assert!(got.iter().all(|s| s.values[0].first() == Some(&(base * 1000, Value::Int(1)))), "{:?}", got[0].values);
+    }
+
     // issue 22 item 5: a query's fold of its metric (more rows than a chunk) runs on every core, chunk by chunk;
     // the rollups it writes are exactly those a full fold, one chunk after the other, writes.
     #[test]
