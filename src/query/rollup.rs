@@ -747,6 +747,42 @@ mod tests {
         assert_eq!(answers_as_raw(&store, "folded"), after_restart);
     }
 
+    // issue 22 item 5: a flush whose write fails (a full disk) gives every row it folds itself back to the
+    // folds: its fragments went into the copies but not into the rows. Once the flush succeeds the rows are
+    // folded from what is stored, and the next hour is owned again.
+    #[test]
+    fn a_failed_flush_write_gives_the_rows_the_flushes_fold_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        backfill(&store, 2);
+        assert_eq!(unfolded_hours(&store), vec![3600; 3]);
+        assert_eq!(store.fold_backlog(), 0);
+        store.fail_flush_writes.store(true, std::sync::atomic::Ordering::Release);
+        for host in ["a", "b", "c"] {
+            put(&store, host, 3600 + 3590, Stored::Int(9));
+        }
+        assert!(store.flush_pending().is_err());
+        store.fail_flush_writes.store(false, std::sync::atomic::Ordering::Release);
+        assert_eq!(store.fold_backlog(), 3, "hour 1 of a, b and c, given back whole");
+        store.flush_pending().unwrap();
+        assert_eq!(unfolded_hours(&store), vec![3600; 3]);
+        let given_back = answers_as_raw(&store, "given back");
+        // Hour 2: owned again, and sealed as the series move on to hour 3.
+        for host in ["a", "b", "c"] {
+            put(&store, host, 2 * 3600 + 5, Stored::Int(1));
+            put(&store, host, 3 * 3600 + 5, Stored::Int(2));
+        }
+        store.flush_pending().unwrap();
+        store.seal_in_background(usize::MAX);
+        // (The queries above folded hour 1.) Hour 2 was sealed, not noted: only hour 3, owned, is left.
+        assert_eq!(unfolded_hours(&store), vec![3 * 3600; 3]);
+        assert_eq!(store.fold_backlog(), 0);
+        assert_ne!(answers_as_raw(&store, "moved on"), given_back);
+        store.fold_rollups(None).unwrap();
+        assert!(unfolded_hours(&store).is_empty());
+        answers_as_raw(&store, "folded");
+    }
+
     // Issue 23 and 22: while the series table cannot be flushed (a full disk) its points are read from it. A
     // downsampled query must see them whether it would read the rollups (which lack them), rows not folded yet
     // (listed as they are flushed) or the index's series (a new series has no entry yet): it answers during the

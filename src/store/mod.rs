@@ -324,6 +324,9 @@ pub struct Store {
     /// Tests: every flush of the series table fails, as on a full disk, while set.
     #[cfg(test)]
     pub(crate) fail_flushes: std::sync::atomic::AtomicBool,
+    /// Tests: a flush's writes of its rows fail (after it planned them), while set.
+    #[cfg(test)]
+    pub(crate) fail_flush_writes: std::sync::atomic::AtomicBool,
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
@@ -450,6 +453,8 @@ impl Store {
             flush_failed_at: Default::default(),
             #[cfg(test)]
             fail_flushes: Default::default(),
+            #[cfg(test)]
+            fail_flush_writes: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
             folds_abandoned: Default::default(),

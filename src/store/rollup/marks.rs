@@ -278,11 +278,28 @@ impl Store {
                 *change = Change::whole_row(change.points);
             }
         }
-        let written = self.write_marked_gated(batch, noted, stored_only, Durability::Logged);
+        let written = match self.failing_flush_write() {
+            Some(e) => Err(e),
+            None => self.write_marked_gated(batch, noted, stored_only, Durability::Logged),
+        };
         if written.is_err() {
             self.flush_failed_for_owned();
         }
         written.map(|_| ())
+    }
+
+    /// Tests: the failure a flush's write meets while `fail_flush_writes` is set (a full disk).
+    #[cfg(test)]
+    fn failing_flush_write(&self) -> Option<StoreError> {
+        self.fail_flush_writes.load(Ordering::Acquire).then(|| StoreError::Io {
+            context: "writing the series table's rows",
+            source: std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (test)"),
+        })
+    }
+
+    #[cfg(not(test))]
+    fn failing_flush_write(&self) -> Option<StoreError> {
+        None
     }
 
     /// Writes `batch` with stored marks for `entries` (noted once written) and for `stored_only` (never noted),
