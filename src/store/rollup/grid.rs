@@ -115,6 +115,7 @@ impl Store {
             charged: ids.iter().filter(|id| self.rollups.auto_ids.contains(id)).count(),
         };
         let middle = interval.base_time((i64::from(first_base) + i64::from(last_base)) / 2 + 1);
+        let started = std::time::Instant::now();
         let mut series = match &mut select {
             GridSelect::Series(tsuids) => {
                 let tsuids: &[Tsuid] = tsuids;
@@ -184,9 +185,18 @@ impl Store {
                 out
             }
         };
+        // Where a grid read's time goes (issue 22 item 5: the first query after a burst): the rollup rows, then
+        // the rows not folded yet.
+        let rollups_ms = started.elapsed().as_secs_f64() * 1e3;
         if !unfolded.is_empty() {
             self.grid_unfolded(&read, interval.interval_secs, unfolded, &mut series, &mut select, stage_row, budget)?;
         }
+        tracing::debug!(
+            rollups_ms,
+            unfolded_ms = started.elapsed().as_secs_f64() * 1e3 - rollups_ms,
+            unfolded = unfolded.len(),
+            "grid read"
+        );
         series.retain(|s| s.cells > 0);
         series.sort_by(|a, b| a.series.tsuid.cmp(&b.series.tsuid));
         Ok(Some(RollupGrid { first_ms, step_ms, series }))
