@@ -149,14 +149,32 @@ impl Store {
                 let split =
                     usize::try_from((i64::from(middle) * 1000 - first_ms).div_euclid(step_ms)).unwrap_or(0).min(len);
                 let read = &read;
+                // Each half's time (us), for the debug line below.
+                let took = [AtomicU64::new(0), AtomicU64::new(0)];
+                let timed = |half: usize, started: std::time::Instant| {
+                    took[half].store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                };
                 let (earlier, later) = read_halves(
                     budget,
                     |budget| {
-                        self.grid_rows(read, (first_base, middle - 1), (0, split), budget, &mut |_| Ok(true), stage_row)
+                        let t = std::time::Instant::now();
+                        let all: &mut Keep<'_> = &mut |_| Ok(true);
+                        let r = self.grid_rows(read, (first_base, middle - 1), (0, split), budget, all, stage_row);
+                        timed(0, t);
+                        r
                     },
                     |forked| {
-                        self.grid_rows(read, (middle, last_base), (split, len), forked, &mut |_| Ok(true), stage_row)
+                        let t = std::time::Instant::now();
+                        let all: &mut Keep<'_> = &mut |_| Ok(true);
+                        let r = self.grid_rows(read, (middle, last_base), (split, len), forked, all, stage_row);
+                        timed(1, t);
+                        r
                     },
+                );
+                tracing::debug!(
+                    earlier_ms = took[0].load(Ordering::Relaxed) as f64 / 1e3,
+                    later_ms = took[1].load(Ordering::Relaxed) as f64 / 1e3,
+                    "grid read: halves"
                 );
                 let mut out = earlier?;
                 let later = later?;
