@@ -256,15 +256,6 @@ impl SeriesIndex {
         }
     }
 
-    /// The newest hour with data of series `tsuid` as stored (`None`: the series has no entry).
-    pub fn stored_newest(&self, engine: &dyn Engine, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
-        let mut key = Vec::with_capacity(1 + tsuid.len());
-        key.push(SERIES);
-        key.extend_from_slice(tsuid);
-        let value = engine.get(CF_SERIES, &key, super::engine::ReadHints::default())?;
-        Ok(value.and_then(|v| v.as_slice().try_into().ok()).map(u32::from_be_bytes))
-    }
-
     /// Forgets what was indexed (e.g. `dropcaches`); the next points re-write their entries.
     pub fn clear(&self) {
         self.known.clear();

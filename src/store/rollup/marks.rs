@@ -283,7 +283,7 @@ impl Store {
             None => self.write_marked_gated(batch, noted, stored_only, Durability::Logged),
         };
         if written.is_err() {
-            self.flush_failed_for_owned();
+            self.give_back_owned();
         }
         written.map(|_| ())
     }

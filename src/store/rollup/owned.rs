@@ -240,7 +240,7 @@ impl Store {
                 let newest = match owned.newest.get(tsuid.as_slice()) {
                     Some(&n) => Some(n),
                     // The first time: the index tells (`None` when it cannot be read: nothing is assumed).
-                    None => self.series.stored_newest(self.engine.as_ref(), &tsuid).ok().map(|n| n.unwrap_or(0)),
+                    None => crate::store::series::last_hour(self.engine.as_ref(), &tsuid).ok().map(|n| n.unwrap_or(0)),
                 };
                 if let Some(newest) = newest {
                     if hour > newest && owned.bytes < COPIES_BUDGET && in_order {
@@ -285,12 +285,6 @@ impl Store {
             }
         }
         (buckets, failed)
-    }
-
-    /// After a flush slice's failed write: every owned row goes back to the folds (the slice's fragments were
-    /// added to copies but not written).
-    pub(in crate::store) fn flush_failed_for_owned(&self) {
-        self.give_back_owned();
     }
 
     /// Owned rows whose series moved on and whose rollups are not written yet.
@@ -382,7 +376,8 @@ impl Store {
         }
     }
 
-    /// Gives every owned row back to the folds (another writer changed raw rows, or a flush failed).
+    /// Gives every owned row back to the folds: another writer changed raw rows, or a flush's write failed
+    /// (its fragments went into the copies but not into the rows).
     pub(in crate::store) fn give_back_owned(&self) {
         if !self.owns_rows() {
             return;
