@@ -30,7 +30,7 @@ use rtsd_protocol::query::{FilterKind, RollupUsage, SubQuery};
 
 use super::{Aggregator, FillPolicy, Point, Query};
 use crate::rollup::{RollupConfig, RollupInterval};
-use crate::store::rollup::{GridSelect, RollupGrid};
+use crate::store::rollup::{GridSelect, RollupGrid, Unfolded};
 use crate::store::{ReadBudget, Store, StoreError, StoredSeries, Tsuid};
 
 /// Which cells a downsample function needs, and how a bucket's value is made of them.
@@ -106,16 +106,13 @@ pub fn read(
             let table = if pre_aggregate { &interval.preagg_table } else { &interval.table };
             // Rollups rtsd computes are complete only from when it started computing them (never, read-only).
             // (They are of intervals that divide an hour, so their buckets tile the hour-aligned scan window.)
-            // Nor do they have points a failing flush holds back (the raw read merges those in).
-            if let Some(since) = store.auto_rollups_complete_since(table) {
-                if scan_start < since || store.holds_unflushed()? {
-                    last_tried = None;
-                    break;
-                }
+            if store.auto_rollups_complete_since(table).is_some_and(|since| scan_start < since) {
+                last_tried = None;
+                break;
             }
             let family = RollupInterval::family(table);
             let t = std::time::Instant::now();
-            let answer = read_interval(
+            let Some(answer) = read_interval(
                 store,
                 engine,
                 (need, &ids, interval, &family),
@@ -123,7 +120,12 @@ pub fn read(
                 (metric, targeted, keep_all, &mut keep),
                 (scan_start, scan_end),
                 budget,
-            )?;
+            )?
+            else {
+                // The rollups lack points a failing flush holds back: the raw read merges those in.
+                last_tried = None;
+                break;
+            };
             tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, table = %interval.interval, "query: rollups read");
             last_tried = Some(interval.interval.clone());
             if !answer.series.is_empty() || answer.grid.as_ref().is_some_and(|g| !g.series.is_empty()) {
@@ -169,48 +171,61 @@ pub fn read(
 /// from the raw rows instead.
 enum Folded {
     No,
-    /// Settled, and these raw rows of the metric are not folded yet ([`Store::unfolded_rows`]): a grid read takes
-    /// their buckets from their points.
-    Unfolded(Vec<Vec<u8>>),
+    /// These raw rows of the metric are not folded yet, or not flushed ([`Store::unfolded_rows`]): a grid read
+    /// takes their buckets from their points.
+    Unfolded(Unfolded),
     Yes,
+    /// Folded, but a failing flush (a full disk) holds points back that the rollups cannot have: only the raw
+    /// read, which merges them in, answers.
+    HeldBack,
 }
 
+/// Nothing to read raw.
+static NONE_UNFOLDED: std::sync::LazyLock<Unfolded> = std::sync::LazyLock::new(Unfolded::default);
+
 impl Folded {
-    /// Folds the metric's raw rows written so far, unless done.
-    fn fold(&mut self, store: &Store, metric: &[u8]) -> Result<(), StoreError> {
-        if !matches!(self, Folded::Yes) {
+    /// Folds the metric's raw rows written so far, unless done. False when the rollups cannot be complete (see
+    /// [`Folded::HeldBack`]).
+    fn fold(&mut self, store: &Store, metric: &[u8]) -> Result<bool, StoreError> {
+        if !matches!(self, Folded::Yes | Folded::HeldBack) {
             let t = std::time::Instant::now();
             let rows = store.fold_rollups(Some(metric))?;
             tracing::debug!(ms = t.elapsed().as_secs_f64() * 1e3, rows, "query: metric's rollups folded");
-            *self = Folded::Yes;
+            // The fold settled first: a flush that failed then left points in the series table.
+            *self = if store.holds_unflushed()? { Folded::HeldBack } else { Folded::Yes };
         }
-        Ok(())
+        Ok(matches!(self, Folded::Yes))
     }
 
-    /// The raw rows a grid read takes from raw points: none once folded. Right after a burst of writes a query
-    /// no longer waits for its metric's backlog to be folded (issue 22 item 5); it folds only when the rows
-    /// cannot be told (see [`Store::unfolded_rows`]).
-    fn unfolded(&mut self, store: &Store, metric: &[u8]) -> Result<&[Vec<u8>], StoreError> {
+    /// The raw rows a grid read takes from raw points: none once folded; `None` when only raw rows can answer.
+    /// Right after a burst of writes a query waits neither for its metric's backlog to be folded nor for the
+    /// series table's flush (issue 22 item 5); it folds only when the rows cannot be told (see
+    /// [`Store::unfolded_rows`]).
+    fn unfolded(&mut self, store: &Store, metric: &[u8]) -> Result<Option<&Unfolded>, StoreError> {
         if matches!(self, Folded::No) {
             match store.unfolded_rows(metric)? {
-                Some(rows) => {
-                    tracing::debug!(rows = rows.len(), "query: metric's rows not folded yet are read raw");
-                    *self = Folded::Unfolded(rows);
+                Some(unfolded) => {
+                    tracing::debug!(rows = unfolded.rows.len(), "query: metric's rows not folded yet are read raw");
+                    *self = Folded::Unfolded(unfolded);
                 }
-                None => self.fold(store, metric)?,
+                None => {
+                    self.fold(store, metric)?;
+                }
             }
         }
         Ok(match self {
-            Folded::Unfolded(rows) => rows,
-            _ => &[],
+            Folded::Unfolded(unfolded) => Some(unfolded),
+            Folded::HeldBack => None,
+            _ => Some(&NONE_UNFOLDED),
         })
     }
 }
 
 /// Reads one rollup interval's `family` for the series (from `select`: the metric, the targeted TSUIDs, whether
 /// every series is kept, the filter otherwise): onto a grid when the interval's cells can be staged there, else
-/// per series with one point per bucket. The answer is empty when the table holds nothing for them. Raw rows
-/// not folded yet are read raw onto a grid; the general read folds them first (`folded`).
+/// per series with one point per bucket. The answer is empty when the table holds nothing for them, and `None`
+/// when only the raw rows can answer (see [`Folded::HeldBack`]). Raw rows not folded yet are read raw onto a
+/// grid; the general read folds them first (`folded`).
 fn read_interval<K>(
     store: &Store,
     engine: &Query,
@@ -219,7 +234,7 @@ fn read_interval<K>(
     (metric, targeted, keep_all, keep): (&[u8], Option<&[Tsuid]>, bool, &mut K),
     (scan_start, scan_end): (i64, i64),
     budget: &mut ReadBudget,
-) -> Result<RollupAnswer, StoreError>
+) -> Result<Option<RollupAnswer>, StoreError>
 where
     K: FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
 {
@@ -231,15 +246,17 @@ where
             None if keep_all => GridSelect::All,
             None => GridSelect::Keep(keep),
         };
-        let unfolded = folded.unfolded(store, metric)?;
+        let Some(unfolded) = folded.unfolded(store, metric)? else { return Ok(None) };
         let read = store.read_rollup_grid(
             family, interval, ids, metric, scan_start, scan_end, budget, select, unfolded, &stage_row,
         )?;
         if let Some(grid) = read {
-            return Ok(RollupAnswer { series: Vec::new(), grid: Some(grid), table });
+            return Ok(Some(RollupAnswer { series: Vec::new(), grid: Some(grid), table }));
         }
     }
-    folded.fold(store, metric)?;
+    if !folded.fold(store, metric)? {
+        return Ok(None);
+    }
     let found = match targeted {
         Some(tsuids) => store.read_rollup_series(family, interval, ids, tsuids, scan_start, scan_end, budget)?,
         // Nothing to select: read in two halves side by side.
@@ -255,7 +272,7 @@ where
         let points = exact_from_raw(store, &r.series, points, inexact, interval_ms, scan_start, scan_end, budget)?;
         series.push((r.series, points));
     }
-    Ok(RollupAnswer { series, grid: None, table })
+    Ok(Some(RollupAnswer { series, grid: None, table }))
 }
 
 /// What a downsample can read from rollups: the function's cells and the intervals that divide its interval,
@@ -629,7 +646,7 @@ mod tests {
     /// The base times (s) of the rows of metric `m` not folded yet.
     fn unfolded_hours(store: &crate::store::Store) -> Vec<i64> {
         let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
-        let rows = store.unfolded_rows(metric.as_bytes()).unwrap().expect("the notes tell");
+        let rows = store.unfolded_rows(metric.as_bytes()).unwrap().expect("the notes tell").rows;
         let layout = store.layout();
         let (sw, mw) = (layout.salt.width, layout.uid_widths[0]);
         rows.iter().map(|row| i64::from(rtsd_protocol::codec::row_base_time(row, sw, mw)) - BASE).collect()
@@ -735,6 +752,58 @@ mod tests {
         store.fold_rollups(None).unwrap();
         assert!(unfolded_hours(&store).is_empty());
         assert_eq!(answers_as_raw(&store, "folded"), after_restart);
+    }
+
+    // issue 22 item 5: a grid read (q1's kind) does not wait for the series table's flush. It reads the points
+    // the table holds, and those of a flush under way, before and after each of its slices is written, and
+    // answers what it answers once everything is flushed and folded: a late point into a sealed hour, points of
+    // the hour being written, and a series new to the index.
+    #[test]
+    fn a_grid_query_reads_points_not_flushed_yet_without_waiting_for_the_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        backfill(&store, 3, seal);
+        let more = |store: &crate::store::Store, shift: i64| {
+            put(store, "a", 30 + shift, Stored::Int(1000));
+            for (i, host) in ["a", "b", "c", "d"].iter().enumerate() {
+                put(store, host, 2 * 3600 + 3000 + shift + i as i64, Stored::Double(0.25 * i as f64));
+            }
+        };
+        more(&store, 0);
+        let held = store.pending_points();
+        assert_eq!(held, 5);
+        // Queries the index is not asked for (it settles: a new series must be listed).
+        const QUERIES: [&str; 3] = ["sum:1m-avg:m", "sum:1h-avg:m", "max:10m-min:m"];
+        let answers =
+            |store: &crate::store::Store| -> Vec<Answer> { QUERIES.iter().map(|m| run(store, m, "")).collect() };
+        let from_the_table = answers(&store);
+        assert_eq!(store.pending_points(), held, "the queries flushed");
+        let raw = |store: &crate::store::Store| -> Vec<Answer> {
+            QUERIES.iter().map(|m| run(store, m, "rollup_raw:")).collect()
+        };
+        assert_eq!(from_the_table, raw(&store), "the raw rows' answer (settled)");
+        // During a flush of one row a slice (the five rows above, each with a second point): what queries answer
+        // before each slice's write and after it, before readers are told.
+        more(&store, 1);
+        // (slice, written, answers)
+        type Steps = Vec<(usize, bool, Vec<Answer>)>;
+        let during: Arc<std::sync::Mutex<Steps>> = Arc::default();
+        let seen = during.clone();
+        store.flush_slice_rows.store(1, std::sync::atomic::Ordering::Release);
+        *store.flush_step.lock().unwrap() =
+            Some(Box::new(move |store, slice, written| seen.lock().unwrap().push((slice, written, answers(store)))));
+        store.flush_pending().unwrap();
+        *store.flush_step.lock().unwrap() = None;
+        let during = std::mem::take(&mut *during.lock().unwrap());
+        assert_eq!(during.len(), 2 * 5, "five rows (a's hour 0, hour 2 of a, b, c, d), a step before and after each");
+        // What the raw rows answer now that everything is flushed, and what the rollups answer once folded.
+        let raw = raw(&store);
+        assert_ne!(raw, from_the_table, "the second points changed the answers");
+        for (slice, written, answer) in during {
+            assert_eq!(answer, raw, "slice {slice}, written {written}");
+        }
+        store.fold_rollups(None).unwrap();
+        assert_eq!(answers(&store), raw);
     }
 
     // issue 22 item 5: a flush whose write fails (a full disk) gives every row it folds itself back to the
@@ -855,7 +924,7 @@ mod tests {
         assert_eq!(store.fold_rollups(Some(metric)).unwrap(), 0, "the query folded");
         // Once a full fold has read the stored marks, the notes tell again.
         store.fold_rollups(None).unwrap();
-        assert_eq!(store.unfolded_rows(metric).unwrap(), Some(Vec::new()));
+        assert_eq!(store.unfolded_rows(metric).unwrap(), Some(Default::default()));
     }
 
     proptest! {

@@ -327,6 +327,13 @@ pub struct Store {
     /// Tests: a flush's writes of its rows fail (after it planned them), while set.
     #[cfg(test)]
     pub(crate) fail_flush_writes: std::sync::atomic::AtomicBool,
+    /// Tests: rows per slice of a flush (0: [`write::FLUSH_SLICE_ROWS`]), and what runs on the flush's thread
+    /// before each slice's write (`false`) and after it, before readers are told (`true`).
+    #[cfg(test)]
+    pub(crate) flush_slice_rows: std::sync::atomic::AtomicUsize,
+    #[cfg(test)]
+    #[allow(clippy::type_complexity)]
+    pub(crate) flush_step: std::sync::Mutex<Option<Box<dyn Fn(&Store, usize, bool) + Send + Sync>>>,
     fix_duplicates: bool,
     /// [`Store::write_activity`] when [`Store::compact_written`] last ran (0: never since open).
     compacted_at: std::sync::atomic::AtomicU64,
@@ -455,6 +462,10 @@ impl Store {
             fail_flushes: Default::default(),
             #[cfg(test)]
             fail_flush_writes: Default::default(),
+            #[cfg(test)]
+            flush_slice_rows: Default::default(),
+            #[cfg(test)]
+            flush_step: Default::default(),
             fix_duplicates,
             compacted_at: Default::default(),
             folds_abandoned: Default::default(),

@@ -206,7 +206,11 @@ impl Store {
         end_hour: u32,
         mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.settle()?;
+        // Only raw points wait in the series table. A rollup table's reader that needs the rollups of every raw
+        // point written folds first (which settles) or reads the rows not folded yet raw ([`Store::unfolded_rows`]).
+        if family == CF_DATA {
+            self.settle()?;
+        }
         let overlay = self.overlay();
         let Some(mut cursor) = self.engine.cursor(family, ReadHints::default()) else { return Ok(()) };
         // Rows wholly past the family's retention are never read, even before a compaction removed them.

@@ -116,36 +116,48 @@ impl Store {
             let source = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (test)");
             return Err(StoreError::Io { context: "flushing the series table", source });
         }
-        let (cut, rows, points) = self.pending.take()?;
-        if rows.is_empty() {
+        #[cfg(test)]
+        let _flushing = test_hooks::Flushing::here();
+        #[cfg(test)]
+        let slice_rows = match self.flush_slice_rows.load(std::sync::atomic::Ordering::Acquire) {
+            0 => FLUSH_SLICE_ROWS,
+            rows => rows,
+        };
+        #[cfg(not(test))]
+        let slice_rows = FLUSH_SLICE_ROWS;
+        let (cut, slices, points) = self.pending.take_to_flush(slice_rows)?;
+        if slices.is_empty() {
             self.pending.release(cut)?;
             return Ok(0);
         }
-        // In key order: RocksDB's memtable skip list reuses the previous insert's position for the next key, so
-        // sorted keys cost a few comparisons each where the shards' hash order cost a walk from the top (perf:
-        // ~25% of the daemon's time under A ingest went to `InlineSkipList::FindSpliceForLevel`).
-        let mut rows = rows;
-        let row_count = rows.len();
+        let row_count: usize = slices.iter().map(|slice| slice.len()).sum();
         let cpu_started = thread_cpu_ms();
-        rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        // Written in slices, each row freed once its slice is written: one batch of every row would hold a second
-        // copy of the whole table at the flush (peak RSS). A row's merge, its rollup mark and its series-index
-        // notes stay in one write; rows need no atomicity between them (a crash before the last slice replays
-        // the log, whose points merge into the rows already written as identical cells).
+        // Written a slice at a time, each freed once written (unless a reader's copy still holds it): one batch
+        // of every row would hold a second copy of the whole table at the flush (peak RSS). A row's merge, its
+        // rollup mark and its series-index notes stay in one write; rows need no atomicity between them (a
+        // crash before the last slice replays the log, whose points merge into the rows already written as
+        // identical cells). Readers do not wait for this: they find a slice's points in it until it is written
+        // (`PendingTable::unflushed`).
         let started = Instant::now();
-        let mut rest = rows.into_iter().peekable();
-        let mut slice = Vec::with_capacity(FLUSH_SLICE_ROWS);
-        while rest.peek().is_some() {
-            slice.clear();
-            slice.extend(rest.by_ref().take(FLUSH_SLICE_ROWS));
-            if let Err(e) = self.write_rows(&slice) {
+        let mut slices = std::collections::VecDeque::from(slices);
+        #[cfg(test)]
+        let mut step = 0;
+        while let Some(slice) = slices.front() {
+            #[cfg(test)]
+            self.flush_step(step, false);
+            if let Err(e) = self.write_rows(slice) {
                 self.metrics.rocksdb_write_seconds.observe(started.elapsed().as_secs_f64());
                 // The slice and the rows after it go back; the log keeps them all until a flush succeeds.
-                self.pending.restore(slice.drain(..).chain(rest).collect());
+                self.pending.give_back(slices.into());
                 return Err(e);
             }
-            let points: u64 = slice.iter().map(|row| row.fragment.points).sum();
-            self.pending.flushed(points, pending::PendingTable::bytes_of(&slice));
+            #[cfg(test)]
+            {
+                self.flush_step(step, true);
+                step += 1;
+            }
+            self.pending.written(slice);
+            slices.pop_front();
         }
         // The log segments go once their points are as durable in RocksDB's write-ahead log as they were in the
         // segments (fsynced, for points a client asked to `sync`).
@@ -244,6 +256,8 @@ impl Store {
     /// points arrived). Index readers take the series of those points from the overlay too (see
     /// `Store::held_series`).
     pub fn settle(&self) -> Result<(), StoreError> {
+        #[cfg(test)]
+        assert!(!test_hooks::Flushing::on_this_thread(), "a read on the flush's own thread waits for that flush");
         if !self.read_only {
             let started = Instant::now();
             self.flush_or_overlay(true);
@@ -516,5 +530,45 @@ mod tests {
         }
         let busy = super::thread_cpu_ms() - busy_from;
         assert!((30.0..1000.0).contains(&busy), "30 ms of work counted as {busy} ms");
+    }
+}
+
+/// What tests use to stop a flush between its slices (see `Store::flush_step`).
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use super::*;
+
+    thread_local! {
+        static FLUSHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Marks the thread as running a flush while it lives: a read that waited for the flush from there (see
+    /// `Store::flush_step`) would wait for itself.
+    pub(crate) struct Flushing;
+
+    impl Flushing {
+        pub(crate) fn here() -> Flushing {
+            FLUSHING.with(|f| f.set(true));
+            Flushing
+        }
+
+        pub(crate) fn on_this_thread() -> bool {
+            FLUSHING.with(|f| f.get())
+        }
+    }
+
+    impl Drop for Flushing {
+        fn drop(&mut self) {
+            FLUSHING.with(|f| f.set(false));
+        }
+    }
+
+    impl Store {
+        /// Runs the test's `flush_step` hook, if any.
+        pub(super) fn flush_step(&self, slice: usize, written: bool) {
+            if let Some(step) = self.flush_step.lock().unwrap().as_ref() {
+                step(self, slice, written);
+            }
+        }
     }
 }

@@ -297,22 +297,34 @@ impl Store {
         self.fold_selected(Select::Closed(limit))
     }
 
-    /// The raw rows of `metric` written and not folded yet, in key order, after settling the series table: a
-    /// query reading a grid takes their buckets from the raw rows themselves ([`Store::read_rollup_grid`])
-    /// instead of folding them first, which right after a burst of writes was most of its time (issue 22 item 5:
-    /// ~1 s to fold ~17-20 k rows of data set B's q1). The daemon folds them meanwhile, as it would anyway.
+    /// The raw rows of `metric` whose rollups may not hold all their points yet, in key order, with the points
+    /// of theirs not in RocksDB yet: a query reading a grid takes their buckets from the raw rows themselves
+    /// ([`Store::read_rollup_grid`]) instead of folding them first, which right after a burst of writes was most
+    /// of its time (issue 22 item 5: ~1 s to fold ~17-20 k rows of data set B's q1). The daemon folds them
+    /// meanwhile, as it would anyway.
+    ///
+    /// Nor does it wait for the series table's flush ([`Store::settle`]: 25-90 ms right after B's burst, one
+    /// flush under way and the reader's own): the rows of the metric's points that the table and the flush under
+    /// way hold are listed with those points, copied first. A point is in the table, in the flush, or written
+    /// with its row's note (listed below) when the copy is made, so the list misses none; a row written
+    /// meanwhile is in both, and merging the same points again changes nothing.
     ///
     /// `None` when the rows cannot be told from the notes, and the query has to fold: stored marks may lack a
     /// note (from before a restart, or a fold that stopped on an error or a shutdown), a full fold is reading
     /// them, or a row's hour reaches past the raw retention: its older raw points may be gone while its rollups
     /// keep them (the fold recomputes only the buckets that changed).
-    pub fn unfolded_rows(&self, metric: &[u8]) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+    pub fn unfolded_rows(&self, metric: &[u8]) -> Result<Option<Unfolded>, StoreError> {
         if !self.rollups.auto() || self.rollups.read_only {
-            return Ok(Some(Vec::new()));
+            return Ok(Some(Unfolded::default()));
         }
         let t = std::time::Instant::now();
-        self.settle()?;
-        tracing::debug!(settle_ms = t.elapsed().as_secs_f64() * 1e3, "query: settled");
+        let at = self.layout.metric_at();
+        let unflushed = self.pending.unflushed(|key| key.get(at.clone()) == Some(metric));
+        tracing::debug!(
+            ms = t.elapsed().as_secs_f64() * 1e3,
+            rows = unflushed.len(),
+            "query: copied the metric's points not flushed yet"
+        );
         // A row whose rollups may lag its points is noted (`pending`) or taken by a fold that has not written it
         // yet (`in_flight`): rows move from the first to the second under the `pending` lock, and leave the second
         // once written. So no fold is waited for, not even a full fold of every metric's backlog.
@@ -326,7 +338,12 @@ impl Store {
             let noted = pending.by_metric.get(metric).into_iter().flat_map(|rows| rows.keys());
             // Rows the series table's flushes fold themselves are not folded until they are sealed.
             let owned = pending.owned.rows_of(metric, self.layout.metric_at());
-            noted.chain(in_flight.get(metric).into_iter().flat_map(|rows| rows.keys())).chain(owned).cloned().collect()
+            noted
+                .chain(in_flight.get(metric).into_iter().flat_map(|rows| rows.keys()))
+                .chain(owned)
+                .chain(unflushed.keys())
+                .cloned()
+                .collect()
         };
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let cut_ms = self.retention.cut_ms(CF_DATA);
@@ -335,7 +352,7 @@ impl Store {
         }
         rows.sort_unstable();
         rows.dedup();
-        Ok(Some(rows))
+        Ok(Some(Unfolded { rows, unflushed }))
     }
 
     fn fold_selected(&self, select: Select<'_>) -> Result<u64, StoreError> {

@@ -70,8 +70,8 @@ impl Store {
     /// them.
     ///
     /// `unfolded` lists raw rows of the metric not folded yet ([`Store::unfolded_rows`]): their hours' buckets
-    /// come from their raw points, computed as the fold computes them, so the grid holds what it would hold
-    /// after the fold without waiting for it.
+    /// come from their raw points (stored, and not flushed yet), computed as the fold computes them, so the grid
+    /// holds what it would hold after the fold and the flush without waiting for either.
     ///
     /// `None` when only the general read can answer: the table is not one rtsd computes, its rows do not start
     /// on bucket boundaries, or it holds cells of its own in the range (rollups written by clients, or by an
@@ -87,7 +87,7 @@ impl Store {
         end_ms: i64,
         budget: &mut crate::store::ReadBudget,
         mut select: GridSelect<'_, '_>,
-        unfolded: &[Vec<u8>],
+        unfolded: &Unfolded,
         stage_row: &F,
     ) -> Result<Option<RollupGrid>, StoreError> {
         let auto_family = RollupInterval::auto_family(family);
@@ -206,13 +206,13 @@ impl Store {
         // Where a grid read's time goes (issue 22 item 5: the first query after a burst): the rollup rows, then
         // the rows not folded yet.
         let rollups_ms = started.elapsed().as_secs_f64() * 1e3;
-        if !unfolded.is_empty() {
+        if !unfolded.rows.is_empty() {
             self.grid_unfolded(&read, interval.interval_secs, unfolded, &mut series, &mut select, stage_row, budget)?;
         }
         tracing::debug!(
             rollups_ms,
             unfolded_ms = started.elapsed().as_secs_f64() * 1e3 - rollups_ms,
-            unfolded = unfolded.len(),
+            unfolded = unfolded.rows.len(),
             "grid read"
         );
         series.retain(|s| s.cells > 0);
@@ -401,7 +401,7 @@ impl Store {
         &self,
         read: &GridRead<'_>,
         interval_secs: u32,
-        rows: &[Vec<u8>],
+        unfolded: &Unfolded,
         series: &mut Vec<GridSeries>,
         select: &mut GridSelect<'_, '_>,
         stage_row: &F,
@@ -409,7 +409,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let grid_end = read.end_ms();
-        let rows: Vec<&[u8]> = rows
+        let rows: Vec<&[u8]> = unfolded
+            .rows
             .iter()
             .map(Vec::as_slice)
             .filter(|row| {
@@ -475,7 +476,7 @@ impl Store {
                     if chunk.is_empty() {
                         break;
                     }
-                    let mut hours = self.unfolded_hours(read, interval_secs, chunk, stage_row, budget)?;
+                    let mut hours = self.unfolded_hours(read, interval_secs, chunk, unfolded, stage_row, budget)?;
                     hours.iter_mut().for_each(|h| h.row += start);
                     out.append(&mut hours);
                 }
@@ -504,7 +505,7 @@ impl Store {
             }
             hours
         } else {
-            self.unfolded_hours(read, interval_secs, &rows, stage_row, budget)?
+            self.unfolded_hours(read, interval_secs, &rows, unfolded, stage_row, budget)?
         };
         let mut touched = Vec::new();
         for hour in hours {
@@ -540,11 +541,11 @@ impl Store {
         read: &GridRead<'_>,
         interval_secs: u32,
         rows: &[&[u8]],
+        unfolded: &Unfolded,
         stage_row: &F,
         budget: &mut crate::store::ReadBudget,
     ) -> Result<Vec<UnfoldedHour>, StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        let overlay = self.overlay();
         let grid_end = read.end_ms();
         let mut out = Vec::with_capacity(rows.len());
         let mut points = Vec::new();
@@ -552,7 +553,7 @@ impl Store {
         let mut staged = Vec::new();
         self.engine.get_many(CF_DATA, rows, true, ReadHints::default(), &mut |i, stored| {
             let key = rows[i];
-            let value = self.with_unflushed(stored, overlay.get(key)).unwrap_or_default();
+            let value = self.with_unflushed(stored, unfolded.unflushed.get(key)).unwrap_or_default();
             let value: &[u8] = &value;
             let hour = codec::row_base_time(key, sw, mw);
             if let Err(e) = codec::row_values(hour, value, &mut points) {

@@ -407,6 +407,16 @@ pub struct RollupSeries {
     pub values: Vec<Vec<(i64, Value)>>,
 }
 
+/// Raw rows of a metric whose rollups may not hold all their points yet ([`Store::unfolded_rows`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Unfolded {
+    /// Their keys, in order.
+    pub rows: Vec<Vec<u8>>,
+    /// Their points not in RocksDB yet (in the series table, or in its flush under way), by row key: merged into
+    /// what is stored when the rows are read.
+    pub unflushed: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
 /// Rollups rtsd computed, read onto a grid of buckets ([`Store::read_rollup_grid`]).
 #[derive(Debug, Clone)]
 pub struct RollupGrid {
@@ -965,7 +975,7 @@ mod tests {
         store.commit(&mut batch, false).unwrap();
         let metric = store.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
         let metric = metric.as_bytes().to_vec();
-        let noted = store.unfolded_rows(&metric).unwrap().unwrap();
+        let noted = store.unfolded_rows(&metric).unwrap().unwrap().rows;
         assert_eq!(noted.len(), 300);
         // What a grid read would list before each chunk of the full fold: all 300, then the 44 not written.
         // (rows folded so far, rows listed or None)
@@ -976,14 +986,14 @@ mod tests {
             move |done: usize| {
                 let store = store.upgrade().unwrap();
                 let rows = store.unfolded_rows(&metric).unwrap();
-                listed.lock().unwrap().push((done, rows.map(|r| r.len())));
+                listed.lock().unwrap().push((done, rows.map(|r| r.rows.len())));
             }
         };
         *store.rollups.before_chunk.lock().unwrap() = Some(Box::new(hook));
         assert_eq!(store.fold_rollups(None).unwrap(), 300);
         *store.rollups.before_chunk.lock().unwrap() = None;
         assert_eq!(*listed.lock().unwrap(), vec![(0, Some(300)), (256, Some(44))]);
-        assert_eq!(store.unfolded_rows(&metric).unwrap(), Some(Vec::new()));
+        assert_eq!(store.unfolded_rows(&metric).unwrap(), Some(Default::default()));
         assert!(store.rollups.in_flight.lock().unwrap().is_empty());
 
         // A fold that stops before writing what it took (here: a shutdown) lets its rows go and leaves them to a
