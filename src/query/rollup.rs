@@ -842,6 +842,26 @@ mod tests {
         answers_as_raw(&store, "folded");
     }
 
+    // issue 22 item 5: a seal whose write fails (a full disk) leaves its rows to the folds, whole (their
+    // fragments were never noted): answers stay the raw rows' throughout, and once the disk has room a fold
+    // writes their rollups.
+    #[test]
+    fn a_failed_seal_write_leaves_its_rows_to_the_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.fail_seal_writes.store(true, std::sync::atomic::Ordering::Release);
+        backfill(&store, 3, seal);
+        // Hours 0 and 1 of a, b and c, queued as their series moved on and not written: noted. Hour 2, still
+        // being written, stays the flushes'.
+        assert_eq!(store.fold_backlog(), 6);
+        assert_eq!(unfolded_hours(&store), [0, 0, 0, 3600, 3600, 3600, 7200, 7200, 7200]);
+        let during = answers_as_raw(&store, "seals failed");
+        store.fail_seal_writes.store(false, std::sync::atomic::Ordering::Release);
+        store.fold_rollups(None).unwrap();
+        assert!(unfolded_hours(&store).is_empty());
+        assert_eq!(answers_as_raw(&store, "folded"), during);
+    }
+
     // Issue 23 and 22: while the series table cannot be flushed (a full disk) its points are read from it. A
     // downsampled query must see them whether it would read the rollups (which lack them), rows not folded yet
     // (listed as they are flushed) or the index's series (a new series has no entry yet): it answers during the

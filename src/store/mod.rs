@@ -327,6 +327,9 @@ pub struct Store {
     /// Tests: a flush's writes of its rows fail (after it planned them), while set.
     #[cfg(test)]
     pub(crate) fail_flush_writes: std::sync::atomic::AtomicBool,
+    /// Tests: the writes of sealed rows' rollups fail (see `Store::seal_owned`), while set.
+    #[cfg(test)]
+    pub(crate) fail_seal_writes: std::sync::atomic::AtomicBool,
     /// Tests: rows per slice of a flush (0: [`write::FLUSH_SLICE_ROWS`]), and what runs on the flush's thread
     /// before each slice's write (`false`) and after it, before readers are told (`true`).
     #[cfg(test)]
@@ -462,6 +465,8 @@ impl Store {
             fail_flushes: Default::default(),
             #[cfg(test)]
             fail_flush_writes: Default::default(),
+            #[cfg(test)]
+            fail_seal_writes: Default::default(),
             #[cfg(test)]
             flush_slice_rows: Default::default(),
             #[cfg(test)]

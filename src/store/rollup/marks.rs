@@ -291,14 +291,22 @@ impl Store {
     /// Tests: the failure a flush's write meets while `fail_flush_writes` is set (a full disk).
     #[cfg(test)]
     fn failing_flush_write(&self) -> Option<StoreError> {
-        self.fail_flush_writes.load(Ordering::Acquire).then(|| StoreError::Io {
-            context: "writing the series table's rows",
-            source: std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (test)"),
-        })
+        test_full_disk(&self.fail_flush_writes, "writing the series table's rows")
     }
 
     #[cfg(not(test))]
     fn failing_flush_write(&self) -> Option<StoreError> {
+        None
+    }
+
+    /// Tests: the failure a seal's write meets while `fail_seal_writes` is set (a full disk).
+    #[cfg(test)]
+    pub(super) fn failing_seal_write(&self) -> Option<StoreError> {
+        test_full_disk(&self.fail_seal_writes, "writing the rollups of sealed rows")
+    }
+
+    #[cfg(not(test))]
+    pub(super) fn failing_seal_write(&self) -> Option<StoreError> {
         None
     }
 
@@ -363,6 +371,15 @@ impl Store {
     pub(in crate::store) fn bulk_mark_generation(&self) -> Option<u64> {
         self.rollups.auto().then(|| self.rollups.generation.load(Ordering::Acquire))
     }
+}
+
+/// Tests: a full disk's error for a write of `context`, while `fail` is set.
+#[cfg(test)]
+fn test_full_disk(fail: &std::sync::atomic::AtomicBool, context: &'static str) -> Option<StoreError> {
+    fail.load(Ordering::Acquire).then(|| StoreError::Io {
+        context,
+        source: std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (test)"),
+    })
 }
 
 #[cfg(test)]

@@ -327,7 +327,10 @@ impl Store {
         }
         let mut batch = WriteBatch::default();
         let (buckets, failed) = self.seal_into(&mut batch, &rows);
-        let written = self.engine.write(batch, Durability::Logged);
+        let written = match self.failing_seal_write() {
+            Some(e) => Err(e),
+            None => self.engine.write(batch, Durability::Logged),
+        };
         let generation = self.rollups.generation.load(Ordering::Acquire);
         let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
         let mut done = Vec::with_capacity(rows.len());
