@@ -242,7 +242,7 @@ impl Store {
         }
         let entries = marks.drain();
         let _gate = self.rollups.gate.read().unwrap_or_else(|e| e.into_inner());
-        self.write_marked_gated(batch, entries, Vec::new(), durability).map(|_| ())
+        self.write_marked_gated(batch, entries, Vec::new(), MarkedBy::OtherWriter, durability).map(|_| ())
     }
 
     /// [`Store::write_marked`] of a series-table flush slice (`rows`: key and columns), whose flush may fold
@@ -280,7 +280,7 @@ impl Store {
         }
         let written = match self.failing_flush_write() {
             Some(e) => Err(e),
-            None => self.write_marked_gated(batch, noted, stored_only, Durability::Logged),
+            None => self.write_marked_gated(batch, noted, stored_only, MarkedBy::Flush, Durability::Logged),
         };
         if written.is_err() {
             self.give_back_owned();
@@ -317,6 +317,7 @@ impl Store {
         mut batch: WriteBatch,
         entries: Vec<(Vec<u8>, Change)>,
         stored_only: Vec<(Vec<u8>, Change)>,
+        by: MarkedBy,
         durability: Durability,
     ) -> Result<u64, StoreError> {
         // Rows already marked in this generation only need their note updated; the others get a stored mark,
@@ -325,7 +326,7 @@ impl Store {
         {
             let mut pending = self.rollups.pending.lock().unwrap_or_else(|e| e.into_inner());
             for (row, mut change) in entries {
-                if stored_only.is_empty() && pending.owned.owns(&row, &self.layout) {
+                if by == MarkedBy::OtherWriter && pending.owned.owns(&row, &self.layout) {
                     // Another writer (a delete, a rewrite) changes a row a flush folds itself: the folds take
                     // it back, whole (its earlier fragments were never noted).
                     pending.owned.give_back(&row, &self.layout);
@@ -371,6 +372,15 @@ impl Store {
     pub(in crate::store) fn bulk_mark_generation(&self) -> Option<u64> {
         self.rollups.auto().then(|| self.rollups.generation.load(Ordering::Acquire))
     }
+}
+
+/// Who writes marked rows ([`Store::write_marked_gated`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MarkedBy {
+    /// A series-table flush: it planned its rows already, those it folds itself apart (`write_flushed`).
+    Flush,
+    /// Any other writer (a delete, a rewrite, a bulk import): a row a flush folds itself goes back to the folds.
+    OtherWriter,
 }
 
 /// Tests: a full disk's error for a write of `context`, while `fail` is set.
