@@ -842,6 +842,61 @@ mod tests {
         answers_as_raw(&store, "folded");
     }
 
+    // issue 22 item 5: grid reads that do not wait for flushes still see every point acknowledged before they
+    // started, whatever the flushes (a row a slice), seals and folds are doing meanwhile: a writer puts a point
+    // a second into three series and counts what it was told was stored; each query's count of points is at
+    // least what was counted when it began, and never less than an earlier query's.
+    #[test]
+    fn grid_reads_beside_flushes_see_every_point_acknowledged_before_them() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.flush_slice_rows.store(1, Ordering::Release);
+        let (acked, done) = (AtomicU64::new(0), AtomicBool::new(false));
+        let count = |store: &crate::store::Store| -> i64 {
+            let answer = run(store, "zimsum:1m-count:m", "");
+            let dps = answer.into_iter().flat_map(|(_, dps)| dps);
+            dps.map(|(_, value)| match value {
+                crate::query::OutValue::Int(n) => n,
+                crate::query::OutValue::Double(d) if d.fract() == 0.0 => d as i64,
+                other => panic!("a count is a whole number: {other:?}"),
+            })
+            .sum()
+        };
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 0..3 * 3600i64 {
+                    put(&store, ["a", "b", "c"][(i % 3) as usize], i, Stored::Int(1));
+                    acked.store(i as u64 + 1, Ordering::Release);
+                }
+                done.store(true, Ordering::Release);
+            });
+            scope.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    store.flush_pending().unwrap();
+                    store.seal_in_background(usize::MAX);
+                    store.fold_closed(64).unwrap();
+                }
+            });
+            let (mut queries, mut last) = (0, 0);
+            while !done.load(Ordering::Acquire) || queries < 5 {
+                let before = acked.load(Ordering::Acquire) as i64;
+                if before == 0 {
+                    // The metric has no UID yet.
+                    std::thread::yield_now();
+                    continue;
+                }
+                let seen = count(&store);
+                assert!(
+                    seen >= before && seen >= last,
+                    "query {queries}: {seen} points, {before} acknowledged before it, {last} seen before"
+                );
+                (queries, last) = (queries + 1, seen);
+            }
+        });
+        assert_eq!(count(&store), 3 * 3600);
+    }
+
     // issue 22 item 5: a seal whose write fails (a full disk) leaves its rows to the folds, whole (their
     // fragments were never noted): answers stay the raw rows' throughout, and once the disk has room a fold
     // writes their rollups.
