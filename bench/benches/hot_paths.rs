@@ -1,6 +1,6 @@
 //! Micro-benchmarks of rtsd's hot paths: put-line parse, JSON put parse, UID lookup, row encode, row decode, a
-//! raw row's rollup buckets, downsample + aggregate, the rollup fold of a burst's raw rows, and q1 over a burst
-//! not folded yet. `cargo bench -p rtsd-bench` (or
+//! raw row's rollup buckets, downsample + aggregate, the rollup fold of a burst's raw rows, q1 over a burst not
+//! folded yet, and a rollup row's read in each encoding. `cargo bench -p rtsd-bench` (or
 //! `-- <filter>`, e.g. `-- put_line`).
 //!
 //! Inputs come from the same data sets as the side-by-side runner (`rtsd_bench::data`), so a line here is a line
@@ -263,13 +263,15 @@ fn downsample_aggregate(c: &mut Criterion) {
 
 /// `HOSTS` series of data set B's first metric, one hour at 10 s, written round after round as B sends them and
 /// flushed every `rounds_per_flush` rounds, so each raw row holds as many unmerged fragments as it does after a
-/// burst (or one), with rollups on and nothing folded yet.
+/// burst (or one), with rollups on and nothing folded yet: the flushes do not fold the hour themselves (it is
+/// history by now, which they would, see `rtsd.rollups.fold_on_flush`), so the folds and grid reads measured
+/// here have it all.
 const BURST_HOSTS: u32 = 200;
 const BURST_HOUR: i64 = 1_795_298_400;
 fn burst(rounds_per_flush: i64) -> (tempfile::TempDir, Store) {
     const ROUNDS: i64 = 360;
     let dir = tempfile::tempdir().expect("a temp dir");
-    let store = open_store(dir.path(), &[("tsd.rollups.enable", "true")]);
+    let store = open_store(dir.path(), &[("tsd.rollups.enable", "true"), ("rtsd.rollups.fold_on_flush", "false")]);
     let hosts: Vec<String> = (0..BURST_HOSTS).map(data::host_name).collect();
     let mut series: Vec<data::Series> = (0..BURST_HOSTS).map(|h| data::Series::new(h, 0)).collect();
     for round in 0..ROUNDS {
@@ -346,6 +348,56 @@ fn burst_query(c: &mut Criterion) {
     g.finish();
 }
 
+/// One hour of one-minute buckets of data set B's two-decimal gauge (six points a bucket): sums as doubles,
+/// counts, mins and maxes as decimals parsed from text.
+fn gauge_hour() -> rtsd::store::rollup_rows::Slots {
+    let mut row = rtsd::store::rollup_rows::Slots::new(60);
+    let mut hundredths = 5000i64;
+    let value = |h: i64| Value::Double(format!("{}", h as f64 / 100.0).parse().unwrap());
+    for i in 0..60 {
+        let points: Vec<i64> = (0..6)
+            .map(|j| {
+                hundredths = (hundredths + (i * 37 + j * 11) % 41 - 20).clamp(0, 10_000);
+                hundredths
+            })
+            .collect();
+        let sum: f64 = points.iter().map(|&h| h as f64 / 100.0).sum();
+        let (lo, hi) = (*points.iter().min().unwrap(), *points.iter().max().unwrap());
+        row.set(i as usize, Some([Value::Double(sum), Value::Int(6), value(lo), value(hi)]));
+    }
+    row
+}
+
+/// What a rollup row costs to read and to store in each encoding (issue 22 items 2 and 4): the grid read of
+/// q1's columns (sum and count: plain doubles and bytes either way), of min and max (decimal deltas once
+/// RocksDB has stored the row), and the re-encoding a flush or compaction does.
+fn rollup_row(c: &mut Criterion) {
+    use rtsd::store::rollup_rows::{self, RowView};
+    let plain = gauge_hour().encode();
+    let stored = rollup_rows::compacted(&plain).expect("mins and maxes take decimal deltas");
+    let mut g = c.benchmark_group("rollup_row");
+    g.throughput(Throughput::Elements(60));
+    for (name, row) in [("plain", &plain), ("stored", &stored)] {
+        for (columns, which) in [("sum and count", [0, 1]), ("min and max", [2, 3])] {
+            g.bench_function(format!("grid read of a {name} row, {columns}"), |b| {
+                let mut out = Vec::with_capacity(60);
+                b.iter(|| {
+                    let view = RowView::new(black_box(row)).unwrap();
+                    for c in which {
+                        view.column(c).unwrap().decode_f64(&mut out);
+                        black_box(&out);
+                    }
+                })
+            });
+        }
+    }
+    g.bench_function("re-encode a plain row as RocksDB stores it", |b| {
+        b.iter(|| rollup_rows::compacted(black_box(&plain)))
+    });
+    g.finish();
+    eprintln!("rollup_row: {} bytes plain, {} stored", plain.len(), stored.len());
+}
+
 criterion_group!(
     benches,
     put_line_parse,
@@ -356,6 +408,7 @@ criterion_group!(
     row_buckets,
     downsample_aggregate,
     rollup_fold,
-    burst_query
+    burst_query,
+    rollup_row
 );
 criterion_main!(benches);

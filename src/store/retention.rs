@@ -25,7 +25,7 @@ use std::sync::Arc;
 use rtsd_protocol::codec;
 use rtsd_protocol::point::UidKind;
 
-use super::engine::{cell_key, Durability, FilterDecision, FilterFactory, RowFilter, TableSpec, WriteBatch};
+use super::engine::{cell_key, Durability, FilterDecision, FilterFactory, RowFilter, TableSpec, Tuning, WriteBatch};
 use super::meta::TS_META;
 use super::series::{COUNTER, FIRST_SEEN, POSTING, SERIES};
 use super::{Layout, StoreError, CF_DATA, CF_SERIES, CF_TSDB_META, CF_UID_ID, CF_UID_NAME};
@@ -230,17 +230,20 @@ impl Retention {
         self.families.keys().map(String::as_str)
     }
 
-    /// Installs the table filter on `spec`: expiry if the table has a retention, and for the data table packing
-    /// of rows that the engine's rewrites meet unpacked.
+    /// Installs the table filter on `spec`: expiry if the table has a retention, for the data table packing of
+    /// rows that the engine's rewrites meet unpacked, and for rtsd's own rollup tables (`:a`) the smallest
+    /// encoding of rows they meet in a larger one.
     pub(super) fn install(&self, spec: &mut TableSpec, layout: &Layout, metrics: Arc<Metrics>) {
         let retention = self.families.get(&spec.name);
         let pack = spec.name == CF_DATA;
-        if retention.is_none() && !pack {
+        let compact_slots = spec.tuning == Tuning::RollupSlots;
+        if retention.is_none() && !pack && !compact_slots {
             return;
         }
         spec.filter = Some(Arc::new(ExpiryFactory {
             keep: retention.map(|f| (f.keep_ms, f.span.clone())),
             pack,
+            compact_slots,
             base_at: layout.salt.width + layout.uid_widths[0],
             tags_at: layout.tags_offset(),
             pair: layout.uid_widths[1] + layout.uid_widths[2],
@@ -260,6 +263,8 @@ struct ExpiryFactory {
     keep: Option<(i64, Span)>,
     /// Whether rows are data rows to pack (see [`ExpiryFilter`]).
     pack: bool,
+    /// Whether rows are rtsd's rollup rows to store in their smallest encoding (see [`ExpiryFilter`]).
+    compact_slots: bool,
     base_at: usize,
     tags_at: usize,
     pair: usize,
@@ -276,6 +281,7 @@ impl FilterFactory for ExpiryFactory {
         Box::new(ExpiryFilter {
             first_kept_base,
             pack_now_ms: self.pack.then_some(now_ms),
+            compact_slots: self.compact_slots,
             packed: Vec::new(),
             base_at: self.base_at,
             tags_at: self.tags_at,
@@ -296,11 +302,16 @@ impl FilterFactory for ExpiryFactory {
 /// point arrives;
 /// every compaction that meets them (periodic ones included) packs them instead. Merge operands are not seen
 /// here (RocksDB filters values only); their row is packed by the merge operator.
+///
+/// In rtsd's rollup tables it re-encodes a row whose columns have smaller encodings (decimal deltas, see
+/// `rollup_rows`): rows the fold writes whole (a put, never merged again) and rows of a directory written
+/// before those encodings. Rows merged by a flush or compaction got them from the merge operator.
 struct ExpiryFilter {
     first_kept_base: u32,
     /// For the data table, the time (ms) the compaction started, against which a row is quiet (packed).
     pack_now_ms: Option<i64>,
-    /// The last packed value handed to the engine.
+    compact_slots: bool,
+    /// The last packed (or re-encoded) value handed to the engine.
     packed: Vec<u8>,
     base_at: usize,
     tags_at: usize,
@@ -337,6 +348,12 @@ impl RowFilter for ExpiryFilter {
             if !codec::is_packed(value) && self.base(key).is_some_and(quiet) {
                 if let Some(packed) = codec::pack_row(value) {
                     self.packed = packed;
+                    return FilterDecision::Change(&self.packed);
+                }
+            }
+            if self.compact_slots {
+                if let Some(compacted) = super::rollup_rows::compacted(value) {
+                    self.packed = compacted;
                     return FilterDecision::Change(&self.packed);
                 }
             }

@@ -15,8 +15,20 @@
 //! are `ceil(n / 8)` bytes, slot `i` at bit `i % 8` of byte `i / 8`. Each column holds one value per present
 //! slot, in slot order, after a tag byte that gives its encoding: `1`, `2`, `4`, `8`: integers of that many
 //! bytes (signed, little-endian); `0x14`: 4-byte floats; `0x18`: 8-byte doubles; `0x20`: mixed, one type byte
-//! per value (0 integer, 1 float, 2 double) and then 8 bytes per value (an i64, or the value as an f64). The
-//! encodings keep each value's type, so a read gives back exactly the [`Value`] the fold computed.
+//! per value (0 integer, 1 float, 2 double) and then 8 bytes per value (an i64, or the value as an f64);
+//! `0x40`: decimal deltas (below). The encodings keep each value's type, so a read gives back exactly the
+//! [`Value`] the fold computed.
+//!
+//! Decimal deltas (`0x40`), written only where RocksDB stores a merged row (flushes, compactions) and only when
+//! smaller: `kind` (0 integers, 1 floats, 2 doubles, 3 mixed), `e`, `w`, for mixed one type byte per value as
+//! above, the first value's mantissa `m` (a zigzag LEB128 varint), then one `w`-byte signed little-endian
+//! integer per further value: the difference of its mantissa from the previous one's. A value is `m / 10^e` in
+//! its type (an integer divided exactly, a float
+//! or double divided as IEEE divides, correctly rounded). Metric values are mostly decimals with a few digits
+//! (`58.97`), counters or small gauges, and a bucket's min or max is close to the previous bucket's: data set
+//! B's one-minute rows shrink from 1.52 to 1.18 bytes per point after zstd (bench/RESULTS.md, 2026-11-30
+//! 17:30). A value whose decimal does not give back the same bits (NaN, -0.0, a double sum's rounding) keeps
+//! its column in the plain encodings, which the grid reads of q1's sums and counts read without this decoding.
 //!
 //! A write (a merge operand) is a row that knows only the slots it changes; merging applies operands in order,
 //! slot by slot, so full and partial merges are the same function and a row never needs sorting.
@@ -29,6 +41,14 @@ pub const COLUMNS: usize = 4;
 const FLOATS: u8 = 0x14;
 const DOUBLES: u8 = 0x18;
 const MIXED: u8 = 0x20;
+const DELTAS: u8 = 0x40;
+
+/// Decimal exponents a [`DELTAS`] column may use.
+const MAX_E: usize = 9;
+const POW10_I: [i64; MAX_E + 1] =
+    [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+const POW10_F: [f64; MAX_E + 1] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+const POW10_F32: [f32; MAX_E + 1] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 
 /// One bucket's values, in column order (sum, count, min, max).
 pub type Bucket = [Value; COLUMNS];
@@ -81,7 +101,7 @@ impl Slots {
         out.extend_from_slice(&known);
         out.extend_from_slice(&present);
         for c in 0..COLUMNS {
-            encode_column(&mut out, buckets.iter().map(|b| b[c]));
+            encode_column(&mut out, buckets.iter().map(|b| b[c]), false);
         }
         out
     }
@@ -89,14 +109,15 @@ impl Slots {
     pub fn decode(row: &[u8]) -> Result<Slots, String> {
         let view = RowView::new(row)?;
         let mut out = Slots::new(view.n);
-        let columns: Vec<ColumnView<'_>> = (0..COLUMNS).map(|c| view.column(c)).collect::<Result<_, _>>()?;
+        let columns: Vec<Vec<Value>> =
+            (0..COLUMNS).map(|c| view.column(c).map(|col| col.values())).collect::<Result<_, _>>()?;
         let mut k = 0;
         for i in 0..view.n {
             if !view.known(i) {
                 continue;
             }
             if view.present(i) {
-                let b = [columns[0].get(k), columns[1].get(k), columns[2].get(k), columns[3].get(k)];
+                let b = [columns[0][k], columns[1][k], columns[2][k], columns[3][k]];
                 out.slots[i] = Some(Some(b));
                 k += 1;
             } else {
@@ -112,8 +133,32 @@ impl Slots {
 ///
 /// Reads merge every row that still has operands (recent hours, always), so this copies each present slot's
 /// bytes from the row that decides it, column by column; only a column whose rows encode it differently (say,
-/// counts on one byte in one and two in another) goes through [`Value`]s.
-pub fn merge<R: AsRef<[u8]>>(existing: Option<&[u8]>, operands: impl IntoIterator<Item = R>) -> Vec<u8> {
+/// counts on one byte in one and two in another) goes through [`Value`]s. With `stored` (RocksDB's flushes and
+/// compactions, whose result goes to disk) each column takes the smallest encoding, decimal deltas included.
+pub fn merge<R: AsRef<[u8]>>(existing: Option<&[u8]>, operands: impl IntoIterator<Item = R>, stored: bool) -> Vec<u8> {
+    let merged = merge_rows(existing, operands);
+    if stored {
+        compacted(&merged).unwrap_or(merged)
+    } else {
+        merged
+    }
+}
+
+/// `row` with each column in its smallest encoding; `None` when it does not decode or nothing gets smaller.
+pub fn compacted(row: &[u8]) -> Option<Vec<u8>> {
+    let view = RowView::new(row).ok()?;
+    let head = row.len() - view.columns.len();
+    let mut out = Vec::with_capacity(row.len());
+    out.extend_from_slice(&row[..head]);
+    for c in 0..COLUMNS {
+        let column = view.column(c).ok()?;
+        let values = column.values();
+        encode_column(&mut out, values.iter().copied(), true);
+    }
+    (out.len() < row.len()).then_some(out)
+}
+
+fn merge_rows<R: AsRef<[u8]>>(existing: Option<&[u8]>, operands: impl IntoIterator<Item = R>) -> Vec<u8> {
     let operands: Vec<R> = operands.into_iter().collect();
     let rows: Vec<&[u8]> = existing.into_iter().chain(operands.iter().map(AsRef::as_ref)).collect();
     let views: Vec<(RowView<'_>, &[u8])> =
@@ -174,14 +219,116 @@ pub fn merge<R: AsRef<[u8]>>(existing: Option<&[u8]>, operands: impl IntoIterato
                 }
             }
         } else {
-            let get = |&(at, j): &(usize, usize)| columns[at].map_or(Value::Int(0), |col| col.get(j));
-            encode_column(&mut out, values.iter().map(get));
+            // Each row's column decoded once (decimal deltas are read in order, not by index).
+            let decoded: Vec<Vec<Value>> =
+                columns.iter().map(|col| col.map(|col| col.values()).unwrap_or_default()).collect();
+            let get = |&(at, j): &(usize, usize)| decoded[at].get(j).copied().unwrap_or(Value::Int(0));
+            encode_column(&mut out, values.iter().map(get), false);
         }
     }
     out
 }
 
-fn encode_column(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone) {
+/// Appends a column of `values` in its plain encoding or, with `compact`, in decimal deltas when those are smaller.
+fn encode_column(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone, compact: bool) {
+    if compact {
+        let mut plain = Vec::new();
+        encode_plain(&mut plain, values.clone());
+        let at = out.len();
+        if encode_deltas(out, values).is_some() && out.len() - at < plain.len() {
+            return;
+        }
+        out.truncate(at);
+        out.extend_from_slice(&plain);
+        return;
+    }
+    encode_plain(out, values)
+}
+
+/// The decimal mantissa of `v` with exponent `e`, if [`decimal_value`] gives `v` back bit for bit.
+fn mantissa(v: Value, e: usize) -> Option<i64> {
+    let m = match v {
+        Value::Int(i) => i.checked_mul(POW10_I[e])?,
+        Value::Float(f) => scaled(f64::from(f), e)?,
+        Value::Double(d) => scaled(d, e)?,
+    };
+    same_bits(decimal_value(type_code(v), m, e), v).then_some(m)
+}
+
+fn scaled(x: f64, e: usize) -> Option<i64> {
+    let m = (x * POW10_F[e]).round();
+    // Mantissas beyond 2^53 do not convert to doubles exactly.
+    (m.is_finite() && m.abs() < 9.0e15).then_some(m as i64)
+}
+
+/// 0 integer, 1 float, 2 double (as in [`MIXED`] columns).
+fn type_code(v: Value) -> u8 {
+    match v {
+        Value::Int(_) => 0,
+        Value::Float(_) => 1,
+        Value::Double(_) => 2,
+    }
+}
+
+fn same_bits(a: Value, b: Value) -> bool {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
+        _ => false,
+    }
+}
+
+/// The value of mantissa `m` with exponent `e` in the type of `code`.
+fn decimal_value(code: u8, m: i64, e: usize) -> Value {
+    match code {
+        0 => Value::Int(m / POW10_I[e]),
+        1 => Value::Float(m as f32 / POW10_F32[e]),
+        _ => Value::Double(m as f64 / POW10_F[e]),
+    }
+}
+
+/// Appends `values` as decimal deltas (see the module comment), with the smallest exponent that gives every value
+/// back; `None` (and nothing appended) when none does.
+fn encode_deltas(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone) -> Option<()> {
+    let codes: Vec<u8> = values.clone().map(type_code).collect();
+    let kind = match (codes.iter().min(), codes.iter().max()) {
+        (Some(lo), Some(hi)) if lo == hi => *lo,
+        (Some(_), Some(_)) => 3,
+        _ => return None,
+    };
+    // Integers alone need no exponent.
+    let exponents = if kind == 0 { 0..=0 } else { 0..=MAX_E };
+    let (e, mantissas) = exponents
+        .into_iter()
+        .find_map(|e| values.clone().map(|v| mantissa(v, e)).collect::<Option<Vec<i64>>>().map(|m| (e, m)))?;
+    let mut previous = 0i64;
+    let deltas: Vec<i64> = mantissas
+        .iter()
+        .map(|&m| {
+            let d = m.wrapping_sub(previous);
+            previous = m;
+            d
+        })
+        .collect();
+    let w = deltas.iter().skip(1).map(|&d| int_width(d)).max().unwrap_or(1);
+    out.extend_from_slice(&[DELTAS, kind, e as u8, w as u8]);
+    if kind == 3 {
+        out.extend_from_slice(&codes);
+    }
+    let mut first = ((mantissas[0] << 1) ^ (mantissas[0] >> 63)) as u64;
+    while first >= 0x80 {
+        out.push(first as u8 | 0x80);
+        first >>= 7;
+    }
+    out.push(first as u8);
+    for d in &deltas[1..] {
+        out.extend_from_slice(&d.to_le_bytes()[..w]);
+    }
+    Some(())
+}
+
+fn encode_plain(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone) {
     let (mut ints, mut floats, mut doubles, mut width) = (true, true, true, 1usize);
     for v in values.clone() {
         match v {
@@ -236,6 +383,27 @@ fn encode_column(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone)
                 out.extend_from_slice(&bytes);
             }
         }
+    }
+}
+
+/// A zigzag LEB128 varint at the start of `bytes`: its value and length; `None` when cut short or too long.
+fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
+    let mut u = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        u |= u64::from(b & 0x7F) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((((u >> 1) as i64) ^ -((u & 1) as i64), i + 1));
+        }
+    }
+    None
+}
+
+/// A value as the query engine converts it to a double.
+fn as_f64(v: Value) -> f64 {
+    match v {
+        Value::Int(i) => i as f64,
+        Value::Float(f) => f64::from(f),
+        Value::Double(d) => d,
     }
 }
 
@@ -298,6 +466,18 @@ impl<'a> RowView<'a> {
                 FLOATS => 4 * self.k,
                 DOUBLES => 8 * self.k,
                 MIXED => 9 * self.k,
+                DELTAS => {
+                    let (kind, e, w) = match body {
+                        [kind, e, w, ..] => (*kind, usize::from(*e), usize::from(*w)),
+                        _ => return Err("short row".into()),
+                    };
+                    if kind > 3 || e > MAX_E || !matches!(w, 1 | 2 | 4 | 8) || self.k == 0 {
+                        return Err(format!("bad decimal column ({kind}, {e}, {w})"));
+                    }
+                    let first_at = 3 + if kind == 3 { self.k } else { 0 };
+                    let first = body.get(first_at..).and_then(varint).ok_or("short row")?.1;
+                    first_at + first + w * (self.k - 1)
+                }
                 _ => return Err(format!("unknown rollup column encoding {tag}")),
             };
             if body.len() < len {
@@ -345,10 +525,58 @@ pub struct ColumnView<'a> {
 }
 
 impl ColumnView<'_> {
+    /// The column's encoding (see the module comment).
+    pub fn tag(&self) -> u8 {
+        self.tag
+    }
+
+    /// Every value, in order.
+    pub fn values(&self) -> Vec<Value> {
+        let mut out = Vec::with_capacity(self.k);
+        self.for_each(|_, v| out.push(v));
+        out
+    }
+
+    /// A decimal deltas column's (kind, exponent, width, type codes if mixed, first mantissa, deltas); the
+    /// column was checked whole when [`RowView::column`] made it.
+    fn deltas(&self) -> (u8, usize, usize, &[u8], i64, &[u8]) {
+        let (kind, e, w) = (self.body[0], usize::from(self.body[1]), usize::from(self.body[2]));
+        let codes = if kind == 3 { &self.body[3..3 + self.k] } else { &[][..] };
+        let rest = &self.body[3 + codes.len()..];
+        let (first, len) = varint(rest).unwrap_or_default();
+        (kind, e, w, codes, first, &rest[len..])
+    }
+
+    /// The mantissas of a decimal deltas column, in order: one tight loop per delta width (a read of q1's kind
+    /// decodes millions of them).
+    fn mantissas(&self) -> Vec<i64> {
+        let (_, _, w, _, first, deltas) = self.deltas();
+        let mut out = Vec::with_capacity(self.k);
+        out.push(first);
+        let mut m = first;
+        let mut add = |d: i64| {
+            m = m.wrapping_add(d);
+            out.push(m);
+        };
+        match w {
+            1 => deltas.iter().for_each(|&d| add(i64::from(d as i8))),
+            2 => deltas.chunks_exact(2).for_each(|d| add(i64::from(i16::from_le_bytes([d[0], d[1]])))),
+            4 => deltas.chunks_exact(4).for_each(|d| add(i64::from(i32::from_le_bytes([d[0], d[1], d[2], d[3]])))),
+            _ => deltas.chunks_exact(8).for_each(|d| add(i64::from_le_bytes(d.try_into().unwrap_or_default()))),
+        }
+        out
+    }
+
     /// Calls `f(j, value j)` for every value in order (the encoding matched once, not per value).
     pub fn for_each(&self, mut f: impl FnMut(usize, Value)) {
         let b = self.body;
         match self.tag {
+            DELTAS => {
+                let (kind, e, _, codes, ..) = self.deltas();
+                for (j, m) in self.mantissas().into_iter().enumerate() {
+                    f(j, decimal_value(if kind == 3 { codes[j] } else { kind }, m, e));
+                }
+            }
             DOUBLES => b
                 .chunks_exact(8)
                 .enumerate()
@@ -372,13 +600,16 @@ impl ColumnView<'_> {
             DOUBLES => out.extend(times.iter().zip(b.chunks_exact(8)).map(|(&t, c)| (t, Value::Double(f64_at(c))))),
             FLOATS => out.extend(times.iter().zip(b.chunks_exact(4)).map(|(&t, c)| (t, Value::Float(f32_at(c))))),
             1 => out.extend(times.iter().zip(b).map(|(&t, &v)| (t, Value::Int(i64::from(v as i8))))),
-            _ => out.extend(times.iter().enumerate().map(|(j, &t)| (t, self.get(j)))),
+            _ => {
+                out.reserve(times.len());
+                self.for_each(|j, v| out.push((times[j], v)));
+            }
         }
     }
 
     /// Whether the values are integers (so every double [`ColumnView::decode_f64`] gives is a whole number).
     pub fn is_integral(&self) -> bool {
-        matches!(self.tag, 1 | 2 | 4 | 8)
+        matches!(self.tag, 1 | 2 | 4 | 8) || (self.tag == DELTAS && self.body[0] == 0)
     }
 
     /// Every value as a double (`i as f64`, `f64::from(f)` or the double, as the query engine converts a
@@ -394,17 +625,25 @@ impl ColumnView<'_> {
             1 => out.extend(b.iter().map(|&v| f64::from(v as i8))),
             2 => out.extend(b.chunks_exact(2).map(|c| f64::from(i16::from_le_bytes([c[0], c[1]])))),
             4 => out.extend(b.chunks_exact(4).map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap_or_default())))),
-            _ => out.extend((0..self.k).map(|j| match self.get(j) {
-                Value::Int(i) => i as f64,
-                Value::Float(f) => f64::from(f),
-                Value::Double(d) => d,
-            })),
+            // One loop per kind: integers and doubles divided as `decimal_value` divides, without the Value.
+            DELTAS => match self.deltas() {
+                (0, e, ..) => out.extend(self.mantissas().into_iter().map(|m| (m / POW10_I[e]) as f64)),
+                (2, e, ..) => out.extend(self.mantissas().into_iter().map(|m| m as f64 / POW10_F[e])),
+                _ => self.for_each(|_, v| out.push(as_f64(v))),
+            },
+            _ => out.extend((0..self.k).map(|j| as_f64(self.get(j)))),
         }
     }
 
+    /// Value `j` (a decimal deltas column is read from its start).
     pub fn get(&self, j: usize) -> Value {
         let b = self.body;
         match self.tag {
+            DELTAS => {
+                let (kind, e, _, codes, ..) = self.deltas();
+                let m = self.mantissas().get(j).copied().unwrap_or_default();
+                decimal_value(if kind == 3 { codes[j] } else { kind }, m, e)
+            }
             1 => Value::Int(i64::from(b[j] as i8)),
             2 => Value::Int(i64::from(i16::from_le_bytes([b[2 * j], b[2 * j + 1]]))),
             4 => Value::Int(i64::from(i32::from_le_bytes(b[4 * j..4 * j + 4].try_into().unwrap_or_default()))),
@@ -435,7 +674,94 @@ mod tests {
             (-200i64..200).prop_map(Value::Int),
             (-1e6f32..1e6).prop_map(Value::Float),
             (-1e12f64..1e12).prop_map(Value::Double),
+            decimal(),
+            special(),
         ]
+    }
+
+    /// Values parsed from decimals with a few digits, as metrics mostly are (what decimal deltas hold).
+    fn decimal() -> impl Strategy<Value = Value> {
+        (-1_000_000i64..1_000_000, 0u32..5, any::<bool>()).prop_map(|(m, e, float)| {
+            let text = format!("{}", m as f64 / 10f64.powi(e as i32));
+            if float {
+                Value::Float(text.parse().unwrap())
+            } else {
+                Value::Double(text.parse().unwrap())
+            }
+        })
+    }
+
+    /// Values no decimal gives back bit for bit, and the extremes.
+    fn special() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Double(f64::NAN)),
+            Just(Value::Double(-0.0)),
+            Just(Value::Float(-0.0)),
+            Just(Value::Float(f32::NAN)),
+            Just(Value::Double(f64::INFINITY)),
+            Just(Value::Double(f64::MIN_POSITIVE)),
+            Just(Value::Double(f64::MAX)),
+            Just(Value::Float(f32::MAX)),
+            Just(Value::Int(i64::MIN)),
+            Just(Value::Int(i64::MAX)),
+            Just(Value::Double(0.1 + 0.2)),
+        ]
+    }
+
+    /// Rows of decimals (whose columns take decimal deltas where RocksDB stores them).
+    fn decimal_slots() -> impl Strategy<Value = Slots> {
+        let bucket = (decimal(), 1i64..100, decimal(), decimal(), 0u8..4).prop_map(|(s, c, lo, hi, n)| {
+            // Some columns of integers, as counters' are.
+            let int = |v: Value| match v {
+                Value::Double(d) if n == 0 => Value::Int(d as i64),
+                v => v,
+            };
+            [int(s), Value::Int(c), int(lo), int(hi)]
+        });
+        prop::collection::vec(prop::option::of(prop::option::of(bucket)), 0..70).prop_map(|slots| Slots { slots })
+    }
+
+    /// Decodes bit for bit: values compared by their bits (NaN equals NaN, -0.0 is not 0.0).
+    /// Per slot, each value's type and bits.
+    type Bits = Vec<Option<Option<[(u8, u64); COLUMNS]>>>;
+
+    fn bits(row: &Slots) -> Bits {
+        let b = |v: Value| match v {
+            Value::Int(i) => (0, i as u64),
+            Value::Float(f) => (1, u64::from(f.to_bits())),
+            Value::Double(d) => (2, d.to_bits()),
+        };
+        row.slots.iter().map(|s| s.map(|b2| b2.map(|x| x.map(b)))).collect()
+    }
+
+    // Decimal deltas, laid out as the module comment says: a double column of 58.97, 59.01, 58.5 is exponent 2,
+    // mantissas 5897, 5901, 5850, stored as 5897 (a varint) and deltas 4, -51 on one byte each; counts of 6 stay
+    // on one byte each (as deltas they would take more); a row is stored so only when RocksDB stores a merge.
+    #[test]
+    fn decimal_deltas_are_laid_out_as_documented() {
+        let mut row = Slots::new(3);
+        for (i, (sum, lo)) in [(58.97, 100_000i64), (59.01, 100_005), (58.5, 99_990)].into_iter().enumerate() {
+            row.set(i, Some([Value::Double(sum), Value::Int(6), Value::Int(lo), Value::Double(sum)]));
+        }
+        let plain = row.encode();
+        let stored = merge(None, [plain.clone()], true);
+        let mut want = vec![1, 3, 0, 0b111, 0b111];
+        // 5897 as a zigzag varint is 11794: 0x92 0x5C.
+        let sums = [DELTAS, 2, 2, 1, 0x92, 0x5C, 4, 0xCD];
+        want.extend_from_slice(&sums);
+        want.extend_from_slice(&[1, 6, 6, 6]);
+        // 100000, 100005, 99990: 200000 as a varint (0xC0 0x9A 0x0C), then 5 and -15 on one byte each; plain
+        // they would take four bytes each.
+        want.extend_from_slice(&[DELTAS, 0, 0, 1, 0xC0, 0x9A, 0x0C, 5, 0xF1]);
+        want.extend_from_slice(&sums);
+        assert_eq!(stored, want);
+        assert_eq!(Slots::decode(&stored).unwrap(), row);
+        // A read's merge copies bytes; a double that no decimal gives back keeps its column plain.
+        assert_eq!(merge(None, [plain.clone()], false), plain);
+        row.set(1, Some([Value::Double(0.1 + 0.2), Value::Int(6), Value::Int(100_005), Value::Double(59.01)]));
+        let stored = merge(None, [row.encode()], true);
+        assert_eq!(RowView::new(&stored).unwrap().column(0).unwrap().tag, DOUBLES);
+        assert_eq!(Slots::decode(&stored).unwrap(), row);
     }
 
     fn slots() -> impl Strategy<Value = Slots> {
@@ -476,7 +802,7 @@ mod tests {
         // A merge keeps what decodes.
         let mut one = Slots::new(2);
         one.set(1, None);
-        assert_eq!(merge(Some(&[9u8][..]), [one.encode()]), one.encode());
+        assert_eq!(merge(Some(&[9u8][..]), [one.encode()], false), one.encode());
     }
 
     /// Rows as the fold writes them: each column of one type (merges copy their bytes).
@@ -497,13 +823,47 @@ mod tests {
     proptest! {
         #[test]
         fn rows_decode_to_what_was_encoded(row in slots()) {
-            prop_assert_eq!(Slots::decode(&row.encode()).unwrap(), row);
+            prop_assert_eq!(bits(&Slots::decode(&row.encode()).unwrap()), bits(&row));
+        }
+
+        // issue 22: decode(encode(x)) == x for every value kind, NaN and -0.0 included, in the encodings RocksDB
+        // stores (decimal deltas where smaller), and never larger than the plain row.
+        #[test]
+        fn stored_rows_decode_bit_for_bit_and_are_never_larger(row in prop_oneof![slots(), decimal_slots()]) {
+            let plain = row.encode();
+            let stored = merge(None, [plain.clone()], true);
+            prop_assert!(stored.len() <= plain.len());
+            prop_assert_eq!(bits(&Slots::decode(&stored).unwrap()), bits(&row));
+        }
+
+        // Every way of reading a column gives the same values, in whichever encoding it is stored.
+        #[test]
+        fn a_columns_readers_agree(row in prop_oneof![slots(), decimal_slots()], stored in any::<bool>()) {
+            let bytes = merge(None, [row.encode()], stored);
+            let view = RowView::new(&bytes).unwrap();
+            let bits_of = |values: &[Value]| bits(&Slots { slots: values.iter().map(|&v| Some(Some([v; COLUMNS]))).collect() });
+            for c in 0..COLUMNS {
+                let column = view.column(c).unwrap();
+                let values = column.values();
+                prop_assert_eq!(values.len(), view.k);
+                let by_index: Vec<Value> = (0..view.k).map(|j| column.get(j)).collect();
+                let times: Vec<i64> = (0..view.k as i64).collect();
+                let mut timed = Vec::new();
+                column.extend_timed(&times, &mut timed);
+                prop_assert!(timed.iter().enumerate().all(|(j, (t, _))| *t == j as i64));
+                let timed: Vec<Value> = timed.into_iter().map(|(_, v)| v).collect();
+                prop_assert_eq!(bits_of(&by_index), bits_of(&values));
+                prop_assert_eq!(bits_of(&timed), bits_of(&values));
+            }
         }
 
         // A column read as doubles gives each value as the query engine converts it.
         #[test]
-        fn columns_decode_to_doubles_as_values_convert(row in prop_oneof![slots(), uniform_slots()]) {
-            let bytes = row.encode();
+        fn columns_decode_to_doubles_as_values_convert(
+            row in prop_oneof![slots(), uniform_slots(), decimal_slots()],
+            stored in any::<bool>(),
+        ) {
+            let bytes = merge(None, [row.encode()], stored);
             let view = RowView::new(&bytes).unwrap();
             let mut doubles = Vec::new();
             for c in 0..COLUMNS {
@@ -522,23 +882,26 @@ mod tests {
 
         #[test]
         fn merging_applies_writes_in_order_slot_by_slot(
-            base in prop::option::of(prop_oneof![slots(), uniform_slots()]),
-            ops in prop::collection::vec(prop_oneof![slots(), uniform_slots(), uniform_slots()], 0..4),
+            base in prop::option::of(prop_oneof![slots(), uniform_slots(), decimal_slots()]),
+            ops in prop::collection::vec(prop_oneof![slots(), uniform_slots(), decimal_slots()], 0..4),
             split in 0usize..4,
+            stored in any::<bool>(),
         ) {
             let mut want = base.clone().unwrap_or_default();
             for op in &ops {
                 want.apply(op.clone());
             }
-            let encoded: Vec<Vec<u8>> = ops.iter().map(Slots::encode).collect();
-            let base_bytes = base.as_ref().map(Slots::encode);
-            let full = merge(base_bytes.as_deref(), &encoded);
-            prop_assert_eq!(trimmed(Slots::decode(&full).unwrap()), trimmed(want.clone()));
+            // Rows and operands as RocksDB may hold them: stored merges write decimal deltas.
+            let encoded: Vec<Vec<u8>> = ops.iter().map(|op| merge(None, [op.encode()], stored)).collect();
+            let base_bytes = base.as_ref().map(|b| merge(None, [b.encode()], stored));
+            let full = merge(base_bytes.as_deref(), &encoded, stored);
+            prop_assert_eq!(bits(&trimmed(Slots::decode(&full).unwrap())), bits(&trimmed(want.clone())));
             // A partial merge of some operands first gives the same row.
             let split = split.min(encoded.len());
-            let partial = merge(None, &encoded[..split]);
+            let partial = merge(None, &encoded[..split], stored);
             let rest = std::iter::once(partial).chain(encoded[split..].iter().cloned());
-            prop_assert_eq!(trimmed(Slots::decode(&merge(base_bytes.as_deref(), rest)).unwrap()), trimmed(want));
+            let merged = merge(base_bytes.as_deref(), rest, !stored);
+            prop_assert_eq!(bits(&trimmed(Slots::decode(&merged).unwrap())), bits(&trimmed(want)));
         }
     }
 }
