@@ -74,8 +74,9 @@ impl Store {
     /// holds what it would hold after the fold and the flush without waiting for either.
     ///
     /// `None` when only the general read can answer: the table is not one rtsd computes, its rows do not start
-    /// on bucket boundaries, or it holds cells of its own in the range (rollups written by clients, or by an
-    /// rtsd from before `:a` rows), which that read merges.
+    /// on bucket boundaries, it holds cells of its own in the range (rollups written by clients, or by an rtsd
+    /// from before `:a` rows), which that read merges, or a row's points not flushed yet differ from its stored
+    /// ones at one instant (that read folds, after the flush).
     #[allow(clippy::too_many_arguments)]
     pub fn read_rollup_grid<F: Fn(&[Vec<f64>; COLUMNS], [bool; COLUMNS], &mut Vec<f64>) + Sync>(
         &self,
@@ -206,8 +207,18 @@ impl Store {
         // Where a grid read's time goes (issue 22 item 5: the first query after a burst): the rollup rows, then
         // the rows not folded yet.
         let rollups_ms = started.elapsed().as_secs_f64() * 1e3;
-        if !unfolded.rows.is_empty() {
-            self.grid_unfolded(&read, interval.interval_secs, unfolded, &mut series, &mut select, stage_row, budget)?;
+        if !unfolded.rows.is_empty()
+            && !self.grid_unfolded(
+                &read,
+                interval.interval_secs,
+                unfolded,
+                &mut series,
+                &mut select,
+                stage_row,
+                budget,
+            )?
+        {
+            return Ok(None);
         }
         tracing::debug!(
             rollups_ms,
@@ -406,7 +417,7 @@ impl Store {
         select: &mut GridSelect<'_, '_>,
         stage_row: &F,
         budget: &mut crate::store::ReadBudget,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let grid_end = read.end_ms();
         let rows: Vec<&[u8]> = unfolded
@@ -458,8 +469,11 @@ impl Store {
         }
         let rows = taken;
         if rows.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
+        // Set when a row's points not flushed yet conflict with its stored ones (see `unfolded_hours`).
+        let conflict = std::sync::atomic::AtomicBool::new(false);
+        let conflict = &conflict;
         // The daemon's folds wait while this read runs (see Store::step_aside_for_grid_reads).
         let _reading = GridReading::new(&self.rollups.grid_readers);
         let threads = cores().clamp(1, UNFOLDED_THREADS);
@@ -476,7 +490,8 @@ impl Store {
                     if chunk.is_empty() {
                         break;
                     }
-                    let mut hours = self.unfolded_hours(read, interval_secs, chunk, unfolded, stage_row, budget)?;
+                    let mut hours =
+                        self.unfolded_hours(read, interval_secs, chunk, (unfolded, conflict), stage_row, budget)?;
                     hours.iter_mut().for_each(|h| h.row += start);
                     out.append(&mut hours);
                 }
@@ -505,8 +520,11 @@ impl Store {
             }
             hours
         } else {
-            self.unfolded_hours(read, interval_secs, &rows, unfolded, stage_row, budget)?
+            self.unfolded_hours(read, interval_secs, &rows, (unfolded, conflict), stage_row, budget)?
         };
+        if conflict.load(Ordering::Acquire) {
+            return Ok(false);
+        }
         let mut touched = Vec::new();
         for hour in hours {
             let Some(&i) = at.get(&self.layout.tsuid_of_row(rows[hour.row])) else { continue };
@@ -531,7 +549,7 @@ impl Store {
             let s = &mut series[i];
             s.cells = s.present.iter().map(|w| w.count_ones() as usize).sum();
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The staged buckets of each raw row of `rows` (see [`Store::grid_unfolded`]), charged to the budget as the
@@ -541,7 +559,7 @@ impl Store {
         read: &GridRead<'_>,
         interval_secs: u32,
         rows: &[&[u8]],
-        unfolded: &Unfolded,
+        (unfolded, conflict): (&Unfolded, &std::sync::atomic::AtomicBool),
         stage_row: &F,
         budget: &mut crate::store::ReadBudget,
     ) -> Result<Vec<UnfoldedHour>, StoreError> {
@@ -553,7 +571,21 @@ impl Store {
         let mut staged = Vec::new();
         self.engine.get_many(CF_DATA, rows, true, ReadHints::default(), &mut |i, stored| {
             let key = rows[i];
-            let value = self.with_unflushed(stored, unfolded.unflushed.get(key)).unwrap_or_default();
+            let value = match unfolded.unflushed.get(key) {
+                None => std::borrow::Cow::Borrowed(stored.unwrap_or_default()),
+                Some(extra) => match codec::merge_row(stored, &[extra], self.fix_duplicates) {
+                    Ok(merged) if merged.variant_duplicates == 0 || self.fix_duplicates => {
+                        std::borrow::Cow::Owned(merged.row)
+                    }
+                    // Points that differ at one instant (left as written without `fix_duplicates`), or a column
+                    // that does not split: which point a read takes then depends on how the row's writes were
+                    // grouped into merges, so only a read after the flush answers as the raw rows do.
+                    _ => {
+                        conflict.store(true, Ordering::Release);
+                        return Ok(());
+                    }
+                },
+            };
             let value: &[u8] = &value;
             let hour = codec::row_base_time(key, sw, mw);
             if let Err(e) = codec::row_values(hour, value, &mut points) {
