@@ -23,12 +23,12 @@
 //! smaller: `kind` (0 integers, 1 floats, 2 doubles, 3 mixed), `e`, `w`, for mixed one type byte per value as
 //! above, the first value's mantissa `m` (a zigzag LEB128 varint), then one `w`-byte signed little-endian
 //! integer per further value: the difference of its mantissa from the previous one's. A value is `m / 10^e` in
-//! its type (an integer divided exactly, a float
-//! or double divided as IEEE divides, correctly rounded). Metric values are mostly decimals with a few digits
-//! (`58.97`), counters or small gauges, and a bucket's min or max is close to the previous bucket's: data set
-//! B's one-minute rows shrink from 1.52 to 1.18 bytes per point after zstd (bench/RESULTS.md, 2026-11-30
-//! 17:30). A value whose decimal does not give back the same bits (NaN, -0.0, a double sum's rounding) keeps
-//! its column in the plain encodings, which the grid reads of q1's sums and counts read without this decoding.
+//! its type (an integer divided exactly, a float or double divided as IEEE divides, correctly rounded). Metric
+//! values are mostly decimals with a few digits (`58.97`), counters or small gauges, and a bucket's min or max
+//! is close to the previous bucket's: data set B's one-minute rows shrink from 1.52 to 1.18 bytes per point
+//! after zstd (bench/RESULTS.md, 2026-11-30 17:00-17:35). A value whose decimal does not give back the same bits
+//! (NaN, -0.0, a double sum's rounding) keeps its column in the plain encodings, which the grid reads of q1's
+//! sums and counts read without this decoding.
 //!
 //! A write (a merge operand) is a row that knows only the slots it changes; merging applies operands in order,
 //! slot by slot, so full and partial merges are the same function and a row never needs sorting.
