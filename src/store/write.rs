@@ -315,8 +315,9 @@ impl Store {
     }
 
     /// Whether acknowledged points wait in the series table because its flush is failing (a full disk): raw reads
-    /// merge them in (see [`Store::overlay`]), but the automatic rollups, and their reads' list of rows not folded
-    /// yet, cannot have them, so reads of those go to the raw rows meanwhile. Settles first.
+    /// merge them in (see [`Store::overlay`]), but the automatic rollups cannot have them, so a rollup read that
+    /// folds goes to the raw rows meanwhile (a grid read takes them from the table itself, see
+    /// [`Store::unfolded_rows`]). Settles first.
     pub fn holds_unflushed(&self) -> Result<bool, StoreError> {
         self.settle()?;
         Ok(!self.overlay().is_empty())
