@@ -454,13 +454,17 @@ pub fn row_key(salt: &SaltConfig, metric: &[u8], base_time: u32, tags: &[(&[u8],
 /// The TSUID (metric ‖ tag pairs, the series' identity in APIs and `tsdb-meta`) of a row key (spec: ingest §4.2,
 /// §5.7 S19). Bytes a short key lacks are simply absent from the result.
 pub fn tsuid_from_row_key(key: &[u8], salt_width: usize, metric_width: usize) -> Vec<u8> {
-    let metric_end = (salt_width + metric_width).min(key.len());
-    let metric = key.get(salt_width..metric_end).unwrap_or_default();
-    let tags = key.get(metric_end + TIMESTAMP_BYTES..).unwrap_or_default();
-    let mut out = Vec::with_capacity(metric.len() + tags.len());
-    out.extend_from_slice(metric);
-    out.extend_from_slice(tags);
+    let mut out = Vec::with_capacity(key.len());
+    tsuid_from_row_key_into(key, salt_width, metric_width, &mut out);
     out
+}
+
+/// [`tsuid_from_row_key`] into `out` (cleared first), for loops that reuse one buffer.
+pub fn tsuid_from_row_key_into(key: &[u8], salt_width: usize, metric_width: usize, out: &mut Vec<u8>) {
+    let metric_end = (salt_width + metric_width).min(key.len());
+    out.clear();
+    out.extend_from_slice(key.get(salt_width..metric_end).unwrap_or_default());
+    out.extend_from_slice(key.get(metric_end + TIMESTAMP_BYTES..).unwrap_or_default());
 }
 
 /// OpenTSDB's `rowKeyFromTSUID`: the row key of a series at a timestamp (seconds or ms), salted (spec: ingest

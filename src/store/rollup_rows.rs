@@ -367,13 +367,7 @@ fn encode_plain(out: &mut Vec<u8>, values: impl Iterator<Item = Value> + Clone) 
         }
         _ => {
             out.push(MIXED);
-            for v in values.clone() {
-                out.push(match v {
-                    Value::Int(_) => 0,
-                    Value::Float(_) => 1,
-                    Value::Double(_) => 2,
-                });
-            }
+            out.extend(values.clone().map(type_code));
             for v in values {
                 let bytes = match v {
                     Value::Int(i) => i.to_le_bytes(),
@@ -396,15 +390,6 @@ fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
         }
     }
     None
-}
-
-/// A value as the query engine converts it to a double.
-fn as_f64(v: Value) -> f64 {
-    match v {
-        Value::Int(i) => i as f64,
-        Value::Float(f) => f64::from(f),
-        Value::Double(d) => d,
-    }
 }
 
 fn int_width(i: i64) -> usize {
@@ -629,9 +614,9 @@ impl ColumnView<'_> {
             DELTAS => match self.deltas() {
                 (0, e, ..) => out.extend(self.mantissas().into_iter().map(|m| (m / POW10_I[e]) as f64)),
                 (2, e, ..) => out.extend(self.mantissas().into_iter().map(|m| m as f64 / POW10_F[e])),
-                _ => self.for_each(|_, v| out.push(as_f64(v))),
+                _ => self.for_each(|_, v| out.push(v.as_f64())),
             },
-            _ => out.extend((0..self.k).map(|j| as_f64(self.get(j)))),
+            _ => out.extend((0..self.k).map(|j| self.get(j).as_f64())),
         }
     }
 

@@ -223,9 +223,7 @@ impl Store {
                 }
             }
             // The TSUID is the row key without salt and base time.
-            tsuid.clear();
-            tsuid.extend_from_slice(&key[sw..sw + mw]);
-            tsuid.extend_from_slice(&key[sw + mw + 4..]);
+            codec::tsuid_from_row_key_into(key, sw, mw, &mut tsuid);
             // Counted here, once per row fragment: the put path adds nothing per point for the counters.
             let mut writes = series::IndexWrites { batch: &mut batch, noted: &mut noted };
             self.series.note(&mut writes, &self.layout, &tsuid, hour, fragment.points);

@@ -607,12 +607,16 @@ mod tests {
     use super::*;
 
     fn open(dir: &Path) -> RocksEngine {
-        let specs = [
-            super::super::TableSpec::new("t:a", super::super::CellMap::Plain, Tuning::Small),
-            super::super::TableSpec::new("t:b", super::super::CellMap::Plain, Tuning::Data),
-        ];
-        let options =
-            RocksOptions { memtable_bytes: 8 << 20, block_cache_bytes: 1 << 20, max_open_files: 64, read_only: false };
+        open_tables(dir, &[("t:a", Tuning::Small), ("t:b", Tuning::Data)], 1 << 20)
+    }
+
+    /// An engine of plain tables of the given names and shapes, with an 8 MB memtable budget.
+    fn open_tables(dir: &Path, tables: &[(&str, Tuning)], block_cache_bytes: usize) -> RocksEngine {
+        let specs: Vec<_> = tables
+            .iter()
+            .map(|&(name, tuning)| super::super::TableSpec::new(name, super::super::CellMap::Plain, tuning))
+            .collect();
+        let options = RocksOptions { memtable_bytes: 8 << 20, block_cache_bytes, max_open_files: 64, read_only: false };
         RocksEngine::open(dir, &specs, &options).unwrap()
     }
 
@@ -733,11 +737,7 @@ mod tests {
     fn files_moved_to_the_bottom_unrewritten_are_zstd_already() {
         let dir = tempfile::tempdir().unwrap();
         let tables = [("t:r", Tuning::Rollup), ("t:s", Tuning::RollupSlots), ("t:a", Tuning::Small)];
-        let specs =
-            tables.map(|(name, tuning)| super::super::TableSpec::new(name, super::super::CellMap::Plain, tuning));
-        let options =
-            RocksOptions { memtable_bytes: 8 << 20, block_cache_bytes: 1 << 20, max_open_files: 64, read_only: false };
-        let e = RocksEngine::open(dir.path(), &specs, &options).unwrap();
+        let e = open_tables(dir.path(), &tables, 1 << 20);
         let m = e.maintenance().unwrap();
         for (table, _) in tables {
             // Two flushes of disjoint key ranges: two level-0 files that overlap nothing.
@@ -768,12 +768,7 @@ mod tests {
     #[test]
     fn the_rollup_slots_tables_new_files_are_in_the_block_cache_as_they_are_written() {
         let dir = tempfile::tempdir().unwrap();
-        let tables = [("t:t", Tuning::Data), ("t:s", Tuning::RollupSlots)];
-        let specs =
-            tables.map(|(name, tuning)| super::super::TableSpec::new(name, super::super::CellMap::Plain, tuning));
-        let options =
-            RocksOptions { memtable_bytes: 8 << 20, block_cache_bytes: 64 << 20, max_open_files: 64, read_only: false };
-        let e = RocksEngine::open(dir.path(), &specs, &options).unwrap();
+        let e = open_tables(dir.path(), &[("t:t", Tuning::Data), ("t:s", Tuning::RollupSlots)], 64 << 20);
         let m = e.maintenance().unwrap();
         // 2,000 values of 500 bytes a flush: ~1 MB of blocks once uncompressed.
         let cached = |table: &str, part: u8, compact: bool| {

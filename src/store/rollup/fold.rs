@@ -156,7 +156,7 @@ pub(super) fn build_buckets<const SELECT: bool>(points: &[codec::TimedValue], se
             continue;
         }
         last_ts = Some(ts);
-        building.add::<SELECT>(points, at, ts, p.value, as_f64(p.value));
+        building.add::<SELECT>(points, at, ts, p.value, p.value.as_f64());
     }
     building.close(points);
     building.out
@@ -870,7 +870,7 @@ impl Store {
                 }
                 // Only an expired hour looks its buckets' counts up (a map per raw row was ~6% of a fold).
                 if expired {
-                    counted = values[0].iter().map(|&(start, count)| (start, as_f64(count) as i64)).collect();
+                    counted = values[0].iter().map(|&(start, count)| (start, count.as_f64() as i64)).collect();
                 }
             }
             let width = i64::from(interval.interval_secs) * 1000;

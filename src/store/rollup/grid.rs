@@ -600,7 +600,7 @@ impl Store {
             let mut integral = [true; COLUMNS];
             for b in &buckets {
                 for (c, v) in [b.sum, Value::Int(b.count), b.min, b.max].into_iter().enumerate() {
-                    columns[c].push(as_f64(v));
+                    columns[c].push(v.as_f64());
                     integral[c] &= matches!(v, Value::Int(_));
                 }
             }

@@ -242,7 +242,7 @@ impl Store {
         }
         let entries = marks.drain();
         let _gate = self.rollups.gate.read().unwrap_or_else(|e| e.into_inner());
-        self.write_marked_gated(batch, entries, Vec::new(), MarkedBy::OtherWriter, durability).map(|_| ())
+        self.write_marked_gated(batch, entries, Vec::new(), MarkedBy::OtherWriter, durability)
     }
 
     /// [`Store::write_marked`] of a series-table flush slice (`rows`: key and columns), whose flush may fold
@@ -285,7 +285,7 @@ impl Store {
         if written.is_err() {
             self.give_back_owned();
         }
-        written.map(|_| ())
+        written
     }
 
     /// Tests: the failure a flush's write meets while `fail_flush_writes` is set (a full disk).
@@ -311,7 +311,7 @@ impl Store {
     }
 
     /// Writes `batch` with stored marks for `entries` (noted once written) and for `stored_only` (never noted),
-    /// stamped with the current generation, which it returns. The caller holds the gate shared.
+    /// stamped with the current generation. The caller holds the gate shared.
     fn write_marked_gated(
         &self,
         mut batch: WriteBatch,
@@ -319,7 +319,7 @@ impl Store {
         stored_only: Vec<(Vec<u8>, Change)>,
         by: MarkedBy,
         durability: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         // Rows already marked in this generation only need their note updated; the others get a stored mark,
         // noted once the write succeeded (a batch that skips its mark must come after a mark that is written).
         let mut fresh = Vec::new();
@@ -352,7 +352,7 @@ impl Store {
             }
             pending.note(self.layout.metric_at(), row, Change { generation, ..change });
         }
-        Ok(generation)
+        Ok(())
     }
 
     /// Adds stored marks of the current generation for `rows` to `batch`; returns the generation.

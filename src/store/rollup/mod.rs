@@ -391,14 +391,6 @@ fn merge_latest(_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]], drop_d
     out
 }
 
-fn as_f64(v: Value) -> f64 {
-    match v {
-        Value::Int(i) => i as f64,
-        Value::Float(f) => f64::from(f),
-        Value::Double(d) => d,
-    }
-}
-
 /// The series of one rollup table read for a query: per series, (bucket start ms, value) per aggregator asked
 /// for, in time order.
 #[derive(Debug, Clone)]
@@ -522,6 +514,26 @@ mod tests {
     }
 
     type Cells = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// rtsd's own rollup tables of the test configuration, by interval.
+    const AUTO_FAMILIES: [&str; 3] = ["tsdb-rollup-1m:a", "tsdb-rollup-10m:a", "tsdb-rollup-1h:a"];
+
+    /// The (key, bytes) of every row of [`AUTO_FAMILIES`], by interval.
+    fn auto_rows(store: &Store) -> Vec<Cells> {
+        AUTO_FAMILIES
+            .iter()
+            .map(|family| {
+                let mut rows = Vec::new();
+                store
+                    .scan_raw(family, b"", |k, v| {
+                        rows.push((k.to_vec(), v.to_vec()));
+                        true
+                    })
+                    .unwrap();
+                rows
+            })
+            .collect()
+    }
 
     /// (key, columns) of every row of a column family.
     fn family_rows(store: &Store, family: &str) -> Vec<(Vec<u8>, Cells)> {
@@ -846,22 +858,6 @@ mod tests {
             store.commit(&mut batch, false).unwrap();
             store.flush_pending().unwrap();
         };
-        // The `:a` rows' bytes, by interval.
-        let rollups = |store: &Store| {
-            ["tsdb-rollup-1m:a", "tsdb-rollup-10m:a", "tsdb-rollup-1h:a"]
-                .iter()
-                .map(|family| {
-                    let mut rows = Vec::new();
-                    store
-                        .scan_raw(family, b"", |k, v| {
-                            rows.push((k.to_vec(), v.to_vec()));
-                            true
-                        })
-                        .unwrap();
-                    rows
-                })
-                .collect::<Vec<_>>()
-        };
         let (one_dir, many_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let (one, many) = (open(one_dir.path(), &[]), open(many_dir.path(), &[]));
         write(&one);
@@ -869,13 +865,13 @@ mod tests {
         assert_eq!(one.fold_rollups(None).unwrap(), 600);
         let metric = many.uids().get(rtsd_protocol::point::UidKind::Metric, "m").unwrap().unwrap();
         assert_eq!(many.fold_rollups(Some(metric.as_bytes())).unwrap(), 600);
-        let (want, got) = (rollups(&one), rollups(&many));
+        let (want, got) = (auto_rows(&one), auto_rows(&many));
         assert_eq!(want.iter().map(Vec::len).collect::<Vec<_>>(), [600, 300, 300]);
         assert_eq!(got, want);
         // Nothing is left to fold, and a full fold after it changes nothing.
         assert_eq!(many.fold_rollups(Some(metric.as_bytes())).unwrap(), 0);
         many.fold_rollups(None).unwrap();
-        assert_eq!(rollups(&many), want);
+        assert_eq!(auto_rows(&many), want);
     }
 
     // issue 22 item 5: a query right after a burst waited for the daemon's full fold of the whole backlog (34 of the
@@ -984,33 +980,17 @@ mod tests {
         store.commit(&mut batch, false).unwrap();
         store.flush_pending().unwrap();
         assert_eq!(store.fold_rollups(None).unwrap(), 3);
-        let families = ["tsdb-rollup-1m:a", "tsdb-rollup-10m:a", "tsdb-rollup-1h:a"];
-        let rows = |store: &Store| -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
-            families
-                .iter()
-                .map(|family| {
-                    let mut rows = Vec::new();
-                    store
-                        .scan_raw(family, b"", |k, v| {
-                            rows.push((k.to_vec(), v.to_vec()));
-                            true
-                        })
-                        .unwrap();
-                    rows
-                })
-                .collect()
-        };
-        let decoded = |rows: &[Vec<(Vec<u8>, Vec<u8>)>]| -> Vec<String> {
+        let decoded = |rows: &[Cells]| -> Vec<String> {
             // Debug output shows each value's type and, for floats, its shortest exact digits.
             rows.iter().flatten().map(|(k, v)| format!("{k:?} {:?}", Slots::decode(v).unwrap())).collect()
         };
-        let plain = rows(&store);
+        let plain = auto_rows(&store);
         let m = store.engine.maintenance().unwrap();
-        for family in families {
+        for family in AUTO_FAMILIES {
             m.flush_table(family).unwrap();
             m.compact_table(family, true).unwrap();
         }
-        let stored = rows(&store);
+        let stored = auto_rows(&store);
         assert_eq!(decoded(&stored), decoded(&plain));
         // The one-minute rows (a, b and c): sums of the gauge stay doubles (their rounding is no decimal's) and
         // the counter's stay four-byte integers (they grow by ~36,000 a minute: as deltas no smaller); mins and
@@ -1318,7 +1298,7 @@ mod tests {
                         Value::Int(c) => c,
                         other => panic!("count {other:?}"),
                     };
-                    (v[0][i].0, as_f64(v[0][i].1), count, as_f64(v[2][i].1), as_f64(v[3][i].1))
+                    (v[0][i].0, v[0][i].1.as_f64(), count, v[2][i].1.as_f64(), v[3][i].1.as_f64())
                 })
                 .collect();
             let want: Vec<(i64, f64, i64, f64, f64)> =
@@ -1416,7 +1396,7 @@ mod tests {
         }
         let mut out: BTreeMap<i64, (i64, f64, f64, f64)> = BTreeMap::new();
         for (ts, v) in last {
-            let d = as_f64(v);
+            let d = v.as_f64();
             let b = out.entry(ts - ts.rem_euclid(interval_secs * 1000)).or_insert((0, 0.0, f64::MAX, f64::MIN));
             b.0 += 1;
             b.1 += d;
@@ -1514,10 +1494,10 @@ mod tests {
                     for (n, (start, (count, sum, min, max))) in model.iter().enumerate() {
                         let at = format!("{interval} bucket {n}: {got:?}");
                         prop_assert_eq!(got[0][n].0, *start, "{}", at);
-                        prop_assert_eq!(as_f64(got[0][n].1), *sum, "{}", at);
+                        prop_assert_eq!(got[0][n].1.as_f64(), *sum, "{}", at);
                         prop_assert_eq!(got[1][n].1, Value::Int(*count), "{}", at);
-                        prop_assert_eq!(as_f64(got[2][n].1), *min, "{}", at);
-                        prop_assert_eq!(as_f64(got[3][n].1), *max, "{}", at);
+                        prop_assert_eq!(got[2][n].1.as_f64(), *min, "{}", at);
+                        prop_assert_eq!(got[3][n].1.as_f64(), *max, "{}", at);
                     }
                 }
                 Ok(())

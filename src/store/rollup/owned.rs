@@ -182,8 +182,7 @@ impl Store {
     /// owning are listed before their first fragment is readable, so a grid read never takes them for folded.
     pub(super) fn plan_owned(&self, rows: &[Flushed<'_>]) -> Vec<RowPlan> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
-        let now_s =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let now_s = crate::store::tables::unix_now();
         let cut_ms = self.retention.cut_ms(CF_DATA);
         let history = |hour: u32| {
             let hour_ms = i64::from(hour) * 1000;
@@ -206,9 +205,7 @@ impl Store {
                 plan.push(RowPlan::GivenBack);
                 continue;
             }
-            tsuid.clear();
-            tsuid.extend_from_slice(&key[sw..sw + mw]);
-            tsuid.extend_from_slice(&key[sw + mw + 4..]);
+            codec::tsuid_from_row_key_into(key, sw, mw, &mut tsuid);
             let mut row_plan = RowPlan::Noted;
             match owned.open.get_mut(tsuid.as_slice()) {
                 Some(open) if open.key == key => {
