@@ -181,7 +181,7 @@ enum Folded {
 }
 
 /// Nothing to read raw.
-static NONE_UNFOLDED: std::sync::LazyLock<Unfolded> = std::sync::LazyLock::new(Unfolded::default);
+static NONE_UNFOLDED: Unfolded = Unfolded { rows: Vec::new(), unflushed: std::collections::BTreeMap::new() };
 
 impl Folded {
     /// Folds the metric's raw rows written so far, unless done. False when the rollups cannot be complete (see
