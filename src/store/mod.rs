@@ -315,8 +315,9 @@ pub struct Store {
     /// scan` beside a daemon sees every acknowledged point; for the daemon, empty while it settles, and the series
     /// table's points while a flush cannot be written (a full disk), so reads are still served, whole.
     overlay: std::sync::RwLock<Arc<Overlay>>,
-    /// The series table's points when the overlay was copied from it (see `Store::snapshot_overlay`).
-    overlay_points: std::sync::atomic::AtomicU64,
+    /// The points that had arrived in the series table when the overlay was copied (see
+    /// `Store::snapshot_overlay`).
+    overlay_arrived: std::sync::atomic::AtomicU64,
     /// The free-space guard and the storage-failure accounting (see [`health`]).
     health: health::Health,
     /// When a flush last failed: readers then retry it at most once a second (see [`Store::settle`]).
@@ -458,7 +459,7 @@ impl Store {
             node_local,
             read_only,
             overlay: Default::default(),
-            overlay_points: Default::default(),
+            overlay_arrived: Default::default(),
             health,
             flush_failed_at: Default::default(),
             #[cfg(test)]
@@ -789,6 +790,85 @@ mod tests {
         assert_eq!(store.pending.points(), 1);
         assert_eq!(rows(&store, "m").len(), 1);
         assert_eq!(store.pending.points(), 0, "the read settled the table");
+    }
+
+    /// The points of `metric`'s rows as a reader sees them: (timestamp s, value), in row order.
+    fn points_read(store: &Store, metric: &str) -> Vec<(i64, Value)> {
+        let uid = store.uids().get(UidKind::Metric, metric).unwrap().unwrap();
+        let (sw, mw) = (store.layout.salt.width, store.layout.uid_widths[0]);
+        let mut out = Vec::new();
+        store
+            .for_each_row(uid.as_bytes(), 0, u32::MAX, |row| {
+                let points = codec::row_points(codec::row_base_time(row.key, sw, mw), &row.cells()?).unwrap();
+                out.extend(points.into_iter().map(|p| (p.timestamp_ms / 1000, p.value)));
+                Ok(true)
+            })
+            .unwrap();
+        out
+    }
+
+    // Found by rtsd_on_hbase_faults (CI, 11-30): a read within a second of a failed flush copies the series table
+    // again only when points arrived since its last copy. That was judged by the table's point count, which goes
+    // down as well as up: a failed flush copied 100 points, a writer's own flush (a `sync` put on HBase) wrote
+    // them, 100 new points arrived, the count was 100 again, and a read missed the new ones (acknowledged, neither
+    // in their rows nor in the copy). Points that arrived are counted by a number that only grows.
+    #[test]
+    fn a_read_after_a_failed_flush_sees_points_that_arrived_after_another_flush_emptied_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let batch = |t0: i64| -> Vec<DataPoint<'static>> {
+            (0..100).map(|i| point("m", t0 + i, Value::Int(t0 + i), &[("host", "a")])).collect()
+        };
+        let expected = |upto: i64| -> Vec<(i64, Value)> { (1356998400..upto).map(|t| (t, Value::Int(t))).collect() };
+        write(&store, &batch(1356998400));
+        store.fail_flushes.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(points_read(&store, "m"), expected(1356998500), "read through the overlay while flushes fail");
+        store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
+        // A writer's own flush (not the settle's retry, which waits a second) empties the table.
+        assert_eq!(store.flush_pending().unwrap(), 100);
+        write(&store, &batch(1356998500));
+        assert_eq!(store.pending.points(), 100);
+        assert_eq!(points_read(&store, "m"), expected(1356998600), "the second 100 points");
+    }
+
+    // The copy a read takes within a second of a failed flush holds the points of a flush under way too: a `sync`
+    // writer's own flush on a shared engine takes the table beside such a read, and until its slices are written
+    // their points are in neither the table nor their rows.
+    #[test]
+    fn a_read_after_a_failed_flush_sees_the_points_of_a_flush_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let batch = |t0: i64| -> Vec<DataPoint<'static>> {
+            (0..100).map(|i| point("m", t0 + i, Value::Int(t0 + i), &[("host", "a")])).collect()
+        };
+        let expected = |upto: i64| -> Vec<(i64, Value)> { (1356998400..upto).map(|t| (t, Value::Int(t))).collect() };
+        write(&store, &batch(1356998400));
+        store.fail_flushes.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(points_read(&store, "m"), expected(1356998500));
+        store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
+        write(&store, &batch(1356998500));
+        // A writer's flush stops before writing its first slice until the read is done.
+        let at_slice = Arc::new(std::sync::Barrier::new(2));
+        let go_on = Arc::new(std::sync::Barrier::new(2));
+        *store.flush_step.lock().unwrap() = Some(Box::new({
+            let (at_slice, go_on) = (at_slice.clone(), go_on.clone());
+            move |_: &Store, slice: usize, written: bool| {
+                if (slice, written) == (0, false) {
+                    at_slice.wait();
+                    go_on.wait();
+                }
+            }
+        }));
+        std::thread::scope(|s| {
+            let flusher = s.spawn(|| store.flush_pending().unwrap());
+            at_slice.wait();
+            assert_eq!(store.pending.points(), 200, "taken, not written");
+            let read = points_read(&store, "m");
+            go_on.wait();
+            assert_eq!(flusher.join().unwrap(), 200);
+            *store.flush_step.lock().unwrap() = None;
+            assert_eq!(read, expected(1356998600), "read while the flush held the points");
+        });
     }
 
     // A flush writes the table in slices of FLUSH_SLICE_ROWS rows: rows of every slice arrive whole, the

@@ -285,7 +285,7 @@ impl Store {
         let mut failed_at = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner());
         if failed_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
             // Points acknowledged since the last snapshot reach readers now, not with the next retry.
-            if for_reader && self.pending.points() != self.overlay_points.load(std::sync::atomic::Ordering::Acquire) {
+            if for_reader && self.pending.arrived() != self.overlay_arrived.load(std::sync::atomic::Ordering::Acquire) {
                 self.snapshot_overlay();
             }
             return;
@@ -304,11 +304,13 @@ impl Store {
         }
     }
 
-    /// Copies the series table's points into the overlay readers merge in (see [`Store::settle`]), noting how many
-    /// it held (counted first: a point added meanwhile makes the next read copy again, never go unseen).
+    /// Copies the points not in their rows yet into the overlay readers merge in (see [`Store::settle`]): the
+    /// series table's and those of a flush under way (a `sync` writer's on a shared engine runs beside a reader
+    /// that finds the last flush failed). Notes how many points had arrived before copying: one added meanwhile
+    /// makes the next read copy again, never goes unseen.
     fn snapshot_overlay(&self) {
-        self.overlay_points.store(self.pending.points(), std::sync::atomic::Ordering::Release);
-        let overlay = Overlay::new(self.pending.snapshot(), &self.layout);
+        self.overlay_arrived.store(self.pending.arrived(), std::sync::atomic::Ordering::Release);
+        let overlay = Overlay::new(self.pending.unflushed(|_| true), &self.layout);
         *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
     }
 
