@@ -773,8 +773,16 @@ mod tests {
         more(&store, 0);
         let held = store.pending_points();
         assert_eq!(held, 5);
-        // Queries the index is not asked for (it settles: a new series must be listed).
-        const QUERIES: [&str; 3] = ["sum:1m-avg:m", "sum:1h-avg:m", "max:10m-min:m"];
+        // Grid reads, and queries whose series come from the index (literal tag filters: d is new to it), with
+        // rollups and raw (no downsampling: the series' rows are read by key).
+        const QUERIES: [&str; 6] = [
+            "sum:1m-avg:m",
+            "sum:1h-avg:m",
+            "max:10m-min:m",
+            "sum:1m-avg:m{host=a}",
+            "max:10m-max:m{host=b|d}",
+            "sum:m{host=d}",
+        ];
         let answers =
             |store: &crate::store::Store| -> Vec<Answer> { QUERIES.iter().map(|m| run(store, m, "")).collect() };
         let from_the_table = answers(&store);

@@ -80,22 +80,6 @@ const COLUMN_FAMILIES: [&str; 10] = [
 #[derive(Default)]
 struct Overlay {
     rows: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
-    /// The series of `rows` (TSUID) with the newest hour each has there: what the series index lacks until the
-    /// points are flushed (see `Store::held_series`).
-    series: std::collections::BTreeMap<Vec<u8>, u32>,
-}
-
-impl Overlay {
-    fn new(rows: std::collections::BTreeMap<Vec<u8>, Vec<u8>>, layout: &Layout) -> Overlay {
-        let mut series = std::collections::BTreeMap::new();
-        let (sw, mw) = (layout.salt.width, layout.uid_widths[0]);
-        for key in rows.keys() {
-            let hour = codec::row_base_time(key, sw, mw);
-            let newest = series.entry(layout.tsuid_of_row(key).as_bytes().to_vec()).or_insert(hour);
-            *newest = (*newest).max(hour);
-        }
-        Overlay { rows, series }
-    }
 }
 
 impl std::ops::Deref for Overlay {
@@ -869,6 +853,44 @@ mod tests {
             *store.flush_step.lock().unwrap() = None;
             assert_eq!(read, expected(1356998600), "read while the flush held the points");
         });
+    }
+
+    // Issue 22 item 5: readers of the series index and of a few series' rows (queries with literal tag filters,
+    // `last`) take the points not flushed yet from the series table instead of waiting for its flush.
+    #[test]
+    fn index_and_series_reads_see_unflushed_points_without_flushing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &[]);
+        let (h1, h2): (u32, u32) = (1356998400, 1356998400 + 7200);
+        let (t1, t2) = (h1 as i64, h2 as i64);
+        write(&store, &[point("m", t1 + 5, Value::Int(1), &[("host", "a")])]);
+        store.flush_pending().unwrap();
+        write(
+            &store,
+            &[point("m", t2 + 7, Value::Int(2), &[("host", "a")]), point("m", t2 + 9, Value::Int(3), &[("host", "b")])],
+        );
+        let uid = |kind, name: &str| store.uids().get(kind, name).unwrap().unwrap().as_bytes().to_vec();
+        let (m, host) = (uid(UidKind::Metric, "m"), uid(UidKind::TagKey, "host"));
+        let tsuid = |v: &str| [m.clone(), host.clone(), uid(UidKind::TagValue, v)].concat();
+        let (a, b) = (tsuid("a"), tsuid("b"));
+        assert_eq!(store.series_of_metric(&m).unwrap(), vec![(a.clone(), h2), (b.clone(), h2)]);
+        assert_eq!(
+            store.series_with_tag(&m, &host, &uid(UidKind::TagValue, "b")).unwrap(),
+            vec![Tsuid::from(b.clone())]
+        );
+        assert_eq!(store.last_hour(&a).unwrap(), Some(h2));
+        let read = store
+            .read_series(
+                &[a.clone().into(), b.clone().into()],
+                t1 * 1000,
+                (t2 + 3600) * 1000,
+                &mut ReadBudget::default(),
+            )
+            .unwrap();
+        let points: Vec<Vec<(i64, Value)>> =
+            read.iter().map(|s| s.points.iter().map(|p| (p.timestamp_ms / 1000, p.value)).collect()).collect();
+        assert_eq!(points, vec![vec![(t1 + 5, Value::Int(1)), (t2 + 7, Value::Int(2))], vec![(t2 + 9, Value::Int(3))]]);
+        assert_eq!(store.pending.points(), 2, "no read flushed");
     }
 
     // A flush writes the table in slices of FLUSH_SLICE_ROWS rows: rows of every slice arrive whole, the

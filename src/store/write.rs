@@ -75,7 +75,7 @@ impl Store {
         }
         let (_, rows, _) = self.pending.take()?;
         let rows = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
-        let overlay = Overlay::new(rows, &self.layout);
+        let overlay = Overlay { rows };
         *self.overlay.get_mut().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
         Ok(())
     }
@@ -245,14 +245,14 @@ impl Store {
         self.pending.shared().map(|log| log.options())
     }
 
-    /// Makes every acknowledged point readable in RocksDB: what each read of data rows or of the series index
-    /// does first (see [`pending`]). Costs one atomic load when nothing is pending.
+    /// Makes every acknowledged point readable in RocksDB: what scans of data rows do first (see [`pending`]).
+    /// Costs one atomic load when nothing is pending. (Reads of the series index and of a few series' rows take
+    /// the table's points instead, without waiting: `Store::unflushed_series`, `Store::unflushed_of`.)
     ///
     /// When the flush fails (a full disk, no file descriptors), the points stay where they are (the series log
     /// and the table) and readers see them through [`Store::overlay`], so reads are served while writes cannot
     /// be; the flush is retried at most once a second meanwhile (between tries, a read copies the table again when
-    /// points arrived). Index readers take the series of those points from the overlay too (see
-    /// `Store::held_series`).
+    /// points arrived).
     pub fn settle(&self) -> Result<(), StoreError> {
         #[cfg(test)]
         assert!(!test_hooks::Flushing::on_this_thread(), "a read on the flush's own thread waits for that flush");
@@ -310,7 +310,7 @@ impl Store {
     /// makes the next read copy again, never goes unseen.
     fn snapshot_overlay(&self) {
         self.overlay_arrived.store(self.pending.arrived(), std::sync::atomic::Ordering::Release);
-        let overlay = Overlay::new(self.pending.unflushed(|_| true), &self.layout);
+        let overlay = Overlay { rows: self.pending.unflushed(|_| true) };
         *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
     }
 
