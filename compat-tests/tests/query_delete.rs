@@ -126,6 +126,26 @@ fn delete_answers_the_query_and_removes_the_rows_it_read() {
     assert_eq!(get(&d, "DELETE", &format!("/api/query?start={T}&m=sum:sys.cpu.user")), (200, "[]".to_string()));
 }
 
+// spec: query §1.7. A delete right after the puts, before anything flushed the daemon's series table: reads of
+// a few series' rows take the table's points without flushing it, and the delete still removes them (it flushes
+// the table before deleting, so no acknowledged point is written into a deleted row afterwards).
+#[test]
+fn a_delete_right_after_the_puts_removes_points_not_flushed_yet() {
+    let d = Daemon::start_with(ALLOW);
+    data(&d);
+    let (status, body) = get(
+        &d,
+        "DELETE",
+        &format!("/api/query?start={}&end={}&m=sum:sys.cpu.user%7Bhost=web01%7D", T - 3600, T + 7199),
+    );
+    assert_eq!(
+        (status, body),
+        (200, format!("[{}]", host("web01", &[(-3600, 30), (0, 40), (10, 50), (30, 70), (3600, 80)])))
+    );
+    assert_eq!(everything(&d), format!("[{}]", host("web02", &[(10, 37), (20, 48)])));
+    assert_eq!(last(&d, "web01"), "[]");
+}
+
 // spec: query §1.7, §6.13: rollups of deleted rows are recomputed, so a rollup answer still equals the raw one.
 #[test]
 fn rollup_answers_agree_with_raw_after_a_delete() {

@@ -119,6 +119,9 @@ impl Store {
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(0);
         }
+        // Every acknowledged point into its row first: the query's read took the series table's points without
+        // flushing them (`Store::read_series`), and a flush after the delete would write them into deleted rows.
+        self.flush_pending()?;
         let last = codec::MAX_SECONDS * 1000 + 999;
         let start_hour = i64::from(codec::base_time(start_ms.clamp(0, last)));
         let end_hour = i64::from(codec::base_time((end_ms - 1).clamp(0, last)));
