@@ -171,7 +171,7 @@ impl Store {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let tags_at = sw + mw + codec::TIMESTAMP_BYTES;
         let mut held = None;
-        let mut of_series = |key: &[u8]| {
+        let of_series = |key: &[u8]| {
             if tsuid.len() >= mw
                 && key.len() >= tags_at
                 && key[sw..sw + mw] == tsuid[..mw]
@@ -180,11 +180,7 @@ impl Store {
                 held = held.max(Some(codec::row_base_time(key, sw, mw)));
             }
         };
-        if self.read_only {
-            self.overlay().keys().for_each(|key| of_series(key));
-        } else {
-            self.pending.unflushed_keys(of_series);
-        }
+        self.for_each_unflushed_key(of_series);
         let indexed = series::last_hour(self.engine.as_ref(), tsuid)?;
         Ok(indexed.max(held))
     }
@@ -193,11 +189,11 @@ impl Store {
     /// TSUID order: the index gets their entries with their rows, so until then its readers take them from
     /// here, without waiting for the flush (a query right after a burst would wait for its last flush, 0.3-0.4 s
     /// on B). Taken before the index is read: a flush that writes rows meanwhile writes their entries too.
-    /// Free when nothing waits. A read-only open has the writer's points from its series log (the overlay).
+    /// Free when nothing waits.
     fn unflushed_series(&self, metric: Option<&[u8]>) -> Vec<(Vec<u8>, u32)> {
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let mut series: std::collections::BTreeMap<Vec<u8>, u32> = std::collections::BTreeMap::new();
-        let mut add = |key: &[u8]| {
+        let add = |key: &[u8]| {
             if key.len() < sw + mw + codec::TIMESTAMP_BYTES || metric.is_some_and(|m| key[sw..sw + mw] != *m) {
                 return;
             }
@@ -205,12 +201,19 @@ impl Store {
             let newest = series.entry(self.layout.tsuid_of_row(key).as_bytes().to_vec()).or_insert(hour);
             *newest = (*newest).max(hour);
         };
-        if self.read_only {
-            self.overlay().keys().for_each(|key| add(key));
-        } else {
-            self.pending.unflushed_keys(add);
-        }
+        self.for_each_unflushed_key(add);
         series.into_iter().collect()
+    }
+
+    /// Calls `f` with the key of every row holding points not in RocksDB yet (see
+    /// [`PendingTable::unflushed_keys`](super::pending::PendingTable::unflushed_keys)); on a read-only open, the
+    /// writer's from its series log (the overlay).
+    fn for_each_unflushed_key(&self, mut f: impl FnMut(&[u8])) {
+        if self.read_only {
+            self.overlay().keys().for_each(|key| f(key));
+        } else {
+            self.pending.unflushed_keys(f);
+        }
     }
 
     /// Calls `f` with every data row of `metric` whose base hour lies in `[start_hour, end_hour]` (seconds), in
