@@ -338,9 +338,6 @@ pub(super) struct PendingTable {
     /// Points in the table or being flushed: a flush subtracts its points only after its write, so a reader
     /// that sees zero knows every acknowledged point is in RocksDB.
     points: AtomicU64,
-    /// Points ever added to the table: only grows, so a copy of the table that noted it is stale exactly when it
-    /// moved (`points` goes down with flushes: an equal count can hold other points).
-    arrived: AtomicU64,
     /// The heap bytes of the rows counted in `points` (their keys, columns and table entries; approximate:
     /// allocator rounding and the tables' own arrays are left out), for `/api/stats/jvm`.
     bytes: AtomicU64,
@@ -360,7 +357,6 @@ impl PendingTable {
             log,
             gate: RwLock::new(()),
             points: AtomicU64::new(0),
-            arrived: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
             flushing: Mutex::new(VecDeque::new()),
@@ -369,12 +365,6 @@ impl PendingTable {
 
     pub(super) fn points(&self) -> u64 {
         self.points.load(Ordering::Acquire)
-    }
-
-    /// Points ever added (see `arrived`): read before copying the table, a later value means points the copy
-    /// may lack.
-    pub(super) fn arrived(&self) -> u64 {
-        self.arrived.load(Ordering::Acquire)
     }
 
     /// Whether commits go through the table (a log is kept): false for a shared engine without its log table.
@@ -461,7 +451,6 @@ impl PendingTable {
         }
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.points.fetch_add(points, Ordering::AcqRel);
-        self.arrived.fetch_add(points, Ordering::AcqRel);
     }
 
     /// Adds a log record found at open (already in the log: nothing is appended).

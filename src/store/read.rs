@@ -238,12 +238,23 @@ impl Store {
         end_hour: u32,
         mut f: impl FnMut(RowRef<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        // Only raw points wait in the series table. A rollup table's reader that needs the rollups of every raw
-        // point written folds first (which settles) or reads the rows not folded yet raw ([`Store::unfolded_rows`]).
-        if family == CF_DATA {
-            self.settle()?;
-        }
-        let overlay = self.overlay();
+        // The raw points acknowledged but not in their rows yet (the series table's and a flush's under way),
+        // joined in key order with the stored rows, so a scan does not wait for the flush. Taken before the
+        // cursor: a slice written meanwhile is read twice (the same cells), never missed. Only raw points wait in
+        // the series table; a rollup table's reader that needs the rollups of every raw point written folds first
+        // or reads the rows not folded yet raw ([`Store::unfolded_rows`]).
+        static NONE: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
+        let (overlay, taken);
+        let unflushed_rows: &std::collections::BTreeMap<Vec<u8>, Vec<u8>> = if family != CF_DATA {
+            &NONE
+        } else if self.read_only {
+            overlay = self.overlay();
+            &overlay
+        } else {
+            let at = self.layout.metric_at();
+            taken = self.pending.unflushed(|key| key.get(at.clone()) == Some(metric));
+            &taken
+        };
         let Some(mut cursor) = self.engine.cursor(family, ReadHints::default()) else { return Ok(()) };
         // Rows wholly past the family's retention are never read, even before a compaction removed them.
         let start_hour = start_hour.max(self.retention.first_kept_base(family));
@@ -267,13 +278,7 @@ impl Store {
                         key[prefix_len + 3],
                     ]) <= end_hour
             };
-            // Unflushed points (see `overlay`), joined in key order with the stored rows.
-            let mut unflushed = match family {
-                CF_DATA => overlay.range(start.clone()..),
-                _ => std::collections::btree_map::Range::default(),
-            }
-            .take_while(|(k, _)| in_range(k))
-            .peekable();
+            let mut unflushed = unflushed_rows.range(start.clone()..).take_while(|(k, _)| in_range(k)).peekable();
             let mut emit = |key: &[u8], stored: Option<&[u8]>, extra: Option<&Vec<u8>>| {
                 let Some(value) = self.with_unflushed(stored, extra) else { return Ok(true) };
                 match self.decode_row(key, &value) {

@@ -245,22 +245,21 @@ impl Store {
         self.pending.shared().map(|log| log.options())
     }
 
-    /// Makes every acknowledged point readable in RocksDB: what scans of data rows do first (see [`pending`]).
-    /// Costs one atomic load when nothing is pending. (Reads of the series index and of a few series' rows take
-    /// the table's points instead, without waiting: `Store::unflushed_series`, `Store::unflushed_of`.)
+    /// Writes every acknowledged point into its row (see [`pending`]): what readers that go to the engine
+    /// directly do first (meta, annotations, the fold, maintenance). Costs one atomic load when nothing is
+    /// pending. Reads of data rows and of the series index need not: they take the points not written yet from
+    /// the series table and a flush under way (`Store::for_each_row_in`, `Store::read_series`,
+    /// `Store::unflushed_series`), so no query waits for a flush.
     ///
     /// When the flush fails (a full disk, no file descriptors), the points stay where they are (the series log
-    /// and the table) and readers see them through [`Store::overlay`], so reads are served while writes cannot
-    /// be; the flush is retried at most once a second meanwhile (between tries, a read copies the table again when
-    /// points arrived).
+    /// and the table), where those reads still find them, so reads are served while writes cannot be; the flush
+    /// is retried at most once a second meanwhile.
     pub fn settle(&self) -> Result<(), StoreError> {
         #[cfg(test)]
         assert!(!test_hooks::Flushing::on_this_thread(), "a read on the flush's own thread waits for that flush");
         if !self.read_only {
             let started = Instant::now();
-            self.flush_or_overlay(true);
-            // What a read waited for, when it waited: the table's flush, or one under way (issue 22: the first
-            // query right after a burst).
+            self.flush_unless_failing();
             let waited = started.elapsed();
             if waited > std::time::Duration::from_millis(1) {
                 tracing::debug!(ms = waited.as_secs_f64() * 1e3, "a read waited for the series table's flush");
@@ -269,61 +268,38 @@ impl Store {
         Ok(())
     }
 
-    /// The daemon's periodic flush of the series table: [`Store::settle`] without a reader waiting, so between
-    /// retries of a failing flush nothing is copied for readers.
+    /// The daemon's periodic flush of the series table (see [`Store::settle`]).
     pub fn flush_in_background(&self) {
         if !self.read_only {
-            self.flush_or_overlay(false);
+            self.flush_unless_failing();
         }
     }
 
-    /// Flushes the series table, unless a flush failed less than a second ago; when it fails, readers get its
-    /// points through the overlay (see [`Store::settle`]). Between tries, `for_reader` copies the table again
-    /// when points arrived since the last copy (only a reader needs them: the daemon's and the writers' own
-    /// flushes would copy a full table for nothing).
-    pub(super) fn flush_or_overlay(&self, for_reader: bool) {
+    /// Flushes the series table, unless a flush failed less than a second ago (a full disk is not hammered).
+    pub(super) fn flush_unless_failing(&self) {
         let mut failed_at = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner());
         if failed_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
-            // Points acknowledged since the last snapshot reach readers now, not with the next retry.
-            if for_reader && self.pending.arrived() != self.overlay_arrived.load(std::sync::atomic::Ordering::Acquire) {
-                self.snapshot_overlay();
-            }
             return;
         }
         match self.flush_pending() {
-            Ok(_) => {
-                if failed_at.take().is_some() {
-                    *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::default();
-                }
-            }
+            Ok(_) => *failed_at = None,
             Err(e) => {
                 self.health.failed("flush", &e);
-                self.snapshot_overlay();
                 *failed_at = Some(Instant::now());
             }
         }
     }
 
-    /// Copies the points not in their rows yet into the overlay readers merge in (see [`Store::settle`]): the
-    /// series table's and those of a flush under way (a `sync` writer's on a shared engine runs beside a reader
-    /// that finds the last flush failed). Notes how many points had arrived before copying: one added meanwhile
-    /// makes the next read copy again, never goes unseen.
-    fn snapshot_overlay(&self) {
-        self.overlay_arrived.store(self.pending.arrived(), std::sync::atomic::Ordering::Release);
-        let overlay = Overlay { rows: self.pending.unflushed(|_| true) };
-        *self.overlay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
-    }
-
     /// Whether acknowledged points wait in the series table because its flush is failing (a full disk): raw reads
-    /// merge them in (see [`Store::overlay`]), but the automatic rollups cannot have them, so a rollup read that
-    /// folds goes to the raw rows meanwhile (a grid read takes them from the table itself, see
-    /// [`Store::unfolded_rows`]). Settles first.
+    /// merge them in, but the automatic rollups cannot have them, so a rollup read that folds goes to the raw
+    /// rows meanwhile (a grid read takes them from the table itself, see [`Store::unfolded_rows`]). Settles first.
     pub fn holds_unflushed(&self) -> Result<bool, StoreError> {
         self.settle()?;
-        Ok(!self.overlay().is_empty())
+        let failing = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        Ok(failing && self.pending.points() > 0)
     }
 
-    /// The unflushed points readers merge in (see [`Store::overlay`]).
+    /// A read-only open's view of the writer's series log (see [`Store::overlay`]).
     pub(super) fn overlay(&self) -> Arc<Overlay> {
         self.overlay.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -481,7 +457,7 @@ impl Store {
             // Writers outrun the background flush: the writer that finds the table full flushes it (back-pressure
             // that bounds the table's memory). The batch is acknowledged whatever the flush does: its points are
             // in the series log.
-            self.flush_or_overlay(false);
+            self.flush_unless_failing();
         }
         if self.sealing_backlog() > rollup::SEALING_BOUND {
             // Likewise for the rollups of rows the flushes folded themselves: a burst of history queues them
