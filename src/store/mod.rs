@@ -298,7 +298,7 @@ pub struct Store {
     /// or left by a crash), row key -> columns, which its readers of data rows merge in, so `rtsd scan` beside a
     /// daemon sees every acknowledged point. Empty for the writer, whose readers take such points from its
     /// series table.
-    overlay: std::sync::RwLock<Arc<Overlay>>,
+    overlay: Arc<Overlay>,
     /// The free-space guard and the storage-failure accounting (see [`health`]).
     health: health::Health,
     /// When a flush last failed, until one succeeds: retried at most once a second (see [`Store::settle`]).
@@ -813,7 +813,7 @@ mod tests {
         let expected = |upto: i64| -> Vec<(i64, Value)> { (1356998400..upto).map(|t| (t, Value::Int(t))).collect() };
         write(&store, &batch(1356998400));
         store.fail_flushes.store(true, std::sync::atomic::Ordering::Release);
-        assert_eq!(points_read(&store, "m"), expected(1356998500), "read through the overlay while flushes fail");
+        assert_eq!(points_read(&store, "m"), expected(1356998500), "read while flushes fail");
         store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
         // A writer's own flush (not the settle's retry, which waits a second) empties the table.
         assert_eq!(store.flush_pending().unwrap(), 100);

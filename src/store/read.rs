@@ -1,7 +1,7 @@
 //! Reads of data rows: scans of a metric's rows, targeted reads of series, the series index, raw tables. Points
-//! acknowledged but not in their rows yet (the series table's, see [`super::pending`]) are in every answer: scans
-//! settle the table first, or merge its points in when a flush cannot be written (see `overlay`); reads of a few
-//! series' rows and of the series index merge them in without waiting for the flush.
+//! acknowledged but not in their rows yet (the series table's and a flush's under way, see [`super::pending`];
+//! on a read-only open, the writer's series log, see `overlay`) are in every answer, merged into the rows read,
+//! so no read waits for a flush, and reads are served while a flush cannot be written (a full disk).
 use super::*;
 
 /// The points of one series read by [`Store::scan_series`].
@@ -329,8 +329,8 @@ impl Store {
         self.pending.unflushed_of(keys)
     }
 
-    /// A row as readers see it: the stored value, with the unflushed points of the row (from [`Store::overlay`],
-    /// or a read-only open's series log) merged in when there are any; `None` when neither exists.
+    /// A row as readers see it: the stored value, with the row's points not stored yet merged in when there are
+    /// any; `None` when neither exists.
     pub(super) fn with_unflushed<'v>(
         &self,
         stored: Option<&'v [u8]>,

@@ -76,7 +76,7 @@ impl Store {
         let (_, rows, _) = self.pending.take()?;
         let rows = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
         let overlay = Overlay { rows };
-        *self.overlay.get_mut().unwrap_or_else(|e| e.into_inner()) = Arc::new(overlay);
+        self.overlay = Arc::new(overlay);
         Ok(())
     }
 
@@ -301,7 +301,7 @@ impl Store {
 
     /// A read-only open's view of the writer's series log (see [`Store::overlay`]).
     pub(super) fn overlay(&self) -> Arc<Overlay> {
-        self.overlay.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.overlay.clone()
     }
 
     pub fn new_batch(&self) -> PointBatch {
