@@ -773,15 +773,18 @@ mod tests {
         more(&store, 0);
         let held = store.pending_points();
         assert_eq!(held, 5);
-        // Grid reads, and queries whose series come from the index (literal tag filters: d is new to it), with
-        // rollups and raw (no downsampling: the series' rows are read by key).
-        const QUERIES: [&str; 6] = [
+        // Grid reads, queries whose series come from the index (literal tag filters: d is new to it), with
+        // rollups and raw (no downsampling: the series' rows are read by key), and scans of the metric's rows (no
+        // downsampling, no literal filter).
+        const QUERIES: [&str; 8] = [
             "sum:1m-avg:m",
             "sum:1h-avg:m",
             "max:10m-min:m",
             "sum:1m-avg:m{host=a}",
             "max:10m-max:m{host=b|d}",
             "sum:m{host=d}",
+            "sum:m",
+            "max:m{host=*}",
         ];
         let answers =
             |store: &crate::store::Store| -> Vec<Answer> { QUERIES.iter().map(|m| run(store, m, "")).collect() };

@@ -372,7 +372,6 @@ impl Store {
         budget: &mut ReadBudget,
         mut keep: impl FnMut(&[(&[u8], &[u8])]) -> Result<bool, StoreError>,
     ) -> Result<Vec<StoredSeries>, StoreError> {
-        self.settle()?;
         let start_ms = start_ms.max(self.retention.cut_ms(family));
         if end_ms <= start_ms {
             return Ok(Vec::new());

@@ -687,6 +687,8 @@ mod tests {
             let now = crate::timefmt::now_ms() / 1000;
             write(&store, "a", &[(now - 5 * HOUR, 1), (now - 600, 2)]);
             assert_eq!(read(&store), vec![(1, now - 600, 2)]);
+            store.flush_pending().unwrap();
+            assert_eq!(read(&store), vec![(1, now - 600, 2)], "once stored");
             assert_eq!(stored_hours(&store), vec![hour_of(now - 5 * HOUR), hour_of(now - 600)]);
             assert_eq!(store.compact_expired().unwrap(), 1);
             assert_eq!(stored_hours(&store), vec![hour_of(now - 600)]);
