@@ -229,9 +229,9 @@ const FOLD_CHUNK_ROWS: usize = 512;
 /// [`FLUSH_POINTS`] points or its oldest points waited [`FLUSH_INTERVAL_MS`]. A flush costs a merge operand, a
 /// rollup mark and an index probe per row it writes, whatever that row's point count: flushing by points and not
 /// by the clock keeps that cost per point the same at any ingest rate (at 2 s, a slow machine paid it for every
-/// few points). Scans settle the table first (flushing what it holds, or waiting for a flush under way), so the
-/// threshold bounds what they wait for during a burst; grid reads and reads of the series index or of a few
-/// series' rows take its points without waiting. Shutdown flushes what is left (`Store::flush`).
+/// few points). Queries take the table's points without waiting for it; readers that go to the engine directly
+/// (meta, annotations, folds) and deletes flush it first (`Store::settle`), so the threshold bounds what they wait
+/// for during a burst. Shutdown flushes what is left (`Store::flush`).
 async fn flush_series_table(tsd: Arc<Tsd>) {
     let poll = std::time::Duration::from_millis(FLUSH_POLL_MS);
     // On a shared engine other nodes read the points only once they are flushed: its own, shorter interval.
