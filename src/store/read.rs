@@ -1,7 +1,8 @@
 //! Reads of data rows: scans of a metric's rows, targeted reads of series, the series index, raw tables. Points
 //! acknowledged but not in their rows yet (the series table's and a flush's under way, see [`super::pending`];
 //! on a read-only open, the writer's series log, see `overlay`) are in every answer, merged into the rows read,
-//! so no read waits for a flush, and reads are served while a flush cannot be written (a full disk).
+//! so no read waits for a flush on the embedded engine, and reads are served while a flush cannot be written (a
+//! full disk). On HBase a read through a node writes the points it holds first (see `publish_if_shared`).
 use super::*;
 
 /// The points of one series read by [`Store::scan_series`].
@@ -118,6 +119,7 @@ impl Store {
         metric: Option<&[u8]>,
         mut f: impl FnMut(&[u8], u32) -> bool,
     ) -> Result<(), StoreError> {
+        self.publish_if_shared()?;
         // The series of points not in their rows yet, merged in TSUID order (see `unflushed_series`).
         let mut held = self.unflushed_series(metric).into_iter().peekable();
         let cut = self.retention.index_cut_ms();
@@ -154,6 +156,7 @@ impl Store {
 
     /// The series of a metric that carry one tag pair (from the postings).
     pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Tsuid>, StoreError> {
+        self.publish_if_shared()?;
         let held = self.unflushed_series(Some(metric));
         let mut out = series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)?;
         if !held.is_empty() {
@@ -167,6 +170,7 @@ impl Store {
 
     /// The newest hour with data of a series, if indexed or among the points not in their rows yet.
     pub fn last_hour(&self, tsuid: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.publish_if_shared()?;
         // Compared in place, key by key: `last` queries ask this for each of a metric's series.
         let (sw, mw) = (self.layout.salt.width, self.layout.uid_widths[0]);
         let tags_at = sw + mw + codec::TIMESTAMP_BYTES;
@@ -203,6 +207,17 @@ impl Store {
         };
         self.for_each_unflushed_key(add);
         series.into_iter().collect()
+    }
+
+    /// On a shared engine (HBase), writes the points this node holds into their rows before a read through it:
+    /// once a read through the node that took them has returned them, every node (and OpenTSDB) reads them too
+    /// (README: rtsd on HBase). Without a read they wait for `rtsd.storage.hbase.flush_ms`. The embedded engine
+    /// has no other reader (read-only tools read its series log), so its reads never wait.
+    fn publish_if_shared(&self) -> Result<(), StoreError> {
+        if !self.node_local {
+            self.settle()?;
+        }
+        Ok(())
     }
 
     /// Calls `f` with the key of every row holding points not in RocksDB yet (see
@@ -243,6 +258,9 @@ impl Store {
         // cursor: a slice written meanwhile is read twice (the same cells), never missed. Only raw points wait in
         // the series table; a rollup table's reader that needs the rollups of every raw point written folds first
         // or reads the rows not folded yet raw ([`Store::unfolded_rows`]).
+        if family == CF_DATA {
+            self.publish_if_shared()?;
+        }
         static NONE: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
         let (overlay, taken);
         let unflushed_rows: &std::collections::BTreeMap<Vec<u8>, Vec<u8>> = if family != CF_DATA {
@@ -414,6 +432,7 @@ impl Store {
         budget: &mut ReadBudget,
     ) -> Result<Vec<StoredSeries>, StoreError> {
         let start_ms = start_ms.max(self.retention.cut_ms(CF_DATA));
+        self.publish_if_shared()?;
         if end_ms <= start_ms || tsuids.is_empty() {
             return Ok(Vec::new());
         }
