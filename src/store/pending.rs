@@ -15,10 +15,13 @@
 //! open, so nothing acknowledged is lost; a record whose points were flushed already is merged again, which the
 //! row merge collapses (identical cells).
 //!
-//! Readers see the table's points because every read of data rows or of the series index first settles the
-//! table ([`super::Store::settle`]): acknowledged points are visible at once, and a daemon with nothing pending
-//! pays one atomic load per read. Read-only opens (`rtsd scan` beside a daemon) read the log's segments and
-//! merge their points into the rows they read.
+//! Readers of data rows and of the series index see the table's points without waiting for a flush: they take
+//! the points of the rows they read from the table and from the slices of a flush under way
+//! ([`PendingTable::unflushed`], [`PendingTable::unflushed_of`], [`PendingTable::unflushed_keys`]), which the
+//! flush lists until each slice is written, so every acknowledged point is in one or the other; a daemon with
+//! nothing pending pays one atomic load per read. Readers that go to the engine directly settle the table first
+//! ([`super::Store::settle`]), and on HBase reads do, to show other nodes what they return. Read-only opens
+//! (`rtsd scan` beside a daemon) read the log's segments and merge their points into the rows they read.
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::hash::BuildHasher;
