@@ -17,7 +17,7 @@
 //!
 //! Readers of data rows and of the series index see the table's points without waiting for a flush: they take
 //! the points of the rows they read from the table and from the slices of a flush under way
-//! ([`PendingTable::unflushed`], [`PendingTable::unflushed_of`], [`PendingTable::unflushed_keys`]), which the
+//! (`PendingTable::unflushed`, `unflushed_of`, `unflushed_keys`), which the
 //! flush lists until each slice is written, so every acknowledged point is in one or the other; a daemon with
 //! nothing pending pays one atomic load per read. Readers that go to the engine directly settle the table first
 //! ([`super::Store::settle`]), and on HBase reads do, to show other nodes what they return. Read-only opens
