@@ -146,12 +146,14 @@ fn targeted(
     let uids = store.uids();
     let mut candidates: Option<Vec<Tsuid>> = None;
     for (key, group) in plan.selection.literal_groups() {
-        let mut these = Vec::new();
+        let mut values = Vec::new();
         for v in group.iter().filter_map(|filter| filter.literal_values()).flatten() {
             if let Some(vu) = uids.get(rtsd_protocol::point::UidKind::TagValue, v)? {
-                these.extend(store.series_with_tag(&plan.metric_uid, key, vu.as_bytes())?);
+                values.push(vu);
             }
         }
+        let values: Vec<&[u8]> = values.iter().map(|vu| vu.as_bytes()).collect();
+        let these = store.series_with_tags(&plan.metric_uid, key, &values)?;
         candidates = Some(match candidates {
             None => these,
             Some(previous) => previous.into_iter().filter(|t| these.contains(t)).collect(),

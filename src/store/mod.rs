@@ -884,6 +884,9 @@ mod tests {
             store.series_with_tag(&m, &host, &uid(UidKind::TagValue, "b")).unwrap(),
             vec![Tsuid::from(b.clone())]
         );
+        let (va, vb) = (uid(UidKind::TagValue, "a"), uid(UidKind::TagValue, "b"));
+        let both = vec![Tsuid::from(a.clone()), Tsuid::from(b.clone())];
+        assert_eq!(store.series_with_tags(&m, &host, &[&vb, &va]).unwrap(), both, "a stored, b not yet");
         assert_eq!(store.last_hour(&a).unwrap(), Some(h2));
         let read = store
             .read_series(

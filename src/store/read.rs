@@ -156,15 +156,22 @@ impl Store {
 
     /// The series of a metric that carry one tag pair (from the postings).
     pub fn series_with_tag(&self, metric: &[u8], tagk: &[u8], tagv: &[u8]) -> Result<Vec<Tsuid>, StoreError> {
+        self.series_with_tags(metric, tagk, &[tagv])
+    }
+
+    /// The series of a metric that carry `tagk` with any of `tagvs` (from the postings), sorted: a `literal_or`
+    /// takes the unflushed rows' series once for all its values.
+    pub fn series_with_tags(&self, metric: &[u8], tagk: &[u8], tagvs: &[&[u8]]) -> Result<Vec<Tsuid>, StoreError> {
         self.publish_if_shared()?;
-        let held = self.unflushed_series(Some(metric));
-        let mut out = series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)?;
-        if !held.is_empty() {
-            let carries = |tsuid: &[u8]| self.layout.tsuid_pairs(tsuid).any(|(k, v)| k == tagk && v == tagv);
-            out.extend(held.into_iter().map(|(t, _)| t).filter(|t| carries(t)).map(Tsuid::from));
-            out.sort_unstable();
-            out.dedup();
+        let held = if tagvs.is_empty() { Vec::new() } else { self.unflushed_series(Some(metric)) };
+        let mut out = Vec::new();
+        for tagv in tagvs {
+            out.extend(series::series_with_tag(self.engine.as_ref(), metric, tagk, tagv)?);
         }
+        let carries = |tsuid: &[u8]| self.layout.tsuid_pairs(tsuid).any(|(k, v)| k == tagk && tagvs.contains(&v));
+        out.extend(held.into_iter().map(|(t, _)| t).filter(|t| carries(t)).map(Tsuid::from));
+        out.sort_unstable();
+        out.dedup();
         Ok(out)
     }
 
