@@ -76,19 +76,8 @@ const COLUMN_FAMILIES: [&str; 10] = [
     CF_CHUKWA_STREAMS,
 ];
 
-/// Unflushed points by row key: their columns (see [`Store::overlay`]); it reads as that map.
-#[derive(Default)]
-struct Overlay {
-    rows: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
-}
-
-impl std::ops::Deref for Overlay {
-    type Target = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.rows
-    }
-}
+/// Points not in their rows, by row key: their columns (see `Store::overlay`).
+type UnflushedRows = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// What a store is opened with: the data directory and the settings that shape it (the configuration makes them,
 /// `Config::store_options`: the store reads no configuration).
@@ -298,7 +287,7 @@ pub struct Store {
     /// or left by a crash), row key -> columns, which its readers of data rows merge in, so `rtsd scan` beside a
     /// daemon sees every acknowledged point. Empty for the writer, whose readers take such points from its
     /// series table.
-    overlay: Arc<Overlay>,
+    overlay: UnflushedRows,
     /// The free-space guard and the storage-failure accounting (see [`health`]).
     health: health::Health,
     /// When a flush last failed, until one succeeds: retried at most once a second (see [`Store::settle`]).
@@ -625,18 +614,45 @@ mod tests {
     /// (qualifier, value) pairs.
     type Columns = Vec<(Vec<u8>, Vec<u8>)>;
 
-    fn rows(store: &Store, metric: &str) -> Vec<(Vec<u8>, Columns)> {
+    /// Calls `f` with every row of `metric` as a reader sees it.
+    fn each_row(store: &Store, metric: &str, mut f: impl FnMut(RowRef<'_>)) {
         let uid = store.uids().get(UidKind::Metric, metric).unwrap().unwrap();
-        let mut out = Vec::new();
         store
             .for_each_row(uid.as_bytes(), 0, u32::MAX, |row| {
-                let cells = row.cells().unwrap();
-                let cols = codec::columns(&cells).map(|c| c.map(|c| (c.qualifier.to_vec(), c.value.to_vec())));
-                out.push((row.key.to_vec(), cols.collect::<Result<Vec<_>, _>>().unwrap()));
+                f(row);
                 Ok(true)
             })
             .unwrap();
+    }
+
+    fn rows(store: &Store, metric: &str) -> Vec<(Vec<u8>, Columns)> {
+        let mut out = Vec::new();
+        each_row(store, metric, |row| {
+            let cells = row.cells().unwrap();
+            let cols = codec::columns(&cells).map(|c| c.map(|c| (c.qualifier.to_vec(), c.value.to_vec())));
+            out.push((row.key.to_vec(), cols.collect::<Result<Vec<_>, _>>().unwrap()));
+        });
         out
+    }
+
+    /// The points of `metric`'s rows as a reader sees them: (timestamp s, value), in row order.
+    fn points_read(store: &Store, metric: &str) -> Vec<(i64, Value)> {
+        let mut out = Vec::new();
+        each_row(store, metric, |row| {
+            let points = codec::row_points(row.base_time, &row.cells().unwrap()).unwrap();
+            out.extend(points.into_iter().map(|p| (p.timestamp_ms / 1000, p.value)));
+        });
+        out
+    }
+
+    /// 100 points of series m{host=a}, one a second from `t0`, each valued its timestamp.
+    fn hundred_points(t0: i64) -> Vec<DataPoint<'static>> {
+        (0..100).map(|i| point("m", t0 + i, Value::Int(t0 + i), &[("host", "a")])).collect()
+    }
+
+    /// What `points_read` gives for m after [`hundred_points`] batches from 1356998400 up to `upto`.
+    fn hundreds_up_to(upto: i64) -> Vec<(i64, Value)> {
+        (1356998400..upto).map(|t| (t, Value::Int(t))).collect()
     }
 
     #[test]
@@ -785,21 +801,6 @@ mod tests {
         assert_eq!(points_read(&store, "m"), expected, "after the flush");
     }
 
-    /// The points of `metric`'s rows as a reader sees them: (timestamp s, value), in row order.
-    fn points_read(store: &Store, metric: &str) -> Vec<(i64, Value)> {
-        let uid = store.uids().get(UidKind::Metric, metric).unwrap().unwrap();
-        let (sw, mw) = (store.layout.salt.width, store.layout.uid_widths[0]);
-        let mut out = Vec::new();
-        store
-            .for_each_row(uid.as_bytes(), 0, u32::MAX, |row| {
-                let points = codec::row_points(codec::row_base_time(row.key, sw, mw), &row.cells()?).unwrap();
-                out.extend(points.into_iter().map(|p| (p.timestamp_ms / 1000, p.value)));
-                Ok(true)
-            })
-            .unwrap();
-        out
-    }
-
     // Found by rtsd_on_hbase_faults (CI, 11-30): reads within a second of a failed flush used a copy of the series
     // table, taken again only when its point count changed; a writer's own flush (a `sync` put on HBase) wrote the
     // copied points, as many new ones arrived, and a read missed them. Reads now take the table itself.
@@ -807,19 +808,15 @@ mod tests {
     fn a_read_after_a_failed_flush_sees_points_that_arrived_after_another_flush_emptied_the_table() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path(), &[]);
-        let batch = |t0: i64| -> Vec<DataPoint<'static>> {
-            (0..100).map(|i| point("m", t0 + i, Value::Int(t0 + i), &[("host", "a")])).collect()
-        };
-        let expected = |upto: i64| -> Vec<(i64, Value)> { (1356998400..upto).map(|t| (t, Value::Int(t))).collect() };
-        write(&store, &batch(1356998400));
+        write(&store, &hundred_points(1356998400));
         store.fail_flushes.store(true, std::sync::atomic::Ordering::Release);
-        assert_eq!(points_read(&store, "m"), expected(1356998500), "read while flushes fail");
+        assert_eq!(points_read(&store, "m"), hundreds_up_to(1356998500), "read while flushes fail");
         store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
         // A writer's own flush (not the settle's retry, which waits a second) empties the table.
         assert_eq!(store.flush_pending().unwrap(), 100);
-        write(&store, &batch(1356998500));
+        write(&store, &hundred_points(1356998500));
         assert_eq!(store.pending.points(), 100);
-        assert_eq!(points_read(&store, "m"), expected(1356998600), "the second 100 points");
+        assert_eq!(points_read(&store, "m"), hundreds_up_to(1356998600), "the second 100 points");
     }
 
     // A read within a second of a failed flush finds the points of a flush under way (a `sync` writer's own, on a
@@ -828,15 +825,11 @@ mod tests {
     fn a_read_after_a_failed_flush_sees_the_points_of_a_flush_under_way() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path(), &[]);
-        let batch = |t0: i64| -> Vec<DataPoint<'static>> {
-            (0..100).map(|i| point("m", t0 + i, Value::Int(t0 + i), &[("host", "a")])).collect()
-        };
-        let expected = |upto: i64| -> Vec<(i64, Value)> { (1356998400..upto).map(|t| (t, Value::Int(t))).collect() };
-        write(&store, &batch(1356998400));
+        write(&store, &hundred_points(1356998400));
         store.fail_flushes.store(true, std::sync::atomic::Ordering::Release);
-        assert_eq!(points_read(&store, "m"), expected(1356998500));
+        assert_eq!(points_read(&store, "m"), hundreds_up_to(1356998500));
         store.fail_flushes.store(false, std::sync::atomic::Ordering::Release);
-        write(&store, &batch(1356998500));
+        write(&store, &hundred_points(1356998500));
         // A writer's flush stops before writing its first slice until the read is done.
         let at_slice = Arc::new(std::sync::Barrier::new(2));
         let go_on = Arc::new(std::sync::Barrier::new(2));
@@ -857,7 +850,7 @@ mod tests {
             go_on.wait();
             assert_eq!(flusher.join().unwrap(), 200);
             *store.flush_step.lock().unwrap() = None;
-            assert_eq!(read, expected(1356998600), "read while the flush held the points");
+            assert_eq!(read, hundreds_up_to(1356998600), "read while the flush held the points");
         });
     }
 

@@ -556,14 +556,16 @@ impl PendingTable {
             // Every acknowledged point is in RocksDB (`points` drops only after a slice's write).
             return out;
         }
+        let mut add = |row: &Row| {
+            if !row.fragment.columns.is_empty() {
+                out.entry(row.key.to_vec()).or_default().extend_from_slice(&row.fragment.columns);
+            }
+        };
         let flushing = self.flushing.lock().unwrap_or_else(|e| e.into_inner());
         for slice in flushing.iter() {
             for key in keys {
                 if let Ok(i) = slice.binary_search_by(|row| row.key.as_slice().cmp(key)) {
-                    let columns = &slice[i].fragment.columns;
-                    if !columns.is_empty() {
-                        out.entry(key.to_vec()).or_default().extend_from_slice(columns);
-                    }
+                    add(&slice[i]);
                 }
             }
         }
@@ -571,10 +573,7 @@ impl PendingTable {
             let hash = self.hasher.hash_one(key);
             let shard = self.shards[shard_of(hash)].lock().unwrap_or_else(|e| e.into_inner());
             if let Some(&i) = shard.index.find(hash, |&i| shard.rows[i as usize].key.as_slice() == *key) {
-                let columns = &shard.rows[i as usize].fragment.columns;
-                if !columns.is_empty() {
-                    out.entry(key.to_vec()).or_default().extend_from_slice(columns);
-                }
+                add(&shard.rows[i as usize]);
             }
         }
         drop(flushing);

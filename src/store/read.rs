@@ -232,7 +232,7 @@ impl Store {
     /// writer's from its series log (the overlay).
     fn for_each_unflushed_key(&self, mut f: impl FnMut(&[u8])) {
         if self.read_only {
-            self.overlay().keys().for_each(|key| f(key));
+            self.overlay.keys().for_each(|key| f(key));
         } else {
             self.pending.unflushed_keys(f);
         }
@@ -268,16 +268,14 @@ impl Store {
         if family == CF_DATA {
             self.publish_if_shared()?;
         }
-        static NONE: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
-        let (overlay, taken);
-        let unflushed_rows: &std::collections::BTreeMap<Vec<u8>, Vec<u8>> = if family != CF_DATA {
+        static NONE: UnflushedRows = UnflushedRows::new();
+        let taken;
+        let unflushed_rows: &UnflushedRows = if family != CF_DATA {
             &NONE
         } else if self.read_only {
-            overlay = self.overlay();
-            &overlay
+            &self.overlay
         } else {
-            let at = self.layout.metric_at();
-            taken = self.pending.unflushed(|key| key.get(at.clone()) == Some(metric));
+            taken = self.unflushed_of_metric(metric);
             &taken
         };
         let Some(mut cursor) = self.engine.cursor(family, ReadHints::default()) else { return Ok(()) };
@@ -345,13 +343,19 @@ impl Store {
     }
 
     /// The points of the rows `keys` (sorted, distinct) not stored yet: the series table's and a flush's under
-    /// way, or on a read-only open the writer's from its series log (see [`Store::overlay`]).
-    fn unflushed_of(&self, keys: &[&[u8]]) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    /// way, or on a read-only open the writer's from its series log (see `Store::overlay`).
+    fn unflushed_of(&self, keys: &[&[u8]]) -> UnflushedRows {
         if self.read_only {
-            let overlay = self.overlay();
-            return keys.iter().filter_map(|k| overlay.get(*k).map(|v| (k.to_vec(), v.clone()))).collect();
+            return keys.iter().filter_map(|k| self.overlay.get(*k).map(|v| (k.to_vec(), v.clone()))).collect();
         }
         self.pending.unflushed_of(keys)
+    }
+
+    /// The rows of `metric` holding points not in RocksDB yet, with those points (the series table's and a
+    /// flush's under way): what scans join in and grid reads take their raw buckets from. The writer's only.
+    pub(super) fn unflushed_of_metric(&self, metric: &[u8]) -> UnflushedRows {
+        let at = self.layout.metric_at();
+        self.pending.unflushed(|key| key.get(at.clone()) == Some(metric))
     }
 
     /// A row as readers see it: the stored value, with the row's points not stored yet merged in when there are

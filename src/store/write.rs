@@ -66,7 +66,7 @@ pub struct SeriesKey {
 }
 
 impl Store {
-    /// Puts the series log's records (read before the database was opened) into [`Store::overlay`] (read-only
+    /// Puts the series log's records (read before the database was opened) into `Store::overlay` (read-only
     /// opens).
     pub(super) fn load_overlay(&mut self, records: &[Vec<u8>]) -> Result<(), StoreError> {
         let mut order = Vec::new();
@@ -75,8 +75,7 @@ impl Store {
         }
         let (_, rows, _) = self.pending.take()?;
         let rows = rows.into_iter().map(|row| (row.key.to_vec(), row.fragment.columns)).collect();
-        let overlay = Overlay { rows };
-        self.overlay = Arc::new(overlay);
+        self.overlay = rows;
         Ok(())
     }
 
@@ -297,11 +296,6 @@ impl Store {
         self.settle()?;
         let failing = self.flush_failed_at.lock().unwrap_or_else(|e| e.into_inner()).is_some();
         Ok(failing && self.pending.points() > 0)
-    }
-
-    /// A read-only open's view of the writer's series log (see [`Store::overlay`]).
-    pub(super) fn overlay(&self) -> Arc<Overlay> {
-        self.overlay.clone()
     }
 
     pub fn new_batch(&self) -> PointBatch {

@@ -318,8 +318,7 @@ impl Store {
             return Ok(Some(Unfolded::default()));
         }
         let t = std::time::Instant::now();
-        let at = self.layout.metric_at();
-        let unflushed = self.pending.unflushed(|key| key.get(at.clone()) == Some(metric));
+        let unflushed = self.unflushed_of_metric(metric);
         tracing::debug!(
             ms = t.elapsed().as_secs_f64() * 1e3,
             rows = unflushed.len(),
